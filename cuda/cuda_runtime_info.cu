@@ -1,0 +1,43 @@
+// Device discovery and host<->device copies for Tensor::to(Device).
+#include <cuda_runtime.h>
+
+#include "lb/core/cuda_runtime_info.h"
+#include "lb/core/tensor.h"
+
+namespace lb {
+
+bool cuda_compiled() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+std::vector<std::string> cuda_device_names() {
+  std::vector<std::string> names;
+  for (int i = 0; i < cuda_device_count(); ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) == cudaSuccess) names.emplace_back(p.name);
+  }
+  return names;
+}
+
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  LB_CHECK(d.is_cpu() || d.index < cuda_device_count(), "cannot move ", str(), " to ", d.str(),
+           ": ", cuda_device_count(), " CUDA device(s) found");
+  Tensor src = is_contiguous() ? *this : contiguous();
+  Tensor out = Tensor::empty(shape(), dtype(), d);
+  const cudaMemcpyKind kind = d.is_cpu() ? cudaMemcpyDeviceToHost
+                              : device().is_cpu() ? cudaMemcpyHostToDevice
+                                                  : cudaMemcpyDeviceToDevice;
+  const cudaError_t err = cudaMemcpy(out.raw_data(), src.raw_data(), nbytes(), kind);
+  LB_CHECK(err == cudaSuccess, "copy ", str(), " -> ", d.str(), " failed: ", cudaGetErrorString(err));
+  return out;
+}
+
+}  // namespace lb

@@ -1,0 +1,86 @@
+// Tape autograd. A differentiable op computes its output, then (when grad mode is on and an
+// input requires grad) records a Node holding only the tensors its backward needs. Nodes
+// carry a sequence number: creation order is a topological order, so backward walks the
+// reachable nodes by descending sequence (the tape, reversed). Gradients accumulate (+=).
+//
+// Pattern for an op (see src/ops/elementwise.cpp):
+//   Tensor out = ...compute...;
+//   if (autograd::should_record({a, b}))
+//     autograd::record("mul", out, {a, b}, /*saved=*/{a, b},
+//         [](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
+//           return std::vector<Tensor>{need[0] ? mul(g, s[1]) : Tensor(),
+//                                      need[1] ? mul(g, s[0]) : Tensor()};
+//         });
+// The backward function gets the output gradient, the saved tensors (detached: they have no
+// history, which breaks reference cycles) and which inputs need a gradient; it returns one
+// tensor per input (undefined = no gradient), shaped like that input. It runs with grad
+// mode off.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lb/autograd/grad_mode.h"
+#include "lb/core/tensor.h"
+
+namespace lb::autograd {
+
+class Node;
+
+// Where an input's gradient goes: the node that produced it, or the leaf tensor itself.
+struct Edge {
+  std::shared_ptr<Node> node;
+  std::shared_ptr<TensorImpl> leaf;
+  bool needed() const { return node != nullptr || leaf != nullptr; }
+};
+
+using BackwardFn = std::function<std::vector<Tensor>(
+    const Tensor& grad_output, const std::vector<Tensor>& saved, const std::vector<bool>& needs)>;
+
+class Node {
+ public:
+  Node(std::string name, std::vector<Edge> inputs, std::vector<Tensor> saved, BackwardFn fn);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const std::string& name() const { return name_; }
+  uint64_t seq() const { return seq_; }
+  const std::vector<Edge>& inputs() const { return inputs_; }
+  const std::vector<Tensor>& saved() const { return saved_; }
+  bool released() const { return released_; }
+
+  std::vector<Tensor> apply(const Tensor& grad_output);  // throws if released
+  void release();  // frees saved tensors and the closure (after backward)
+
+ private:
+  std::string name_;
+  uint64_t seq_;
+  std::vector<Edge> inputs_;
+  std::vector<Tensor> saved_;
+  BackwardFn fn_;
+  bool released_ = false;
+};
+
+// True when grad mode is on and any defined input requires grad.
+bool should_record(std::initializer_list<Tensor> inputs);
+bool should_record(const std::vector<Tensor>& inputs);
+
+// Attaches a new node to `out` (which becomes a non-leaf requiring grad). `saved` tensors
+// are stored detached, and their storages are re-tagged MemTag::Saved for accounting.
+void record(const std::string& name, Tensor& out, const std::vector<Tensor>& inputs,
+            const std::vector<Tensor>& saved, BackwardFn fn);
+
+// Runs backward from `root` (see Tensor::backward).
+void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph);
+
+// Measured activation memory: bytes of the unique storages held by live (unreleased) nodes,
+// excluding parameters and buffers, which are resident anyway.
+int64_t saved_bytes();
+// Number of live nodes (for tests and leak checks).
+int64_t live_nodes();
+
+}  // namespace lb::autograd

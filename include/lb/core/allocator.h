@@ -1,0 +1,47 @@
+// Allocators with accounting. Every allocation carries a tag (what the bytes are for);
+// current and peak bytes are counted per tag and in total, so benchmarks and reports can
+// say where memory goes. CPU blocks are 64-byte aligned (AVX-512 loads).
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace lb {
+
+// Buffer: non-trainable module state (BatchNorm running stats). Other: activations and temporaries.
+enum class MemTag : uint8_t { Parameter, Buffer, Gradient, Optimizer, Saved, Workspace, Other };
+constexpr int kNumMemTags = 7;
+const char* mem_tag_name(MemTag t);
+
+struct MemStats {
+  std::array<int64_t, kNumMemTags> current{};
+  std::array<int64_t, kNumMemTags> peak{};
+  int64_t total_current = 0;
+  int64_t total_peak = 0;
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes, MemTag tag) = 0;
+  virtual void deallocate(void* p, size_t nbytes, MemTag tag) = 0;
+  MemStats stats() const;
+  void reset_peak();  // peaks := current
+  // Moves accounted bytes from one tag to another (e.g. an activation becomes "saved").
+  void retag(size_t nbytes, MemTag from, MemTag to);
+
+ protected:
+  void count_alloc(size_t nbytes, MemTag tag);
+  void count_free(size_t nbytes, MemTag tag);
+
+ private:
+  std::array<std::atomic<int64_t>, kNumMemTags> current_{};
+  std::array<std::atomic<int64_t>, kNumMemTags> peak_{};
+  std::atomic<int64_t> total_current_{0};
+  std::atomic<int64_t> total_peak_{0};
+};
+
+Allocator& cpu_allocator();
+
+}  // namespace lb

@@ -1,0 +1,38 @@
+// Convolution and pooling on NCHW tensors (f32/f64), differentiable. Conv2d is im2col + GEMM;
+// its backward is split into data (grad_input) and filter (grad_weight, grad_bias) parts.
+#pragma once
+#include <array>
+
+#include "lb/core/tensor.h"
+
+namespace lb {
+
+struct Conv2dArgs {
+  std::array<int64_t, 2> stride{1, 1};
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};
+  int64_t groups = 1;
+};
+
+// x (N, C_in, H, W), w (C_out, C_in/groups, kH, kW), b (C_out) or undefined.
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(),
+              const Conv2dArgs& args = {});
+
+// im2col for one image group: x (C, H, W) -> columns (C·kH·kW, H_out·W_out). Exposed because
+// the backward strategies work on this GEMM view of a convolution.
+void im2col(const float* x, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+            const Conv2dArgs& args, float* cols);
+void col2im(const float* cols, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+            const Conv2dArgs& args, float* dx);  // accumulates into dx
+
+struct Pool2dArgs {
+  std::array<int64_t, 2> kernel{2, 2};
+  std::array<int64_t, 2> stride{2, 2};
+  std::array<int64_t, 2> padding{0, 0};
+};
+Tensor max_pool2d(const Tensor& x, const Pool2dArgs& args);
+// Average pool; padded cells count in the divisor (PyTorch count_include_pad=True).
+Tensor avg_pool2d(const Tensor& x, const Pool2dArgs& args);
+Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w);
+
+}  // namespace lb

@@ -1,0 +1,88 @@
+// Backward: walk the nodes reachable from the root by descending sequence number (the tape in
+// reverse), accumulate gradients per node, deliver leaf gradients into .grad (+=), then free
+// the saved tensors unless retain_graph.
+#include <algorithm>
+#include <unordered_map>
+
+#include "lb/autograd/node.h"
+#include "lb/ops/elementwise.h"
+
+namespace lb::autograd {
+
+namespace {
+// Leaf gradients are stored as fresh contiguous tensors tagged "gradient" (never aliasing a
+// temporary that someone else may hold), then accumulated in place.
+void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
+  LB_CHECK(g.shape() == leaf.shape, "internal: gradient ", shape_str(g.shape()),
+           " for a leaf of shape ", shape_str(leaf.shape));
+  if (!leaf.grad.defined()) {
+    Tensor fresh = Tensor::empty(leaf.shape, leaf.dtype, leaf.storage->device(), MemTag::Gradient);
+    fresh.copy_(g);
+    leaf.grad = fresh;
+  } else {
+    add_(leaf.grad, g);
+  }
+}
+
+void accumulate(Tensor& slot, const Tensor& g) {
+  if (!slot.defined()) slot = g;
+  else slot = add(slot, g);
+}
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
+  LB_CHECK(root.defined(), "backward() on an undefined tensor");
+  LB_CHECK(root.requires_grad(),
+           "backward() on a tensor that does not require grad (no input had requires_grad, or "
+           "it was computed under NoGradGuard)");
+  Tensor g0 = grad_output;
+  if (!g0.defined()) {
+    LB_CHECK(root.numel() == 1, "backward() without a gradient needs a scalar output, got shape ",
+             shape_str(root.shape()), "; pass grad_output");
+    g0 = Tensor::ones(root.shape(), root.dtype(), root.device());
+  }
+  LB_CHECK(g0.shape() == root.shape(), "backward(): gradient shape ", shape_str(g0.shape()),
+           " does not match output shape ", shape_str(root.shape()));
+  NoGradGuard no_grad;
+  if (!root.grad_fn()) {  // a leaf: its gradient is the given one
+    accumulate_leaf(*root.impl(), g0);
+    return;
+  }
+  // Collect the reachable nodes.
+  std::vector<Node*> order;
+  std::unordered_map<Node*, Tensor> grads;
+  {
+    std::vector<Node*> stack{root.grad_fn().get()};
+    std::unordered_map<Node*, bool> seen{{stack[0], true}};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      order.push_back(n);
+      for (const Edge& e : n->inputs())
+        if (e.node && !seen[e.node.get()]) {
+          seen[e.node.get()] = true;
+          stack.push_back(e.node.get());
+        }
+    }
+  }
+  std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->seq() > b->seq(); });
+  grads[root.grad_fn().get()] = g0;
+  for (Node* n : order) {
+    auto it = grads.find(n);
+    if (it == grads.end()) continue;  // no gradient reached this node
+    Tensor g = std::move(it->second);
+    grads.erase(it);
+    std::vector<Tensor> in_grads = n->apply(g);
+    g = Tensor();
+    for (size_t i = 0; i < in_grads.size(); ++i) {
+      const Edge& e = n->inputs()[i];
+      if (!in_grads[i].defined() || !e.needed()) continue;
+      if (e.node) accumulate(grads[e.node.get()], in_grads[i]);
+      else accumulate_leaf(*e.leaf, in_grads[i]);
+    }
+  }
+  if (!retain_graph)
+    for (Node* n : order) n->release();
+}
+
+}  // namespace lb::autograd

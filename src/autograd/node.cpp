@@ -1,0 +1,114 @@
+// Nodes, the live-node registry (the tape) and saved-bytes accounting.
+#include "lb/autograd/node.h"
+
+#include <atomic>
+#include <mutex>
+#include <unordered_set>
+
+namespace lb::autograd {
+
+namespace {
+std::atomic<uint64_t> g_next_seq{0};
+std::mutex g_tape_mutex;
+std::unordered_set<const Node*>& tape() {
+  static std::unordered_set<const Node*> t;
+  return t;
+}
+}  // namespace
+
+Node::Node(std::string name, std::vector<Edge> inputs, std::vector<Tensor> saved, BackwardFn fn)
+    : name_(std::move(name)),
+      seq_(g_next_seq.fetch_add(1)),
+      inputs_(std::move(inputs)),
+      saved_(std::move(saved)),
+      fn_(std::move(fn)) {
+  std::lock_guard<std::mutex> lock(g_tape_mutex);
+  tape().insert(this);
+}
+
+Node::~Node() {
+  std::lock_guard<std::mutex> lock(g_tape_mutex);
+  tape().erase(this);
+}
+
+std::vector<Tensor> Node::apply(const Tensor& grad_output) {
+  LB_CHECK(!released_, "backward through '", name_,
+           "' a second time: its saved tensors were freed. HINT: pass retain_graph=true to the "
+           "first backward()");
+  std::vector<bool> needs(inputs_.size());
+  for (size_t i = 0; i < inputs_.size(); ++i) needs[i] = inputs_[i].needed();
+  std::vector<Tensor> grads = fn_(grad_output, saved_, needs);
+  LB_CHECK(grads.size() == inputs_.size(), "internal: backward of '", name_, "' returned ",
+           grads.size(), " gradients for ", inputs_.size(), " inputs");
+  return grads;
+}
+
+void Node::release() {
+  std::lock_guard<std::mutex> lock(g_tape_mutex);
+  released_ = true;
+  saved_.clear();
+  saved_.shrink_to_fit();
+  fn_ = nullptr;
+}
+
+bool should_record(std::initializer_list<Tensor> inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool should_record(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void record(const std::string& name, Tensor& out, const std::vector<Tensor>& inputs,
+            const std::vector<Tensor>& saved, BackwardFn fn) {
+  std::vector<Edge> edges(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined() || !t.requires_grad()) continue;
+    if (t.grad_fn()) edges[i].node = t.grad_fn();
+    else edges[i].leaf = t.impl_ptr();
+  }
+  std::vector<Tensor> kept;
+  kept.reserve(saved.size());
+  for (const Tensor& s : saved) {
+    if (!s.defined()) {
+      kept.emplace_back();
+      continue;
+    }
+    const MemTag tag = s.storage()->tag();
+    if (tag == MemTag::Other || tag == MemTag::Workspace) s.storage()->set_tag(MemTag::Saved);
+    kept.push_back(s.detach());
+  }
+  auto node = std::make_shared<Node>(name, std::move(edges), std::move(kept), std::move(fn));
+  out.impl()->grad_fn = std::move(node);
+  out.impl()->requires_grad = true;
+}
+
+int64_t saved_bytes() {
+  std::lock_guard<std::mutex> lock(g_tape_mutex);
+  std::unordered_set<const Storage*> seen;
+  int64_t total = 0;
+  for (const Node* n : tape()) {
+    if (n->released()) continue;
+    for (const Tensor& t : n->saved()) {
+      if (!t.defined()) continue;
+      const Storage* s = t.storage().get();
+      if (s->tag() == MemTag::Parameter || s->tag() == MemTag::Buffer) continue;
+      if (seen.insert(s).second) total += static_cast<int64_t>(s->nbytes());
+    }
+  }
+  return total;
+}
+
+int64_t live_nodes() {
+  std::lock_guard<std::mutex> lock(g_tape_mutex);
+  return static_cast<int64_t>(tape().size());
+}
+
+}  // namespace lb::autograd

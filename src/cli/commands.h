@@ -1,0 +1,18 @@
+// The CLI's subcommands; each takes its arguments (after the command name) and returns the
+// process exit code. Bad flags throw UsageError (exit 2).
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace lb::cli {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string usage();
+int cmd_info(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
+
+}  // namespace lb::cli

@@ -1,0 +1,39 @@
+// `leanback info`: version, build type, BLAS, threads, CUDA.
+#include <omp.h>
+
+#include <iostream>
+
+#include "lb/core/cuda_runtime_info.h"
+#include "src/cli/commands.h"
+
+extern "C" char* openblas_get_config();
+extern "C" int openblas_get_num_threads();
+
+namespace lb::cli {
+
+std::string usage() {
+  return "usage: leanback <command> [options]\n"
+         "  info                         version, build, BLAS, threads, CUDA devices\n"
+         "  bench WORKLOAD [--iters N] [--json]\n"
+         "                               micro-benchmarks (workloads: linear_bwd)\n";
+}
+
+int cmd_info(const std::vector<std::string>& args) {
+  if (!args.empty()) throw UsageError("info takes no arguments, got '" + args[0] + "'");
+  std::cout << "leanback " << LEANBACK_VERSION << "\n"
+            << "build type: " << LEANBACK_BUILD_TYPE << "\n"
+            << "BLAS: " << openblas_get_config() << " (" << openblas_get_num_threads()
+            << " threads)\n"
+            << "OpenMP threads: " << omp_get_max_threads() << "\n";
+  if (!cuda_compiled()) {
+    std::cout << "CUDA: not compiled in\n";
+  } else {
+    const auto names = cuda_device_names();
+    std::cout << "CUDA: compiled in, " << names.size() << " device(s)";
+    for (size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : ": ") << names[i];
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace lb::cli

@@ -1,0 +1,34 @@
+// leanback command-line entry: dispatches to subcommands; lb::Error becomes a message on
+// stderr and exit code 1 (2 for usage errors).
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "src/cli/commands.h"
+#include "lb/core/error.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::cout << lb::cli::usage();
+    return args.empty() ? 2 : 0;
+  }
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  try {
+    if (cmd == "info") return lb::cli::cmd_info(args);
+    if (cmd == "bench") return lb::cli::cmd_bench(args);
+    std::cerr << "leanback: unknown command '" << cmd << "'\n" << lb::cli::usage();
+    return 2;
+  } catch (const lb::cli::UsageError& e) {
+    std::cerr << "leanback " << cmd << ": " << e.what() << "\n";
+    return 2;
+  } catch (const lb::Error& e) {
+    std::cerr << "leanback " << cmd << ": error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "leanback " << cmd << ": unexpected error: " << e.what() << "\n";
+    return 1;
+  }
+}

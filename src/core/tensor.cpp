@@ -1,0 +1,290 @@
+// Tensor creation, metadata, element access, copies and dtype/device conversion.
+#include "lb/core/tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "lb/autograd/grad_mode.h"
+#include "lb/autograd/node.h"
+#include "lb/core/strided.h"
+
+namespace lb {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  if (s.size() == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (int64_t i = static_cast<int64_t>(s.size()) - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+int64_t normalize_dim(int64_t d, int64_t ndim) {
+  const int64_t n = ndim == 0 ? 1 : ndim;
+  LB_CHECK(d >= -n && d < n, "dimension ", d, " out of range for a ", ndim, "-d tensor");
+  return d < 0 ? d + n : d;
+}
+
+// ---------------------------------------------------------------- creation
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemTag tag) {
+  for (int64_t d : shape) LB_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device, tag);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device, MemTag tag) {
+  Tensor t = empty(shape, dtype, device, tag);
+  t.fill_(0.0);
+  return t;
+}
+
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 1.0, dtype, device);
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor Tensor::arange(int64_t n, DType dtype) {
+  Tensor t = empty({n}, DType::F64);
+  double* p = t.data<double>();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<double>(i);
+  return dtype == DType::F64 ? t : t.to(dtype);
+}
+
+Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+// ---------------------------------------------------------------- metadata
+static TensorImpl& checked(const std::shared_ptr<TensorImpl>& p) {
+  LB_CHECK(p != nullptr, "operation on an undefined tensor");
+  return *p;
+}
+
+const Shape& Tensor::shape() const { return checked(impl_).shape; }
+const Shape& Tensor::strides() const { return checked(impl_).strides; }
+int64_t Tensor::offset() const { return checked(impl_).offset; }
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim())]; }
+int64_t Tensor::numel() const { return shape_numel(shape()); }
+DType Tensor::dtype() const { return checked(impl_).dtype; }
+Device Tensor::device() const { return checked(impl_).storage->device(); }
+const std::shared_ptr<Storage>& Tensor::storage() const { return checked(impl_).storage; }
+
+bool Tensor::is_contiguous() const {
+  const Shape& s = shape();
+  const Shape& st = strides();
+  int64_t acc = 1;
+  for (int64_t i = static_cast<int64_t>(s.size()) - 1; i >= 0; --i) {
+    if (s[i] != 1 && st[i] != acc) return false;
+    acc *= s[i];
+  }
+  return true;
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor(undefined)";
+  std::ostringstream os;
+  os << "Tensor(" << dtype_name(dtype()) << ", " << shape_str(shape()) << ", " << device().str()
+     << ")";
+  return os.str();
+}
+
+void* Tensor::raw_data() const {
+  LB_CHECK(defined(), "data access on an undefined tensor");
+  return static_cast<char*>(storage()->data()) + offset() * dtype_size(dtype());
+}
+
+// ---------------------------------------------------------------- element conversion
+namespace {
+inline double load_as_double(const void* base, int64_t i, DType t) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(base)[i];
+    case DType::F64: return static_cast<const double*>(base)[i];
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::I8: return static_cast<const int8_t*>(base)[i];
+    case DType::I32: return static_cast<const int32_t*>(base)[i];
+    case DType::I64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DType::U8: return static_cast<const uint8_t*>(base)[i];
+    case DType::Bool: return static_cast<const uint8_t*>(base)[i] ? 1.0 : 0.0;
+  }
+  return 0;
+}
+inline void store_from_double(void* base, int64_t i, DType t, double v) {
+  switch (t) {
+    case DType::F32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
+    case DType::F64: static_cast<double*>(base)[i] = v; break;
+    case DType::BF16: static_cast<uint16_t*>(base)[i] = f32_to_bf16(static_cast<float>(v)); break;
+    case DType::F16: static_cast<uint16_t*>(base)[i] = f32_to_f16(static_cast<float>(v)); break;
+    case DType::I8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
+    case DType::I32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
+    case DType::I64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
+    case DType::U8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
+    case DType::Bool: static_cast<uint8_t*>(base)[i] = v != 0.0; break;
+  }
+}
+void check_cpu(const Tensor& t, const char* what) {
+  LB_CHECK(t.device().is_cpu(), what, " on ", t.device().str(),
+           " is not supported yet (CPU only); move the tensor with .to(Device::cpu())");
+}
+}  // namespace
+
+double Tensor::item_double() const {
+  LB_CHECK(numel() == 1, "item() needs one element, got shape ", shape_str(shape()));
+  check_cpu(*this, "item()");
+  return load_as_double(raw_data(), 0, dtype());
+}
+
+std::vector<double> Tensor::to_double_vector() const {
+  check_cpu(*this, "to_double_vector()");
+  std::vector<double> out;
+  out.reserve(numel());
+  const void* base = storage()->data();
+  const int64_t n = detail::last_dim(shape()), s = detail::last_stride(strides());
+  const DType t = dtype();
+  detail::for_each_row<1>(shape(), {&strides()}, {offset()}, [&](const std::array<int64_t, 1>& o) {
+    for (int64_t i = 0; i < n; ++i) out.push_back(load_as_double(base, o[0] + i * s, t));
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- copies
+void Tensor::copy_(const Tensor& src) {
+  check_cpu(*this, "copy_");
+  check_cpu(src, "copy_");
+  Tensor s = src.shape() == shape() ? src : src.expand(shape());
+  const DType dt = dtype(), st = s.dtype();
+  const size_t es = dtype_size(dt);
+  char* dbase = static_cast<char*>(storage()->data());
+  const char* sbase = static_cast<const char*>(s.storage()->data());
+  const int64_t n = detail::last_dim(shape());
+  const int64_t ds = detail::last_stride(strides()), ss = detail::last_stride(s.strides());
+  detail::for_each_row<2>(shape(), {&strides(), &s.strides()}, {offset(), s.offset()},
+                          [&](const std::array<int64_t, 2>& o) {
+    if (dt == st && ds == 1 && ss == 1) {
+      std::memcpy(dbase + o[0] * es, sbase + o[1] * es, n * es);
+    } else if (dt == st && es == 4) {
+      auto* d = reinterpret_cast<uint32_t*>(dbase) + o[0];
+      auto* q = reinterpret_cast<const uint32_t*>(sbase) + o[1];
+      for (int64_t i = 0; i < n; ++i) d[i * ds] = q[i * ss];
+    } else if (dt == DType::F32 && st == DType::F64) {
+      auto* d = reinterpret_cast<float*>(dbase) + o[0];
+      auto* q = reinterpret_cast<const double*>(sbase) + o[1];
+      for (int64_t i = 0; i < n; ++i) d[i * ds] = static_cast<float>(q[i * ss]);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        store_from_double(dbase, o[0] + i * ds, dt, load_as_double(sbase, o[1] + i * ss, st));
+    }
+  });
+}
+
+void Tensor::fill_(double value) {
+  check_cpu(*this, "fill_");
+  if (numel() == 0) return;
+  const DType t = dtype();
+  char* base = static_cast<char*>(storage()->data());
+  const int64_t n = detail::last_dim(shape()), s = detail::last_stride(strides());
+  detail::for_each_row<1>(shape(), {&strides()}, {offset()}, [&](const std::array<int64_t, 1>& o) {
+    if (t == DType::F32) {
+      float* p = reinterpret_cast<float*>(base) + o[0];
+      for (int64_t i = 0; i < n; ++i) p[i * s] = static_cast<float>(value);
+    } else {
+      for (int64_t i = 0; i < n; ++i) store_from_double(base, o[0] + i * s, t, value);
+    }
+  });
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype(), device());
+  out.copy_(*this);
+  if (autograd::should_record({*this}))
+    autograd::record("clone", out, {*this}, {},
+                     [](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
+                       return std::vector<Tensor>{g};
+                     });
+  return out;
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::to(DType dt) const {
+  if (dt == dtype()) return *this;
+  Tensor out = empty(shape(), dt, device());
+  out.copy_(*this);
+  if (dtype_is_floating(dt) && dtype_is_floating(dtype()) && autograd::should_record({*this})) {
+    const DType back = dtype();
+    autograd::record("to_dtype", out, {*this}, {},
+                     [back](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
+                       return std::vector<Tensor>{g.to(back)};
+                     });
+  }
+  return out;
+}
+
+#ifndef LEANBACK_WITH_CUDA
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  LB_FAIL("cannot move ", str(), " to ", d.str(), ": this build has no CUDA (LEANBACK_CUDA=OFF)");
+}
+#endif
+
+// ---------------------------------------------------------------- autograd accessors
+bool Tensor::requires_grad() const { return checked(impl_).requires_grad; }
+
+Tensor& Tensor::set_requires_grad(bool r) {
+  LB_CHECK(checked(impl_).grad_fn == nullptr,
+           "set_requires_grad on a non-leaf tensor; use detach() first");
+  LB_CHECK(!r || dtype_is_floating(dtype()), "only floating-point tensors can require grad, got ",
+           dtype_name(dtype()));
+  impl_->requires_grad = r;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return checked(impl_).grad; }
+void Tensor::set_grad(const Tensor& g) { checked(impl_).grad = g; }
+void Tensor::zero_grad() { checked(impl_).grad = Tensor(); }
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return checked(impl_).grad_fn; }
+bool Tensor::is_leaf() const { return checked(impl_).grad_fn == nullptr; }
+
+Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
+
+void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
+  autograd::run_backward(*this, grad_output, retain_graph);
+}
+
+}  // namespace lb

@@ -1,0 +1,36 @@
+// Test helpers: random tensors, closeness checks, finite-difference gradient checks and
+// PyTorch golden fixtures.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lb/core/philox.h"
+#include "lb/core/tensor.h"
+
+namespace lb::testing {
+
+// Seeded normal/uniform tensors (f64 by default, for gradient checks).
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::F64);
+Tensor rand(const Shape& shape, uint64_t seed, double lo, double hi, DType dtype = DType::F64);
+
+// |a - b| <= atol + rtol |b| elementwise; the failure message names the worst element.
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol,
+                                     double atol);
+
+// Central-difference gradient check of a scalar-valued function of `inputs` (f64 tensors,
+// all with requires_grad set by the checker). The loss is Σ r ⊙ f(inputs) with fixed random
+// r, so one backward gives the whole vector-Jacobian product. Each input element is
+// perturbed by ±eps; the analytic and numeric gradients must agree within rtol/atol.
+::testing::AssertionResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                     std::vector<Tensor> inputs, double eps = 1e-6,
+                                     double rtol = 1e-6, double atol = 1e-8);
+
+// Golden fixtures written by tools/gen_golden.py (safetensors in tests/fixtures/).
+std::string fixture_path(const std::string& name);  // LB_FIXTURES_DIR/name
+// Root of ../shared/data, or "" when absent (tests then GTEST_SKIP).
+std::string shared_data_dir();
+
+}  // namespace lb::testing
