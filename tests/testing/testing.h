@@ -9,6 +9,7 @@
 
 #include "lb/core/philox.h"
 #include "lb/core/tensor.h"
+#include "lb/io/safetensors.h"
 
 namespace lb::testing {
 
@@ -30,6 +31,9 @@ Tensor rand(const Shape& shape, uint64_t seed, double lo, double hi, DType dtype
 
 // Golden fixtures written by tools/gen_golden.py (safetensors in tests/fixtures/).
 std::string fixture_path(const std::string& name);  // LB_FIXTURES_DIR/name
+// Loads tests/fixtures/<name>.safetensors (defined in fixtures.cpp; fails with a hint to
+// run tools/gen_golden.py when missing).
+io::SafetensorsFile load_fixture(const std::string& name);
 // Root of ../shared/data, or "" when absent (tests then GTEST_SKIP).
 std::string shared_data_dir();
 
