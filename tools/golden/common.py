@@ -48,7 +48,7 @@ def seeded(seed):
 
 
 def randn(*shape, seed=0):
-    return torch.randn(*shape, generator=seeded(seed), dtype=torch.float64)
+    return torch.randn(tuple(shape), generator=seeded(seed), dtype=torch.float64)
 
 
 def grads_of(fn, inputs, seed=1234):
