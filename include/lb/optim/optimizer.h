@@ -1,0 +1,115 @@
+// Optimizers hold parameters by name in groups (each with its own lr and weight decay) and
+// update them in place with one fused loop per parameter. State (moments, momentum buffers,
+// step count) is exposed by name for checkpoints.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/core/tensor.h"
+
+namespace lb::optim {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+struct ParamGroup {
+  NamedTensors params;
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  double initial_lr = -1;  // set by the optimizer; schedules scale from it
+};
+
+// Splits parameters into a decayed group and a no-decay group: names matching any pattern in
+// `no_decay` (globs over dotted names; default: biases and norm weights, as in the Hugging
+// Face recipes) get weight_decay 0. Frozen parameters (requires_grad false) are skipped.
+std::vector<ParamGroup> param_groups_with_decay(
+    const NamedTensors& named, double lr, double weight_decay,
+    const std::vector<std::string>& no_decay = {"*bias", "*LayerNorm.weight", "*layernorm*.weight",
+                                                "*norm*.weight", "*bn*.weight", "*ln*.weight"});
+// One group with everything trainable.
+std::vector<ParamGroup> single_group(const NamedTensors& named, double lr, double weight_decay = 0);
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<ParamGroup> groups);
+  virtual ~Optimizer() = default;
+  virtual std::string type_name() const = 0;
+
+  // Applies one update to every parameter that has a gradient.
+  void step();
+  void zero_grad();  // drops every .grad
+  int64_t step_count() const { return step_count_; }
+
+  std::vector<ParamGroup>& groups() { return groups_; }
+  // Sets each group's lr to initial_lr * factor (what LR schedules call).
+  void set_lr_factor(double factor);
+
+  // Checkpoint state: hyperparameters + step as JSON, buffers as "<kind>.<param name>".
+  virtual nlohmann::json hyperparams() const = 0;
+  nlohmann::json state_json() const;
+  NamedTensors state_tensors() const;
+  // Restores from the two parts above; errors name the missing or mismatched entry.
+  void load_state(const nlohmann::json& j, const std::map<std::string, Tensor>& tensors);
+
+ protected:
+  // Updates one parameter p with gradient g; `state` holds this parameter's buffers.
+  virtual void update(Tensor& p, const Tensor& g, const ParamGroup& group,
+                      std::map<std::string, Tensor>& state) = 0;
+  virtual std::vector<std::string> state_kinds() const = 0;  // e.g. {"exp_avg", "exp_avg_sq"}
+
+  std::vector<ParamGroup> groups_;
+  std::map<std::string, std::map<std::string, Tensor>> state_;  // param name -> kind -> buffer
+  int64_t step_count_ = 0;
+};
+
+struct SgdOptions {
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<ParamGroup> groups, SgdOptions opts = {});
+  std::string type_name() const override { return "sgd"; }
+  nlohmann::json hyperparams() const override;
+
+ protected:
+  void update(Tensor& p, const Tensor& g, const ParamGroup& group,
+              std::map<std::string, Tensor>& state) override;
+  std::vector<std::string> state_kinds() const override { return {"momentum_buffer"}; }
+
+ private:
+  SgdOptions opts_;
+};
+
+struct AdamOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  bool decoupled = true;  // true: AdamW (decay applied to the weights); false: Adam (L2 in g)
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<ParamGroup> groups, AdamOptions opts = {});
+  std::string type_name() const override { return opts_.decoupled ? "adamw" : "adam"; }
+  nlohmann::json hyperparams() const override;
+
+ protected:
+  void update(Tensor& p, const Tensor& g, const ParamGroup& group,
+              std::map<std::string, Tensor>& state) override;
+  std::vector<std::string> state_kinds() const override { return {"exp_avg", "exp_avg_sq"}; }
+
+ private:
+  AdamOptions opts_;
+};
+
+// Global-norm gradient clipping (torch.nn.utils.clip_grad_norm_): returns the norm before
+// clipping; scales every gradient by max_norm / (norm + 1e-6) when that is below 1.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+}  // namespace lb::optim

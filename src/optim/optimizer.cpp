@@ -1,0 +1,155 @@
+// Optimizer base: parameter groups, stepping, checkpoint state; plus gradient clipping.
+#include "lb/optim/optimizer.h"
+
+#include <cmath>
+#include <set>
+
+#include "lb/autograd/grad_mode.h"
+#include "lb/core/dispatch.h"
+#include "lb/nn/module.h"
+
+namespace lb::optim {
+
+std::vector<ParamGroup> param_groups_with_decay(const NamedTensors& named, double lr,
+                                                double weight_decay,
+                                                const std::vector<std::string>& no_decay) {
+  ParamGroup decay{{}, lr, weight_decay}, plain{{}, lr, 0.0};
+  for (const auto& [name, p] : named) {
+    if (!p.requires_grad()) continue;
+    bool nd = false;
+    for (const auto& pat : no_decay) nd = nd || nn::glob_match(pat, name);
+    (nd ? plain : decay).params.emplace_back(name, p);
+  }
+  std::vector<ParamGroup> out;
+  if (!decay.params.empty()) out.push_back(decay);
+  if (!plain.params.empty()) out.push_back(plain);
+  return out;
+}
+
+std::vector<ParamGroup> single_group(const NamedTensors& named, double lr, double weight_decay) {
+  ParamGroup g{{}, lr, weight_decay};
+  for (const auto& [name, p] : named)
+    if (p.requires_grad()) g.params.emplace_back(name, p);
+  return {g};
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
+  std::set<std::string> seen;
+  for (auto& g : groups_) {
+    LB_CHECK(g.lr >= 0, "learning rate must be >= 0, got ", g.lr);
+    LB_CHECK(g.weight_decay >= 0, "weight decay must be >= 0, got ", g.weight_decay);
+    if (g.initial_lr < 0) g.initial_lr = g.lr;
+    for (auto& [name, p] : g.params) {
+      LB_CHECK(seen.insert(name).second, "parameter '", name, "' appears in two groups");
+      LB_CHECK(p.dtype() == DType::F32 || p.dtype() == DType::F64, "parameter '", name,
+               "' has dtype ", dtype_name(p.dtype()), "; optimizers update f32/f64");
+    }
+  }
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  ++step_count_;
+  for (auto& g : groups_)
+    for (auto& [name, p] : g.params) {
+      const Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      LB_CHECK(grad.shape() == p.shape(), "gradient of '", name, "' has shape ",
+               shape_str(grad.shape()), ", parameter ", shape_str(p.shape()));
+      LB_CHECK(p.is_contiguous() && grad.is_contiguous(), "parameter '", name,
+               "' and its gradient must be contiguous");
+      update(p, grad, g, state_[name]);
+    }
+}
+
+void Optimizer::zero_grad() {
+  for (auto& g : groups_)
+    for (auto& [_, p] : g.params) p.zero_grad();
+}
+
+void Optimizer::set_lr_factor(double factor) {
+  for (auto& g : groups_) g.lr = g.initial_lr * factor;
+}
+
+nlohmann::json Optimizer::state_json() const {
+  nlohmann::json j;
+  j["type"] = type_name();
+  j["hyperparams"] = hyperparams();
+  j["step"] = step_count_;
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : groups_) {
+    nlohmann::json names = nlohmann::json::array();
+    for (const auto& [n, _] : g.params) names.push_back(n);
+    groups.push_back({{"lr", g.lr}, {"initial_lr", g.initial_lr},
+                      {"weight_decay", g.weight_decay}, {"params", names}});
+  }
+  j["groups"] = groups;
+  return j;
+}
+
+NamedTensors Optimizer::state_tensors() const {
+  NamedTensors out;
+  for (const auto& [pname, kinds] : state_)
+    for (const auto& [kind, t] : kinds) out.emplace_back(kind + "." + pname, t);
+  return out;
+}
+
+void Optimizer::load_state(const nlohmann::json& j, const std::map<std::string, Tensor>& tensors) {
+  LB_CHECK(j.value("type", std::string()) == type_name(), "optimizer state is for '",
+           j.value("type", std::string("?")), "', this optimizer is '", type_name(), "'");
+  const auto& groups = j.at("groups");
+  LB_CHECK(groups.size() == groups_.size(), "optimizer state has ", groups.size(),
+           " parameter groups, this optimizer ", groups_.size());
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    groups_[i].lr = groups[i].at("lr").get<double>();
+    groups_[i].initial_lr = groups[i].at("initial_lr").get<double>();
+    groups_[i].weight_decay = groups[i].at("weight_decay").get<double>();
+  }
+  step_count_ = j.at("step").get<int64_t>();
+  state_.clear();
+  for (auto& g : groups_)
+    for (auto& [name, p] : g.params)
+      for (const auto& kind : state_kinds()) {
+        auto it = tensors.find(kind + "." + name);
+        if (it == tensors.end()) continue;  // buffer not created yet (e.g. no grad so far)
+        LB_CHECK(it->second.shape() == p.shape(), "optimizer state '", kind, ".", name,
+                 "' has shape ", shape_str(it->second.shape()), ", parameter ",
+                 shape_str(p.shape()));
+        Tensor t = Tensor::empty(p.shape(), p.dtype(), p.device(), MemTag::Optimizer);
+        t.copy_(it->second);
+        state_[name][kind] = t;
+      }
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  double sq = 0;
+  for (const auto& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    detail::dispatch_float(g.dtype(), "clip_grad_norm", [&](auto tag) {
+      using T = decltype(tag);
+      const T* d = g.data<T>();
+      double s = 0;
+      const int64_t n = g.numel();
+#pragma omp parallel for reduction(+ : s) if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * d[i];
+      sq += s;
+    });
+  }
+  const double norm = std::sqrt(sq);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0)
+    for (const auto& p : params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      detail::dispatch_float(g.dtype(), "clip_grad_norm", [&](auto tag) {
+        using T = decltype(tag);
+        T* d = g.data<T>();
+        const int64_t n = g.numel();
+        for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] * coef);
+      });
+    }
+  return norm;
+}
+
+}  // namespace lb::optim
