@@ -88,6 +88,21 @@ class Module {
   bool training_ = true;
 };
 
+// A named group of submodules with no forward of its own, for reproducing a reference
+// layout's nesting (e.g. Hugging Face "attention.output.dense").
+class Container : public Module {
+ public:
+  explicit Container(std::string type) : type_(std::move(type)) {}
+  std::string type_name() const override { return type_; }
+  template <typename M>
+  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
+    return register_module(name, std::move(m));
+  }
+
+ private:
+  std::string type_;
+};
+
 // A list of modules named "0", "1", ... (like torch.nn.ModuleList).
 class ModuleList : public Module {
  public:

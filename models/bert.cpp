@@ -1,0 +1,169 @@
+// BERT for sequence classification (Devlin et al. 2019; Hugging Face modeling_bert.py layout).
+#include "models/bert.h"
+
+#include <cmath>
+
+#include "lb/nn/init.h"
+
+namespace lb::models {
+
+namespace {
+int64_t get_int(const nlohmann::json& j, const std::string& path, const char* key, int64_t def,
+                int64_t min_value) {
+  if (!j.contains(key)) return def;
+  const auto& v = j.at(key);
+  LB_CHECK(v.is_number_integer(), path, ".", key, ": expected an integer, got ", v.dump());
+  const int64_t x = v.get<int64_t>();
+  LB_CHECK(x >= min_value, path, ".", key, ": must be >= ", min_value, ", got ", x);
+  return x;
+}
+double get_num(const nlohmann::json& j, const std::string& path, const char* key, double def,
+               double lo, double hi) {
+  if (!j.contains(key) || j.at(key).is_null()) return def;
+  const auto& v = j.at(key);
+  LB_CHECK(v.is_number(), path, ".", key, ": expected a number, got ", v.dump());
+  const double x = v.get<double>();
+  LB_CHECK(x >= lo && x <= hi, path, ".", key, ": must be in [", lo, ", ", hi, "], got ", x);
+  return x;
+}
+
+// Hugging Face BertPreTrainedModel._init_weights: N(0, initializer_range) for Linear and
+// Embedding weights, zero biases, LayerNorm (1, 0).
+void init_bert_weights(nn::Module& m, double std) {
+  for (auto& [name, p] : m.named_parameters()) {
+    const bool is_norm = name.find("LayerNorm") != std::string::npos;
+    if (is_norm) nn::init::constant_(p, name.ends_with(".weight") ? 1.0 : 0.0);
+    else if (name.ends_with(".bias")) nn::init::constant_(p, 0.0);
+    else nn::init::normal_(p, 0.0, std);
+  }
+}
+}  // namespace
+
+BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& path) {
+  LB_CHECK(j.is_object(), path, ": expected a JSON object");
+  BertConfig c;
+  c.vocab_size = get_int(j, path, "vocab_size", c.vocab_size, 1);
+  c.hidden_size = get_int(j, path, "hidden_size", c.hidden_size, 1);
+  c.num_hidden_layers = get_int(j, path, "num_hidden_layers", c.num_hidden_layers, 0);
+  c.num_attention_heads = get_int(j, path, "num_attention_heads", c.num_attention_heads, 1);
+  c.intermediate_size = get_int(j, path, "intermediate_size", c.intermediate_size, 1);
+  c.max_position_embeddings = get_int(j, path, "max_position_embeddings", c.max_position_embeddings, 1);
+  c.type_vocab_size = get_int(j, path, "type_vocab_size", c.type_vocab_size, 1);
+  c.num_labels = get_int(j, path, "num_labels", c.num_labels, 1);
+  if (j.contains("id2label") && !j.contains("num_labels") && j.at("id2label").is_object())
+    c.num_labels = static_cast<int64_t>(j.at("id2label").size());
+  if (j.contains("hidden_act")) {
+    LB_CHECK(j.at("hidden_act").is_string(), path, ".hidden_act: expected a string");
+    c.hidden_act = j.at("hidden_act").get<std::string>();
+    try {
+      nn::activation_from_name(c.hidden_act);
+    } catch (const Error& e) {
+      LB_FAIL(path, ".hidden_act: ", e.what());
+    }
+  }
+  c.layer_norm_eps = get_num(j, path, "layer_norm_eps", c.layer_norm_eps, 0.0, 1.0);
+  c.hidden_dropout_prob = get_num(j, path, "hidden_dropout_prob", c.hidden_dropout_prob, 0.0, 0.999);
+  c.attention_probs_dropout_prob =
+      get_num(j, path, "attention_probs_dropout_prob", c.attention_probs_dropout_prob, 0.0, 0.999);
+  c.initializer_range = get_num(j, path, "initializer_range", c.initializer_range, 0.0, 10.0);
+  LB_CHECK(c.hidden_size % c.num_attention_heads == 0, path, ": hidden_size ", c.hidden_size,
+           " is not divisible by num_attention_heads ", c.num_attention_heads);
+  return c;
+}
+
+nlohmann::json BertConfig::to_json() const {
+  return {{"model_type", "bert"},
+          {"vocab_size", vocab_size},
+          {"hidden_size", hidden_size},
+          {"num_hidden_layers", num_hidden_layers},
+          {"num_attention_heads", num_attention_heads},
+          {"intermediate_size", intermediate_size},
+          {"max_position_embeddings", max_position_embeddings},
+          {"type_vocab_size", type_vocab_size},
+          {"hidden_act", hidden_act},
+          {"layer_norm_eps", layer_norm_eps},
+          {"hidden_dropout_prob", hidden_dropout_prob},
+          {"attention_probs_dropout_prob", attention_probs_dropout_prob},
+          {"initializer_range", initializer_range},
+          {"num_labels", num_labels}};
+}
+
+BertEmbeddings::BertEmbeddings(const BertConfig& c) {
+  word_ = register_module("word_embeddings", std::make_shared<nn::Embedding>(c.vocab_size, c.hidden_size, 0));
+  position_ = register_module("position_embeddings",
+                              std::make_shared<nn::Embedding>(c.max_position_embeddings, c.hidden_size));
+  token_type_ = register_module("token_type_embeddings",
+                                std::make_shared<nn::Embedding>(c.type_vocab_size, c.hidden_size));
+  norm_ = register_module("LayerNorm", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layer_norm_eps));
+  dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(c.hidden_dropout_prob));
+}
+
+Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& types) {
+  const int64_t T = ids.size(1);
+  LB_CHECK(T <= position_->weight().size(0), "sequence length ", T,
+           " exceeds max_position_embeddings ", position_->weight().size(0));
+  const Tensor pos = Tensor::arange(T).unsqueeze(0);  // (1, T)
+  const Tensor tt = types.defined() ? types : Tensor::zeros(ids.shape(), DType::I64);
+  Tensor e = add(add(word_->forward(ids), token_type_->forward(tt)), position_->forward(pos));
+  return dropout_->forward(norm_->forward(e));
+}
+
+BertLayer::BertLayer(const BertConfig& c) : act_(nn::activation_from_name(c.hidden_act)) {
+  auto attention = register_module("attention", std::make_shared<nn::Container>("BertAttention"));
+  self_ = attention->add("self", std::make_shared<nn::SelfAttention>(
+                                     c.hidden_size, c.num_attention_heads, c.attention_probs_dropout_prob));
+  auto attn_output = attention->add("output", std::make_shared<nn::Container>("BertSelfOutput"));
+  attn_out_ = attn_output->add("dense", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size));
+  attn_norm_ = attn_output->add("LayerNorm", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layer_norm_eps));
+  auto intermediate = register_module("intermediate", std::make_shared<nn::Container>("BertIntermediate"));
+  intermediate_ = intermediate->add("dense", std::make_shared<nn::Linear>(c.hidden_size, c.intermediate_size));
+  auto output = register_module("output", std::make_shared<nn::Container>("BertOutput"));
+  out_ = output->add("dense", std::make_shared<nn::Linear>(c.intermediate_size, c.hidden_size));
+  out_norm_ = output->add("LayerNorm", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layer_norm_eps));
+  dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(c.hidden_dropout_prob));
+}
+
+Tensor BertLayer::forward(const Tensor& x, const Tensor& mask) {
+  // Post-LN: h = LN(x + drop(W_o attn(x))); y = LN(h + drop(W_2 act(W_1 h))).
+  const Tensor ctx = self_->forward(x, mask);
+  const Tensor h = attn_norm_->forward(add(x, dropout_->forward(attn_out_->forward(ctx))));
+  const Tensor inter = nn::apply_activation(intermediate_->forward(h), act_);
+  return out_norm_->forward(add(h, dropout_->forward(out_->forward(inter))));
+}
+
+BertForSequenceClassification::BertForSequenceClassification(const BertConfig& c) : config_(c) {
+  auto bert = register_module("bert", std::make_shared<nn::Container>("BertModel"));
+  embeddings_ = bert->add("embeddings", std::make_shared<BertEmbeddings>(c));
+  auto encoder = bert->add("encoder", std::make_shared<nn::Container>("BertEncoder"));
+  layers_ = encoder->add("layer", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers_->push_back(std::make_shared<BertLayer>(c));
+  auto pooler = bert->add("pooler", std::make_shared<nn::Container>("BertPooler"));
+  pooler_ = pooler->add("dense", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size));
+  dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(c.hidden_dropout_prob));
+  classifier_ = register_module("classifier", std::make_shared<nn::Linear>(c.hidden_size, c.num_labels));
+  init_bert_weights(*this, c.initializer_range);
+}
+
+SequenceClassifierOutput BertForSequenceClassification::forward(const Tensor& ids,
+                                                                const Tensor& types,
+                                                                const Tensor& keep_mask,
+                                                                const Tensor& labels) {
+  LB_CHECK(ids.dim() == 2, "input_ids must be (B, T), got ", shape_str(ids.shape()));
+  const DType dt = pooler_->weight().dtype();
+  const Tensor mask = keep_mask.defined() ? nn::additive_attention_mask(keep_mask, dt) : Tensor();
+  Tensor h = embeddings_->forward(ids, types);
+  for (size_t i = 0; i < layers_->size(); ++i)
+    h = static_cast<BertLayer&>(*(*layers_)[i]).forward(h, mask);
+  const Tensor pooled = tanh(pooler_->forward(h.select(1, 0)));
+  SequenceClassifierOutput out;
+  out.logits = classifier_->forward(dropout_->forward(pooled));
+  if (labels.defined()) {
+    if (config_.num_labels == 1)
+      out.loss = mse_loss(out.logits.reshape({-1}), labels.to(dt));
+    else
+      out.loss = cross_entropy(out.logits, labels.to(DType::I64));
+  }
+  return out;
+}
+
+}  // namespace lb::models

@@ -1,0 +1,81 @@
+// BERT for sequence classification / regression in the Hugging Face
+// BertForSequenceClassification layout (parameter names equal its state_dict keys):
+// embeddings (word + position + token type, LayerNorm), post-LN encoder, tanh pooler on the
+// first token, classifier. num_labels = 1 means regression (MSE), else cross-entropy.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "lb/nn/attention.h"
+
+namespace lb::models {
+
+struct BertConfig {
+  int64_t vocab_size = 30522;
+  int64_t hidden_size = 768;
+  int64_t num_hidden_layers = 12;
+  int64_t num_attention_heads = 12;
+  int64_t intermediate_size = 3072;
+  int64_t max_position_embeddings = 512;
+  int64_t type_vocab_size = 2;
+  std::string hidden_act = "gelu";
+  double layer_norm_eps = 1e-12;
+  double hidden_dropout_prob = 0.1;
+  double attention_probs_dropout_prob = 0.1;
+  double initializer_range = 0.02;
+  int64_t num_labels = 2;
+  // Reads a Hugging Face config.json object; unknown keys are ignored (HF configs carry
+  // many), wrong types and out-of-range values are errors naming `path`.key.
+  static BertConfig from_json(const nlohmann::json& j, const std::string& path);
+  nlohmann::json to_json() const;
+};
+
+class BertEmbeddings : public nn::Module {
+ public:
+  explicit BertEmbeddings(const BertConfig& c);
+  std::string type_name() const override { return "BertEmbeddings"; }
+  Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids);
+
+ private:
+  std::shared_ptr<nn::Embedding> word_, position_, token_type_;
+  std::shared_ptr<nn::LayerNorm> norm_;
+  std::shared_ptr<nn::Dropout> dropout_;
+};
+
+class BertLayer : public nn::Module {
+ public:
+  explicit BertLayer(const BertConfig& c);
+  std::string type_name() const override { return "BertLayer"; }
+  Tensor forward(const Tensor& x, const Tensor& mask);
+
+ private:
+  std::shared_ptr<nn::SelfAttention> self_;
+  std::shared_ptr<nn::Linear> attn_out_, intermediate_, out_;
+  std::shared_ptr<nn::LayerNorm> attn_norm_, out_norm_;
+  std::shared_ptr<nn::Dropout> dropout_;
+  nn::Activation act_;
+};
+
+struct SequenceClassifierOutput {
+  Tensor logits;  // (B, num_labels)
+  Tensor loss;    // scalar when labels were given
+};
+
+class BertForSequenceClassification : public nn::Module {
+ public:
+  explicit BertForSequenceClassification(const BertConfig& c);
+  std::string type_name() const override { return "BertForSequenceClassification"; }
+  // input_ids (B, T) i64; token_type_ids (B, T) or undefined (zeros); attention_mask (B, T)
+  // 1/0 or undefined (all kept); labels (B) i64 for classification, (B) float for regression.
+  SequenceClassifierOutput forward(const Tensor& input_ids, const Tensor& token_type_ids,
+                                   const Tensor& attention_mask, const Tensor& labels = Tensor());
+  const BertConfig& config() const { return config_; }
+
+ private:
+  BertConfig config_;
+  std::shared_ptr<BertEmbeddings> embeddings_;
+  std::shared_ptr<nn::ModuleList> layers_;
+  std::shared_ptr<nn::Linear> pooler_, classifier_;
+  std::shared_ptr<nn::Dropout> dropout_;
+};
+
+}  // namespace lb::models

@@ -1,0 +1,67 @@
+// Scaled dot-product self-attention (Vaswani et al. 2017, §3.2), Hugging Face layout.
+#include "lb/nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "lb/core/random.h"
+
+namespace lb::nn {
+
+namespace {
+// (B, T, heads·d) -> (B, heads, T, d), a view.
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
+  return x.view({B, T, heads, H / heads}).permute({0, 2, 1, 3});
+}
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    int64_t heads, const Tensor& mask, double dropout_p,
+                                    bool training) {
+  LB_CHECK(q.dim() == 3 && k.shape() == q.shape() && v.shape() == q.shape(),
+           "attention: q, k, v must share a (B, T, H) shape, got ", shape_str(q.shape()), ", ",
+           shape_str(k.shape()), ", ", shape_str(v.shape()));
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
+  LB_CHECK(heads > 0 && H % heads == 0, "attention: hidden size ", H,
+           " is not divisible by the number of heads ", heads);
+  const int64_t d = H / heads;
+  const Tensor qh = split_heads(q, heads), kh = split_heads(k, heads), vh = split_heads(v, heads);
+  // scores (B, heads, T, T) = q kᵀ / √d
+  Tensor scores = mul_scalar(matmul(qh, kh, false, true), 1.0 / std::sqrt(static_cast<double>(d)));
+  Tensor probs = softmax(scores, -1, mask);
+  if (training && dropout_p > 0) probs = dropout(probs, dropout_p, true, default_generator());
+  Tensor ctx = matmul(probs, vh);  // (B, heads, T, d)
+  return ctx.permute({0, 2, 1, 3}).reshape({B, T, H});
+}
+
+Tensor additive_attention_mask(const Tensor& keep_mask, DType dtype) {
+  LB_CHECK(keep_mask.dim() == 2, "attention mask must be (B, T), got ", shape_str(keep_mask.shape()));
+  const int64_t B = keep_mask.size(0), T = keep_mask.size(1);
+  const auto keep = keep_mask.to_double_vector();
+  const double lowest = dtype == DType::F64 ? std::numeric_limits<double>::lowest()
+                                            : std::numeric_limits<float>::lowest();
+  std::vector<double> m(keep.size());
+  for (size_t i = 0; i < keep.size(); ++i) m[i] = keep[i] != 0 ? 0.0 : lowest;
+  return Tensor::from_vector<double>(m, {B, 1, 1, T}).to(dtype);
+}
+
+SelfAttention::SelfAttention(int64_t hidden, int64_t heads, double attention_dropout, bool bias)
+    : hidden_(hidden), heads_(heads), dropout_p_(attention_dropout) {
+  LB_CHECK(heads > 0 && hidden % heads == 0, "SelfAttention: hidden size ", hidden,
+           " is not divisible by heads ", heads);
+  query_ = register_module("query", std::make_shared<Linear>(hidden, hidden, bias));
+  key_ = register_module("key", std::make_shared<Linear>(hidden, hidden, bias));
+  value_ = register_module("value", std::make_shared<Linear>(hidden, hidden, bias));
+}
+
+std::string SelfAttention::extra_repr() const {
+  return std::to_string(hidden_) + ", heads " + std::to_string(heads_);
+}
+
+Tensor SelfAttention::forward(const Tensor& x, const Tensor& mask) {
+  return scaled_dot_product_attention(query_->forward(x), key_->forward(x), value_->forward(x),
+                                      heads_, mask, dropout_p_, is_training());
+}
+
+}  // namespace lb::nn
