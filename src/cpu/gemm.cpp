@@ -1,0 +1,176 @@
+// Strided batched GEMM on the CPU through OpenBLAS (see gemm.h for the contract).
+// OpenBLAS 0.3.21 has no cblas_?gemm_batch, so batches are a loop of GEMMs unless the layout
+// lets them collapse into one (the common Linear-style cases do).
+#include "src/cpu/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "lb/core/checks.h"
+#include "lb/core/dispatch.h"
+
+namespace lb::cpu {
+
+namespace {
+
+// One operand's per-batch matrix as BLAS sees it: stored row-major (rows x cols, leading
+// dimension ld), used transposed when `trans`. Batch strides are in elements, aligned with
+// the full batch shape (0 on broadcast dims).
+struct MatDesc {
+  Tensor t;  // the tensor actually read (the input, or a contiguous copy of it)
+  int64_t rows = 0, cols = 0, ld = 1;
+  bool trans = false;
+  Shape batch_strides;
+};
+
+// Leading dims of `t` broadcast against `batch` (right-aligned), as strides.
+Shape batch_strides_of(const Tensor& t, const Shape& batch) {
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  const int64_t tb = t.dim() - 2;
+  Shape st(nb, 0);
+  for (int64_t i = 0; i < tb; ++i) {
+    const int64_t j = nb - tb + i;
+    if (t.shape()[i] != 1) st[j] = t.strides()[i];
+  }
+  return st;
+}
+
+// Describes `x` (…, R, C) used as op(x) with op = transpose when `want_trans`.
+MatDesc describe(const Tensor& x, bool want_trans, const Shape& batch) {
+  MatDesc d;
+  d.t = x;
+  const int64_t nd = x.dim();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int64_t R = d.t.shape()[nd - 2], C = d.t.shape()[nd - 1];
+    const int64_t sR = d.t.strides()[nd - 2], sC = d.t.strides()[nd - 1];
+    // Row-major: unit column stride and rows at least a row apart (an empty matrix is
+    // never read, any layout will do).
+    if (d.t.numel() == 0 ||
+        ((C <= 1 || sC == 1) && (R <= 1 || sR >= std::max<int64_t>(1, C)))) {
+      d.rows = R;
+      d.cols = C;
+      d.ld = (R <= 1 || d.t.numel() == 0) ? std::max<int64_t>(1, C) : sR;
+      d.trans = want_trans;
+      break;
+    }
+    // Column-major: it is the row-major transpose, so flip the flag instead of copying.
+    if ((R <= 1 || sR == 1) && (C <= 1 || sC >= std::max<int64_t>(1, R))) {
+      d.rows = C;
+      d.cols = R;
+      d.ld = C <= 1 ? std::max<int64_t>(1, R) : sC;
+      d.trans = !want_trans;
+      break;
+    }
+    // Anything else (e.g. a strided slice of the last axis): one contiguous copy.
+    LB_CHECK(attempt == 0, "internal: gemm operand layout");
+    Tensor copy = Tensor::empty(x.shape(), x.dtype(), x.device(), MemTag::Workspace);
+    copy.copy_(x);
+    d.t = copy;
+  }
+  d.batch_strides = batch_strides_of(d.t, batch);
+  return d;
+}
+
+// True when the batch dims, walked innermost first, continue a run of `inner`-element
+// blocks (so batch and the matrix rows fuse into one strided axis).
+bool chains(const Shape& strides, const Shape& batch, int64_t inner) {
+  int64_t expect = inner;
+  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+    if (batch[d] == 1) continue;
+    if (strides[d] != expect) return false;
+    expect *= batch[d];
+  }
+  return true;
+}
+
+bool all_broadcast(const Shape& strides, const Shape& batch) {
+  for (size_t d = 0; d < batch.size(); ++d)
+    if (batch[d] != 1 && strides[d] != 0) return false;
+  return true;
+}
+
+inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
+                      int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+                      int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+}  // namespace
+
+void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+               const Shape& batch, bool accumulate) {
+  const MatDesc A = describe(a, trans_a, batch);
+  const MatDesc B = describe(b, trans_b, batch);
+  const int64_t M = A.trans ? A.cols : A.rows;
+  const int64_t K = A.trans ? A.rows : A.cols;
+  const int64_t N = B.trans ? B.rows : B.cols;
+  const int64_t cd = c.dim();
+  LB_CHECK((B.trans ? B.cols : B.rows) == K && c.shape()[cd - 2] == M && c.shape()[cd - 1] == N,
+           "internal: gemm_into shapes a ", shape_str(a.shape()), " b ", shape_str(b.shape()),
+           " c ", shape_str(c.shape()));
+  LB_CHECK(c.strides()[cd - 1] == 1 || N <= 1, "internal: gemm_into needs row-major c");
+  const int64_t ldc = M <= 1 ? std::max<int64_t>(1, N) : c.strides()[cd - 2];
+  LB_CHECK(ldc >= std::max<int64_t>(1, N), "internal: gemm_into c rows overlap");
+  const Shape c_strides = batch_strides_of(c, batch);
+  if (M == 0 || N == 0) return;
+  int64_t nbatch = 1;
+  for (int64_t s : batch) nbatch *= s;
+  if (K == 0 || nbatch == 0) {
+    if (!accumulate) c.zero_();
+    return;
+  }
+
+  detail::dispatch_float(c.dtype(), "matmul", [&](auto tag_) {
+    using T = decltype(tag_);
+    const T* pa = static_cast<const T*>(A.t.raw_data());
+    const T* pb = static_cast<const T*>(B.t.raw_data());
+    T* pc = static_cast<T*>(c.raw_data());
+    // Fold the batch into M: a's rows (…, M) form one strided axis, b is shared and c is a
+    // full contiguous stack. One (M·batch) x N GEMM.
+    if (nbatch > 1 && !A.trans && all_broadcast(B.batch_strides, batch) &&
+        chains(A.batch_strides, batch, M * A.ld) && chains(c_strides, batch, M * ldc)) {
+      blas_gemm(false, B.trans, M * nbatch, N, K, pa, A.ld, pb, B.ld, accumulate ? T(1) : T(0),
+                pc, ldc);
+      return;
+    }
+    // Fold the batch into K: c is shared by all batch elements (a reduced gradient) and a, b
+    // both stack along the inner dim. One M x N GEMM with K·batch.
+    if (nbatch > 1 && all_broadcast(c_strides, batch) && A.trans && !B.trans &&
+        chains(A.batch_strides, batch, K * A.ld) && chains(B.batch_strides, batch, K * B.ld)) {
+      blas_gemm(true, false, M, N, K * nbatch, pa, A.ld, pb, B.ld, accumulate ? T(1) : T(0), pc,
+                ldc);
+      return;
+    }
+    // General: one GEMM per batch element. c elements shared across broadcast dims are
+    // overwritten on their first visit (all broadcast indices 0) and accumulated after.
+    const int64_t nb = static_cast<int64_t>(batch.size());
+    Shape idx(nb, 0);
+    for (int64_t i = 0; i < nbatch; ++i) {
+      int64_t oa = 0, ob = 0, oc = 0;
+      bool first = true;
+      for (int64_t d = 0; d < nb; ++d) {
+        oa += idx[d] * A.batch_strides[d];
+        ob += idx[d] * B.batch_strides[d];
+        oc += idx[d] * c_strides[d];
+        if (c_strides[d] == 0 && idx[d] != 0) first = false;
+      }
+      const T beta = (accumulate || !first) ? T(1) : T(0);
+      blas_gemm(A.trans, B.trans, M, N, K, pa + oa, A.ld, pb + ob, B.ld, beta, pc + oc, ldc);
+      for (int64_t d = nb - 1; d >= 0; --d) {
+        if (++idx[d] < batch[d]) break;
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+}  // namespace lb::cpu

@@ -1,0 +1,127 @@
+// linear: y = x wᵀ + b with the vanilla exact backward, as in torch.nn.functional.linear.
+//   x (…, I), w (O, I), b (O) -> y (…, O);   x's leading dims are the rows M.
+// Backward from the forward line:
+//   g_x = g_y w          (M, O)(O, I)
+//   g_w = g_yᵀ x         (O, M)(M, I)   — the batch folds into the GEMM's inner dim
+//   g_b = Σ_rows g_y
+// Only what `needs` asks for is computed; the node saves only x (for g_w) and w (for g_x).
+// No copies of x: its leading dims fold into the GEMM rows when they are contiguous, and
+// otherwise the GEMM loops over them. The bias is written into y first and the GEMM adds to
+// it (beta = 1), which costs nothing over the zero fill a beta = 0 GEMM does.
+#include <algorithm>
+#include <cstring>
+
+#include "lb/autograd/node.h"
+#include "lb/core/checks.h"
+#include "lb/core/dispatch.h"
+#include "lb/ops/linalg.h"
+#include "src/cpu/gemm.h"
+
+namespace lb {
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;
+
+// A (…, n) tensor as a stack of matrices: itself when it has ≥ 2 dims, else one row (1, n).
+Tensor as_matrices(const Tensor& t) {
+  if (t.dim() >= 2) return t;
+  const int64_t s = t.strides()[0];
+  return make_view(t, {1, t.shape()[0]}, {s * std::max<int64_t>(1, t.shape()[0]), s}, t.offset());
+}
+
+Shape batch_of(const Tensor& m) { return Shape(m.shape().begin(), m.shape().end() - 2); }
+
+// y rows := b (the GEMM then accumulates x wᵀ on top).
+void fill_rows(Tensor& y, const Tensor& b) {
+  const Tensor bc = detail::contiguous_nograd(b);
+  const int64_t cols = bc.numel(), rows = cols == 0 ? 0 : y.numel() / cols;
+  const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(y.dtype());
+  const char* src = static_cast<const char*>(bc.raw_data());
+  char* dst = static_cast<char*>(y.raw_data());
+#pragma omp parallel for if (y.numel() > kParallelMin) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * row_bytes, src, row_bytes);
+}
+
+// Σ over rows of a contiguous (rows, cols) tensor -> (cols). Threads own column blocks and
+// stream all rows, so each output is written by one thread.
+Tensor column_sums(const Tensor& g, int64_t cols) {
+  const Tensor gc = detail::contiguous_nograd(g);
+  Tensor out = Tensor::empty({cols}, g.dtype(), g.device());
+  const int64_t rows = cols == 0 ? 0 : gc.numel() / cols;
+  detail::dispatch_float(g.dtype(), "linear backward", [&](auto tag_) {
+    using T = decltype(tag_);
+    const T* p = gc.data<T>();
+    T* o = out.data<T>();
+    constexpr int64_t kBlock = 256;
+#pragma omp parallel for if (gc.numel() > kParallelMin) schedule(static)
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t c1 = std::min(cols, c0 + kBlock);
+      std::fill(o + c0, o + c1, T(0));
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* row = p + r * cols;
+        for (int64_t c = c0; c < c1; ++c) o[c] += row[c];
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  detail::check_defined(x, "linear", "x");
+  detail::check_defined(w, "linear", "w");
+  detail::check_same_device(x, w, "linear");
+  detail::check_cpu(x, "linear");
+  detail::check_same_dtype(x, w, "linear");
+  detail::check_floating(x, "linear");
+  LB_CHECK(w.dim() == 2, "linear: w must be (out_features, in_features), got w ",
+           shape_str(w.shape()), " for x ", shape_str(x.shape()));
+  LB_CHECK(x.dim() >= 1, "linear: x must have at least 1 dim (…, in_features), got x ",
+           shape_str(x.shape()));
+  const int64_t O = w.shape()[0], I = w.shape()[1];
+  LB_CHECK(x.shape().back() == I, "linear: x ", shape_str(x.shape()), " has ", x.shape().back(),
+           " input features but w ", shape_str(w.shape()), " expects ", I);
+  if (b.defined()) {
+    detail::check_same_device(x, b, "linear");
+    detail::check_same_dtype(x, b, "linear");
+    LB_CHECK(b.dim() == 1 && b.shape()[0] == O, "linear: bias b ", shape_str(b.shape()),
+             " does not match w ", shape_str(w.shape()), "; expected ", shape_str({O}));
+  }
+
+  Shape y_shape = x.shape();
+  y_shape.back() = O;
+  Tensor y = Tensor::empty(y_shape, x.dtype(), x.device());
+  const Tensor xm = as_matrices(x);
+  Tensor ym = as_matrices(y);
+  const Shape batch = batch_of(xm);
+  if (b.defined()) fill_rows(y, b);
+  cpu::gemm_into(ym, xm, false, w, true, batch, /*accumulate=*/b.defined());
+
+  if (autograd::should_record({x, w, b})) {
+    const Tensor save_x = w.requires_grad() ? x : Tensor();
+    const Tensor save_w = x.requires_grad() ? w : Tensor();
+    autograd::record(
+        "linear", y, {x, w, b}, {save_x, save_w},
+        [x_shape = x.shape(), O, I, batch](const Tensor& g, const std::vector<Tensor>& s,
+                                           const std::vector<bool>& need) {
+          const Tensor gm = as_matrices(g);
+          Tensor gx, gw, gb;
+          if (need[0]) {  // g_x = g_y w
+            gx = Tensor::empty(x_shape, g.dtype(), g.device());
+            Tensor gxm = as_matrices(gx);
+            cpu::gemm_into(gxm, gm, false, s[1], false, batch, false);
+          }
+          if (need[1]) {  // g_w = g_yᵀ x, summed over every row of the batch
+            gw = Tensor::empty({O, I}, g.dtype(), g.device());
+            cpu::gemm_into(gw, gm, true, as_matrices(s[0]), false, batch, false);
+          }
+          if (need[2]) gb = column_sums(g, O);  // g_b = Σ_rows g_y
+          return std::vector<Tensor>{gx, gw, gb};
+        });
+  }
+  return y;
+}
+
+}  // namespace lb
