@@ -4,28 +4,11 @@
 #include <cmath>
 
 #include "lb/nn/init.h"
+#include "models/hf_config.h"
 
 namespace lb::models {
 
 namespace {
-int64_t get_int(const nlohmann::json& j, const std::string& path, const char* key, int64_t def,
-                int64_t min_value) {
-  if (!j.contains(key)) return def;
-  const auto& v = j.at(key);
-  LB_CHECK(v.is_number_integer(), path, ".", key, ": expected an integer, got ", v.dump());
-  const int64_t x = v.get<int64_t>();
-  LB_CHECK(x >= min_value, path, ".", key, ": must be >= ", min_value, ", got ", x);
-  return x;
-}
-double get_num(const nlohmann::json& j, const std::string& path, const char* key, double def,
-               double lo, double hi) {
-  if (!j.contains(key) || j.at(key).is_null()) return def;
-  const auto& v = j.at(key);
-  LB_CHECK(v.is_number(), path, ".", key, ": expected a number, got ", v.dump());
-  const double x = v.get<double>();
-  LB_CHECK(x >= lo && x <= hi, path, ".", key, ": must be in [", lo, ", ", hi, "], got ", x);
-  return x;
-}
 
 // Hugging Face BertPreTrainedModel._init_weights: N(0, initializer_range) for Linear and
 // Embedding weights, zero biases, LayerNorm (1, 0).
@@ -42,16 +25,14 @@ void init_bert_weights(nn::Module& m, double std) {
 BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& path) {
   LB_CHECK(j.is_object(), path, ": expected a JSON object");
   BertConfig c;
-  c.vocab_size = get_int(j, path, "vocab_size", c.vocab_size, 1);
-  c.hidden_size = get_int(j, path, "hidden_size", c.hidden_size, 1);
-  c.num_hidden_layers = get_int(j, path, "num_hidden_layers", c.num_hidden_layers, 0);
-  c.num_attention_heads = get_int(j, path, "num_attention_heads", c.num_attention_heads, 1);
-  c.intermediate_size = get_int(j, path, "intermediate_size", c.intermediate_size, 1);
-  c.max_position_embeddings = get_int(j, path, "max_position_embeddings", c.max_position_embeddings, 1);
-  c.type_vocab_size = get_int(j, path, "type_vocab_size", c.type_vocab_size, 1);
-  c.num_labels = get_int(j, path, "num_labels", c.num_labels, 1);
-  if (j.contains("id2label") && !j.contains("num_labels") && j.at("id2label").is_object())
-    c.num_labels = static_cast<int64_t>(j.at("id2label").size());
+  c.vocab_size = hf::get_int(j, path, "vocab_size", c.vocab_size, 1);
+  c.hidden_size = hf::get_int(j, path, "hidden_size", c.hidden_size, 1);
+  c.num_hidden_layers = hf::get_int(j, path, "num_hidden_layers", c.num_hidden_layers, 0);
+  c.num_attention_heads = hf::get_int(j, path, "num_attention_heads", c.num_attention_heads, 1);
+  c.intermediate_size = hf::get_int(j, path, "intermediate_size", c.intermediate_size, 1);
+  c.max_position_embeddings = hf::get_int(j, path, "max_position_embeddings", c.max_position_embeddings, 1);
+  c.type_vocab_size = hf::get_int(j, path, "type_vocab_size", c.type_vocab_size, 1);
+  c.num_labels = hf::get_num_labels(j, path, c.num_labels);
   if (j.contains("hidden_act")) {
     LB_CHECK(j.at("hidden_act").is_string(), path, ".hidden_act: expected a string");
     c.hidden_act = j.at("hidden_act").get<std::string>();
@@ -61,11 +42,11 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& pat
       LB_FAIL(path, ".hidden_act: ", e.what());
     }
   }
-  c.layer_norm_eps = get_num(j, path, "layer_norm_eps", c.layer_norm_eps, 0.0, 1.0);
-  c.hidden_dropout_prob = get_num(j, path, "hidden_dropout_prob", c.hidden_dropout_prob, 0.0, 0.999);
+  c.layer_norm_eps = hf::get_num(j, path, "layer_norm_eps", c.layer_norm_eps, 0.0, 1.0);
+  c.hidden_dropout_prob = hf::get_num(j, path, "hidden_dropout_prob", c.hidden_dropout_prob, 0.0, 0.999);
   c.attention_probs_dropout_prob =
-      get_num(j, path, "attention_probs_dropout_prob", c.attention_probs_dropout_prob, 0.0, 0.999);
-  c.initializer_range = get_num(j, path, "initializer_range", c.initializer_range, 0.0, 10.0);
+      hf::get_num(j, path, "attention_probs_dropout_prob", c.attention_probs_dropout_prob, 0.0, 0.999);
+  c.initializer_range = hf::get_num(j, path, "initializer_range", c.initializer_range, 0.0, 10.0);
   LB_CHECK(c.hidden_size % c.num_attention_heads == 0, path, ": hidden_size ", c.hidden_size,
            " is not divisible by num_attention_heads ", c.num_attention_heads);
   return c;

@@ -98,6 +98,8 @@ class Container : public Module {
   std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
     return register_module(name, std::move(m));
   }
+  // Parameters owned by the enclosing model but named under this container.
+  void add_parameter(const std::string& name, Tensor* slot) { register_parameter(name, slot); }
 
  private:
   std::string type_;

@@ -1,0 +1,40 @@
+// Reading Hugging Face config.json values with errors that name the JSON path.
+// Absent keys keep the default; present keys must have the right type and range.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/core/error.h"
+
+namespace lb::models::hf {
+
+inline int64_t get_int(const nlohmann::json& j, const std::string& path, const char* key,
+                       int64_t def, int64_t min_value) {
+  if (!j.contains(key)) return def;
+  const auto& v = j.at(key);
+  LB_CHECK(v.is_number_integer(), path, ".", key, ": expected an integer, got ", v.dump());
+  const int64_t x = v.get<int64_t>();
+  LB_CHECK(x >= min_value, path, ".", key, ": must be >= ", min_value, ", got ", x);
+  return x;
+}
+
+inline double get_num(const nlohmann::json& j, const std::string& path, const char* key,
+                      double def, double lo, double hi) {
+  if (!j.contains(key) || j.at(key).is_null()) return def;
+  const auto& v = j.at(key);
+  LB_CHECK(v.is_number(), path, ".", key, ": expected a number, got ", v.dump());
+  const double x = v.get<double>();
+  LB_CHECK(x >= lo && x <= hi, path, ".", key, ": must be in [", lo, ", ", hi, "], got ", x);
+  return x;
+}
+
+// num_labels, or the size of id2label when only that is given (as HF does).
+inline int64_t get_num_labels(const nlohmann::json& j, const std::string& path, int64_t def) {
+  if (j.contains("num_labels")) return get_int(j, path, "num_labels", def, 1);
+  if (j.contains("id2label") && j.at("id2label").is_object() && !j.at("id2label").empty())
+    return static_cast<int64_t>(j.at("id2label").size());
+  return def;
+}
+
+}  // namespace lb::models::hf

@@ -1,0 +1,67 @@
+// ViT for image classification in the Hugging Face ViTForImageClassification layout:
+// patch-embedding conv, CLS token, learned position embeddings, pre-LN encoder blocks, final
+// LayerNorm, linear head on the CLS token. Any image / patch size (image divisible by patch).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "lb/nn/attention.h"
+
+namespace lb::models {
+
+struct ViTConfig {
+  int64_t image_size = 224;
+  int64_t patch_size = 16;
+  int64_t num_channels = 3;
+  int64_t hidden_size = 768;
+  int64_t num_hidden_layers = 12;
+  int64_t num_attention_heads = 12;
+  int64_t intermediate_size = 3072;
+  std::string hidden_act = "gelu";
+  double layer_norm_eps = 1e-12;
+  double hidden_dropout_prob = 0.0;
+  double attention_probs_dropout_prob = 0.0;
+  double initializer_range = 0.02;
+  bool qkv_bias = true;
+  int64_t num_labels = 1000;
+  static ViTConfig from_json(const nlohmann::json& j, const std::string& path);
+  nlohmann::json to_json() const;
+  int64_t num_patches() const { return (image_size / patch_size) * (image_size / patch_size); }
+};
+
+class ViTLayer : public nn::Module {
+ public:
+  explicit ViTLayer(const ViTConfig& c);
+  std::string type_name() const override { return "ViTLayer"; }
+  Tensor forward(const Tensor& x);
+
+ private:
+  std::shared_ptr<nn::LayerNorm> norm_before_, norm_after_;
+  std::shared_ptr<nn::SelfAttention> attn_;
+  std::shared_ptr<nn::Linear> attn_out_, intermediate_, out_;
+  std::shared_ptr<nn::Dropout> dropout_;
+  nn::Activation act_;
+};
+
+class ViTForImageClassification : public nn::Module {
+ public:
+  explicit ViTForImageClassification(const ViTConfig& c);
+  std::string type_name() const override { return "ViTForImageClassification"; }
+  // pixels (B, C, H, W) float; labels (B) i64 or undefined. Returns logits (B, num_labels)
+  // and, with labels, the mean cross-entropy (label_smoothing as given).
+  struct Output {
+    Tensor logits, loss;
+  };
+  Output forward(const Tensor& pixels, const Tensor& labels = Tensor(), double label_smoothing = 0.0);
+  const ViTConfig& config() const { return config_; }
+
+ private:
+  ViTConfig config_;
+  Tensor cls_token_, position_embeddings_;
+  std::shared_ptr<nn::Conv2d> patch_;
+  std::shared_ptr<nn::ModuleList> layers_;
+  std::shared_ptr<nn::LayerNorm> final_norm_;
+  std::shared_ptr<nn::Linear> classifier_;
+  std::shared_ptr<nn::Dropout> dropout_;
+};
+
+}  // namespace lb::models
