@@ -57,6 +57,18 @@ class PhiloxStream {
   // Position, for checkpoints: (subsequence, offset in 32-bit draws).
   uint64_t subsequence() const { return subsequence_; }
   uint64_t offset() const { return offset_; }
+  // Complete position, including a pending second Box–Muller value (for exact resume).
+  struct State {
+    uint64_t seed, subsequence, offset;
+    bool has_cached_normal;
+    float cached_normal;
+  };
+  State state() const { return {seed_, subsequence_, offset_, has_cached_normal_, cached_normal_}; }
+  void set_state(const State& s) {
+    *this = PhiloxStream(s.seed, s.subsequence, s.offset);
+    has_cached_normal_ = s.has_cached_normal;
+    cached_normal_ = s.cached_normal;
+  }
 
  private:
   uint64_t seed_, subsequence_, offset_;

@@ -1,0 +1,34 @@
+// Training checkpoints: a directory holding
+//   model.safetensors      the model's state_dict (Hugging Face-compatible names)
+//   optimizer.safetensors  optimizer buffers ("exp_avg.<param>", ...), when an optimizer is given
+//   trainer_state.json     step, optimizer hyperparameters and groups, LR schedule, the
+//                          default generator's position, and the caller's extra JSON (config)
+// Every file is written atomically (temp file, fsync, rename) and trainer_state.json last,
+// so an interrupted save leaves the previous checkpoint loadable.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/nn/module.h"
+#include "lb/optim/lr_schedule.h"
+#include "lb/optim/optimizer.h"
+
+namespace lb::train {
+
+void save_checkpoint(const std::string& dir, const nn::Module& model,
+                     const optim::Optimizer* optimizer, const optim::LrSchedule* schedule,
+                     const nlohmann::json& extra = nlohmann::json::object());
+
+struct LoadedCheckpoint {
+  nlohmann::json state;  // trainer_state.json
+  int64_t step = 0;
+  nn::LoadReport report;
+};
+
+// Restores the model (strict: every key must match in name, shape and dtype kind), the
+// optimizer (if given) and the default generator. Errors name the file and the key.
+LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
+                                 optim::Optimizer* optimizer);
+
+}  // namespace lb::train
