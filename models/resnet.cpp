@@ -20,11 +20,13 @@ ResNetConfig ResNetConfig::from_json(const nlohmann::json& j, const std::string&
   ResNetConfig c;
   for (auto it = j.begin(); it != j.end(); ++it)
     LB_CHECK(it.key() == "depth" || it.key() == "num_classes" || it.key() == "cifar_stem" ||
+                 it.key() == "base_width" ||
                  it.key() == "model_type",
-             path, ": unknown key '", it.key(), "'; valid: depth, num_classes, cifar_stem");
+             path, ": unknown key '", it.key(), "'; valid: depth, num_classes, cifar_stem, base_width");
   c.depth = hf::get_int(j, path, "depth", c.depth, 1);
   LB_CHECK(c.depth == 18 || c.depth == 34 || c.depth == 50, path, ".depth: must be 18, 34 or 50, got ", c.depth);
   c.num_classes = hf::get_int(j, path, "num_classes", c.num_classes, 1);
+  c.base_width = hf::get_int(j, path, "base_width", c.base_width, 1);
   if (j.contains("cifar_stem")) {
     LB_CHECK(j.at("cifar_stem").is_boolean(), path, ".cifar_stem: expected true or false");
     c.cifar_stem = j.at("cifar_stem").get<bool>();
@@ -33,7 +35,8 @@ ResNetConfig ResNetConfig::from_json(const nlohmann::json& j, const std::string&
 }
 
 nlohmann::json ResNetConfig::to_json() const {
-  return {{"model_type", "resnet"}, {"depth", depth}, {"num_classes", num_classes}, {"cifar_stem", cifar_stem}};
+  return {{"model_type", "resnet"}, {"depth", depth}, {"num_classes", num_classes}, {"cifar_stem", cifar_stem},
+          {"base_width", base_width}};
 }
 
 ResNetBlock::ResNetBlock(int64_t in, int64_t planes, int64_t stride, bool bottleneck)
@@ -73,15 +76,16 @@ Tensor ResNetBlock::forward(const Tensor& x) {
 }
 
 ResNet::ResNet(const ResNetConfig& c) : config_(c) {
-  conv1_ = register_module("conv1", c.cifar_stem ? conv(3, 64, 3, 1, 1) : conv(3, 64, 7, 2, 3));
-  bn1_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(64));
+  const int64_t w = c.base_width;
+  conv1_ = register_module("conv1", c.cifar_stem ? conv(3, w, 3, 1, 1) : conv(3, w, 7, 2, 3));
+  bn1_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(w));
   const bool bottleneck = c.depth == 50;
   const std::vector<int64_t> counts = c.depth == 18 ? std::vector<int64_t>{2, 2, 2, 2}
                                                     : std::vector<int64_t>{3, 4, 6, 3};
-  int64_t in = 64;
+  int64_t in = w;
   for (int64_t stage = 0; stage < 4; ++stage) {
     auto layer = register_module("layer" + std::to_string(stage + 1), std::make_shared<nn::ModuleList>());
-    const int64_t planes = 64 << stage;
+    const int64_t planes = w << stage;
     for (int64_t b = 0; b < counts[stage]; ++b) {
       const int64_t stride = (b == 0 && stage > 0) ? 2 : 1;
       blocks_.push_back(layer->push_back(std::make_shared<ResNetBlock>(in, planes, stride, bottleneck)));

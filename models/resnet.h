@@ -12,6 +12,7 @@ struct ResNetConfig {
   int64_t depth = 18;  // 18, 34 or 50
   int64_t num_classes = 1000;
   bool cifar_stem = false;
+  int64_t base_width = 64;  // channels of the stem and layer1 (torchvision: 64)
   static ResNetConfig from_json(const nlohmann::json& j, const std::string& path);
   nlohmann::json to_json() const;
 };

@@ -47,6 +47,19 @@ Tensor rand(const Shape& shape, uint64_t seed, double lo, double hi, DType dtype
          << atol << ")";
 }
 
+double rel_error(const Tensor& actual, const Tensor& expected) {
+  const auto a = actual.to_double_vector();
+  const auto b = expected.to_double_vector();
+  LB_CHECK(a.size() == b.size(), "rel_error: sizes differ, ", shape_str(actual.shape()), " vs ",
+           shape_str(expected.shape()));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
 ::testing::AssertionResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                                      std::vector<Tensor> inputs, double eps, double rtol,
                                      double atol) {

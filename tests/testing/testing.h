@@ -21,6 +21,9 @@ Tensor rand(const Shape& shape, uint64_t seed, double lo, double hi, DType dtype
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol,
                                      double atol);
 
+// ||actual - expected||₂ / max(||expected||₂, tiny): the error measure for model-level checks.
+double rel_error(const Tensor& actual, const Tensor& expected);
+
 // Central-difference gradient check of a scalar-valued function of `inputs` (f64 tensors,
 // all with requires_grad set by the checker). The loss is Σ r ⊙ f(inputs) with fixed random
 // r, so one backward gives the whole vector-Jacobian product. Each input element is
