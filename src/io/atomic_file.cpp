@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -27,13 +28,20 @@ void write_atomic(const std::string& path, const std::function<void(int fd)>& wr
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string name = ".";
-  name += target.filename().string();
-  name += ".tmp-XXXXXX";
-  std::string tmpl = (dir / name).string();
-  const int fd = ::mkstemp(tmpl.data());
-  LB_CHECK(fd >= 0, "cannot create a temporary file next to ", path, ": ", std::strerror(errno),
-           ". HINT: check that the directory exists and is writable");
+  // Unique temp name in the same directory (rename is atomic only within a file system),
+  // created with O_EXCL; mode 0666 & ~umask like a plain open (mkstemp would give 0600).
+  static std::atomic<uint64_t> counter{0};
+  std::string tmpl;
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    std::string name = ".";
+    name += target.filename().string();
+    name += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    tmpl = (dir / name).string();
+    fd = ::open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    LB_CHECK(fd >= 0 || (errno == EEXIST && attempt < 100), "cannot create a temporary file next to ",
+             path, ": ", std::strerror(errno), ". HINT: check that the directory exists and is writable");
+  }
   try {
     write(fd);
     LB_CHECK(::fsync(fd) == 0, "fsync of ", tmpl, " failed: ", std::strerror(errno));

@@ -18,6 +18,8 @@
 // escaped as \uXXXX like json.dumps, spaces padding the header to a multiple of 8.
 #include "lb/io/safetensors.h"
 
+#include "lb/io/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -321,34 +323,6 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
 
 // ---------------------------------------------------------------- writing
 
-namespace {
-
-void write_all(int fd, const void* buf, size_t n, const std::string& tmp) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      LB_FAIL("writing safetensors temp file '", tmp, "' failed: ", errno_str(errno));
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-// Removes the temp file unless disarmed (after a successful rename).
-struct TempFileGuard {
-  std::string path;
-  bool armed = true;
-  ~TempFileGuard() {
-    if (armed) ::unlink(path.c_str());
-  }
-};
-
-std::atomic<uint64_t> g_temp_counter{0};
-
-}  // namespace
-
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
@@ -383,34 +357,13 @@ void save_safetensors(const std::string& path,
   }
   text.append((8 - text.size() % 8) % 8, ' ');
 
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  LB_CHECK(!target.filename().empty(), "save_safetensors: '", path, "' names no file");
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-
-  // Temp file in the same directory (rename is atomic only within a file system), created
-  // with O_EXCL so concurrent writers never share one; 0666 & ~umask like a plain open.
-  TempFileGuard guard;
-  int raw_fd = -1;
-  for (int attempt = 0; raw_fd < 0; ++attempt) {
-    std::string name = target.filename().string();
-    name.insert(name.begin(), '.');
-    name += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_temp_counter++);
-    guard.path = (dir / name).string();
-    raw_fd = ::open(guard.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (raw_fd < 0 && (errno != EEXIST || attempt > 100)) {
-      guard.armed = false;
-      LB_FAIL("save_safetensors '", path, "': cannot create temp file in '", dir.string(),
-              "': ", errno_str(errno));
-    }
-  }
-  Fd fd(raw_fd);
-
-  unsigned char len_bytes[8];
-  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(text.size() >> (8 * i));
-  write_all(fd.get(), len_bytes, 8, guard.path);
-  write_all(fd.get(), text.data(), text.size(), guard.path);
-  {
+  LB_CHECK(!std::filesystem::path(path).filename().empty(), "save_safetensors: '", path,
+           "' names no file");
+  write_atomic(path, [&](int fd) {
+    unsigned char len_bytes[8];
+    for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(text.size() >> (8 * i));
+    write_all(fd, len_bytes, 8, path);
+    write_all(fd, text.data(), text.size(), path);
     NoGradGuard no_grad;
     for (const auto& [name, t0] : tensors) {
       if (t0.numel() == 0) continue;
@@ -418,20 +371,9 @@ void save_safetensors(const std::string& path,
       Tensor t = t0.detach();
       if (!t.device().is_cpu()) t = t.to(Device::cpu());
       if (!t.is_contiguous()) t = t.contiguous();
-      write_all(fd.get(), t.raw_data(), t.nbytes(), guard.path);
+      write_all(fd, t.raw_data(), t.nbytes(), path);
     }
-  }
-  LB_CHECK(::fsync(fd.get()) == 0, "save_safetensors '", path, "': fsync of '", guard.path,
-           "' failed: ", errno_str(errno));
-  const int raw = fd.release();
-  LB_CHECK(::close(raw) == 0, "save_safetensors '", path, "': closing '", guard.path,
-           "' failed: ", errno_str(errno));
-  LB_CHECK(::rename(guard.path.c_str(), path.c_str()) == 0, "save_safetensors: cannot rename '",
-           guard.path, "' to '", path, "': ", errno_str(errno));
-  guard.armed = false;
-  // Make the rename itself durable; a failure here leaves a complete file, so it is ignored.
-  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd.get() >= 0) (void)::fsync(dfd.get());
+  });
 }
 
 }  // namespace lb::io
