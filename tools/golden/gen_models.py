@@ -158,9 +158,26 @@ def resnet(out, depth):
         {"images": images, "labels": labels})
 
 
+def hf_dirs(out):
+    """Hugging Face model directories as save_pretrained writes them (config.json +
+    model.safetensors): a bare BertModel encoder (keys without the "bert." prefix, no
+    classifier) and a ViTForImageClassification, for tests/hf_import_test.cpp."""
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+                                  num_attention_heads=2, intermediate_size=32,
+                                  max_position_embeddings=16)
+    transformers.BertModel(cfg).save_pretrained(os.path.join(out, "hf_bert_encoder"),
+                                                safe_serialization=True)
+    vcfg = transformers.ViTConfig(image_size=8, patch_size=4, hidden_size=16, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=32, num_labels=3)
+    transformers.ViTForImageClassification(vcfg).save_pretrained(os.path.join(out, "hf_vit_cls"),
+                                                                 safe_serialization=True)
+
+
 def generate(out):
     if transformers is None:
         raise SystemExit("gen_models needs transformers; see this file's docstring")
+    hf_dirs(out)
     bert(out, 3)
     bert(out, 1)
     vit(out)

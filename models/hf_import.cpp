@@ -1,0 +1,142 @@
+// Hugging Face checkpoint import (see hf_import.h).
+#include "models/hf_import.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "lb/io/safetensors.h"
+
+namespace lb::models {
+
+namespace fs = std::filesystem;
+
+namespace {
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  LB_CHECK(in.good(), "cannot open ", p.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const std::exception& e) {
+    LB_FAIL(p.string(), ": invalid JSON: ", e.what());
+  }
+}
+
+// The checkpoint key for a model key, trying HF's accepted spellings.
+const Tensor* find_weight(const std::map<std::string, Tensor>& ckpt, const std::string& key,
+                          const std::string& prefix, std::string* used) {
+  std::vector<std::string> candidates{key};
+  auto legacy = [](std::string k) {
+    if (k.ends_with("LayerNorm.weight")) k.replace(k.size() - 6, 6, "gamma");
+    else if (k.ends_with("LayerNorm.bias")) k.replace(k.size() - 4, 4, "beta");
+    return k;
+  };
+  candidates.push_back(legacy(key));
+  if (key.rfind(prefix, 0) == 0) {
+    candidates.push_back(key.substr(prefix.size()));
+    candidates.push_back(legacy(key.substr(prefix.size())));
+  }
+  for (const auto& c : candidates) {
+    auto it = ckpt.find(c);
+    if (it != ckpt.end()) {
+      *used = c;
+      return &it->second;
+    }
+  }
+  return nullptr;
+}
+
+void load_into(nn::Module& model, const std::map<std::string, Tensor>& ckpt,
+               const std::string& prefix, const std::string& dir, HfLoadReport* report) {
+  std::map<std::string, Tensor> mapped;
+  std::set<std::string> used_keys;
+  HfLoadReport r;
+  for (const auto& [key, t] : model.state_dict()) {
+    std::string used;
+    const Tensor* w = find_weight(ckpt, key, prefix, &used);
+    if (!w) {
+      r.initialized.push_back(key);
+      continue;
+    }
+    LB_CHECK(w->shape() == t.shape(), dir, ": checkpoint tensor '", used, "' has shape ",
+             shape_str(w->shape()), " but the model's '", key, "' is ", shape_str(t.shape()),
+             ". HINT: check config.json against the weights");
+    mapped[key] = *w;
+    used_keys.insert(used);
+  }
+  for (const auto& [k, _] : ckpt)
+    if (!used_keys.count(k)) r.unexpected.push_back(k);
+  LB_CHECK(!mapped.empty(), dir, ": no checkpoint tensor matches the model (first model key '",
+           model.state_dict().front().first, "'); is this the right kind of model?");
+  model.load_state_dict(mapped, /*strict=*/false);
+  if (report) *report = r;
+}
+}  // namespace
+
+std::string HfLoadReport::summary() const {
+  std::ostringstream os;
+  os << initialized.size() << " weight(s) not in the checkpoint, freshly initialised";
+  for (size_t i = 0; i < initialized.size() && i < 8; ++i) os << (i ? ", " : ": ") << initialized[i];
+  os << "; " << unexpected.size() << " checkpoint tensor(s) unused";
+  for (size_t i = 0; i < unexpected.size() && i < 8; ++i) os << (i ? ", " : ": ") << unexpected[i];
+  if (unexpected.size() > 8) os << ", ...";
+  return os.str();
+}
+
+nlohmann::json read_hf_config(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "config.json";
+  LB_CHECK(fs::is_directory(dir), "Hugging Face model directory ", dir, " does not exist");
+  LB_CHECK(fs::exists(p), dir, " has no config.json; a Hugging Face model directory holds "
+           "config.json and model.safetensors");
+  return read_json(p);
+}
+
+std::map<std::string, Tensor> read_hf_weights(const std::string& dir) {
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  std::map<std::string, Tensor> out;
+  auto add_file = [&](const fs::path& f) {
+    for (auto& [n, t] : io::load_safetensors(f.string()).tensors) out[n] = t;
+  };
+  if (fs::exists(single)) {
+    add_file(single);
+  } else if (fs::exists(index)) {
+    const auto j = read_json(index);
+    LB_CHECK(j.contains("weight_map") && j.at("weight_map").is_object(), index.string(),
+             ": no weight_map object");
+    std::set<std::string> shards;
+    for (auto& [_, v] : j.at("weight_map").items()) shards.insert(v.get<std::string>());
+    for (const auto& s : shards) add_file(fs::path(dir) / s);
+  } else {
+    const bool has_bin = fs::exists(fs::path(dir) / "pytorch_model.bin");
+    LB_FAIL(dir, " has no model.safetensors",
+            has_bin ? ". HINT: it has pytorch_model.bin; convert it with "
+                      "`python3 tools/convert_bin_to_safetensors.py " + dir + "`"
+                    : "");
+  }
+  return out;
+}
+
+std::unique_ptr<BertForSequenceClassification> load_hf_bert(const std::string& dir,
+                                                            int64_t num_labels,
+                                                            HfLoadReport* report) {
+  BertConfig c = BertConfig::from_json(read_hf_config(dir), dir + "/config.json");
+  if (num_labels > 0) c.num_labels = num_labels;
+  auto model = std::make_unique<BertForSequenceClassification>(c);
+  load_into(*model, read_hf_weights(dir), "bert.", dir, report);
+  return model;
+}
+
+std::unique_ptr<ViTForImageClassification> load_hf_vit(const std::string& dir, int64_t num_labels,
+                                                       HfLoadReport* report) {
+  ViTConfig c = ViTConfig::from_json(read_hf_config(dir), dir + "/config.json");
+  if (num_labels > 0) c.num_labels = num_labels;
+  auto model = std::make_unique<ViTForImageClassification>(c);
+  load_into(*model, read_hf_weights(dir), "vit.", dir, report);
+  return model;
+}
+
+}  // namespace lb::models
