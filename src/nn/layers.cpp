@@ -31,12 +31,15 @@ Linear::Linear(int64_t in, int64_t out, bool bias) : in_(in), out_(out) {
 }
 
 std::string Linear::extra_repr() const {
-  return cat(in_, " -> ", out_, bias_.defined() ? "" : ", no bias");
+  return cat(in_, " -> ", out_, bias_.defined() ? "" : ", no bias",
+             backward_ ? ", backward " + backward_->type() : "");
 }
 
 Tensor Linear::forward(const Tensor& x) {
   LB_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input ",
            shape_str(x.shape()), " must end in ", in_);
+  // Strategies apply while training; evaluation runs the plain op (nothing is saved anyway).
+  if (backward_ && is_training()) return backward::strategy_linear(x, weight_, bias_, backward_);
   return linear(x, weight_, bias_);
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <string>
 
+#include "lb/nn/backward/strategy.h"
 #include "lb/nn/module.h"
 #include "lb/ops.h"
 
@@ -21,10 +22,14 @@ class Linear : public Module {
   Tensor& bias() { return bias_; }
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
+  // The backward strategy (see nn/backward/policy.h); null means the plain exact op.
+  void set_backward(std::shared_ptr<backward::Strategy> s) { backward_ = std::move(s); }
+  const std::shared_ptr<backward::Strategy>& backward_strategy() const { return backward_; }
 
  private:
   int64_t in_, out_;
   Tensor weight_, bias_;
+  std::shared_ptr<backward::Strategy> backward_;
 };
 
 class Conv2d : public Module {

@@ -1,0 +1,50 @@
+// Which layers get which backward strategy. Config (JSON):
+//   {
+//     "default": {"type": "vanilla"},
+//     "rules": [{"match": "bert.encoder.layer.11.*", "type": "instant", "epsilon": 0.9}, ...],
+//     "strategies": {"instant": {...settings}, "hot": {...settings}},   // used by override
+//     "compressible": ["*"], "exclude": ["*classifier*", "*pooler*", "*embeddings*"]
+//   }
+// Rules match dotted module names (globs, first match wins); unmatched layers get "default".
+// A per-run override (the CLI's --strategy NAME) applies NAME, with the settings from
+// "strategies", to every trainable layer that is compressible (matches "compressible" and
+// no "exclude" glob); other layers keep what the rules say. Layers whose weight is frozen
+// always run vanilla: they keep nothing for g_w anyway.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/nn/backward/strategy.h"
+#include "lb/nn/module.h"
+
+namespace lb::nn::backward {
+
+class Policy {
+ public:
+  Policy() = default;  // everything vanilla
+  static Policy from_json(const nlohmann::json& j, const std::string& path);
+
+  // Assigns a fresh strategy to every Linear (and, when supported, Conv2d) under `root`.
+  // override_type: "" or a strategy type. Returns the strategies by layer name.
+  std::vector<std::shared_ptr<Strategy>> apply(Module& root, const std::string& override_type = "") const;
+
+  bool compressible(const std::string& layer) const;
+
+ private:
+  struct Rule {
+    std::string match;
+    nlohmann::json spec;  // includes "type"
+  };
+  nlohmann::json default_spec_ = {{"type", "vanilla"}};
+  std::vector<Rule> rules_;
+  std::map<std::string, nlohmann::json> strategies_;
+  std::vector<std::string> compressible_ = {"*"};
+  std::vector<std::string> exclude_ = {"*classifier*", "*pooler*", "*embeddings*", "*head*"};
+  std::string path_ = "backward";
+};
+
+}  // namespace lb::nn::backward

@@ -1,0 +1,120 @@
+// Pluggable backward for Linear (and, through im2col, Conv2d) layers.
+//
+// Every strategy works on one GEMM view of a layer call (ALGORITHMS.md):
+//   x (B, L, I), w (O, I), y = x wᵀ + b (B, L, O), g_y (B, L, O).
+// Forward is always exact; the strategy decides what to keep for backward (save) and how to
+// compute g_x = g_y w and g_w = Σ_b g_yᵀ x from it (backward). g_b = Σ g_y is always exact
+// and computed by the caller. A strategy never touches the tape (the caller records the node
+// with the state's tensors, so saved bytes are measured by autograd::saved_bytes()), never
+// branches on device, and draws randomness only from Philox streams keyed by run_context().
+//
+// Calibration (INSTANT): a training loop asks needs_calibration(step); if any layer needs it,
+// it calls begin_calibration(), runs extra forward/backward passes without an optimizer step
+// (layers then save exactly and feed observe_input / observe_grad_output), and calls
+// finish_calibration(). See nn/backward/calibration.h.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/core/tensor.h"
+
+namespace lb::nn::backward {
+
+struct LayerGeometry {
+  int64_t B = 0, L = 0, I = 0, O = 0;
+};
+
+// What forward keeps for backward. `tensors` live on the tape (and are what saved_bytes
+// counts); `scalars` carry small numbers (quantisation scales, flags).
+struct SavedState {
+  LayerGeometry geom;
+  bool exact = false;  // tensors = {x}: backward is the exact one
+  std::vector<Tensor> tensors;
+  std::vector<double> scalars;
+};
+
+struct Gradients {
+  Tensor grad_input;   // (B, L, I), when asked for
+  Tensor grad_weight;  // (O, I), when asked for
+};
+
+// Seed and optimizer step for keying random streams (Philox subsequence/offset), set by the
+// training loop before each step.
+struct RunContext {
+  uint64_t seed = 0;
+  int64_t step = 0;
+};
+RunContext& run_context();
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string type() const = 0;
+  // Effective settings as JSON (round-trips through the factory).
+  virtual nlohmann::json hyperparams() const = 0;
+  // A fresh per-layer instance with the same settings (the factory builds a prototype per rule).
+  virtual std::unique_ptr<Strategy> clone() const = 0;
+
+  // Forward: x (B, L, I) contiguous, w (O, I). Exact-save during calibration.
+  SavedState save(const Tensor& x, const Tensor& w);
+  // Backward: g_y (B, L, O) contiguous. Times itself for the accounting.
+  Gradients backward(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
+                     bool want_gw);
+
+  // ---- calibration hooks (no-ops for strategies that need none) ----
+  virtual bool needs_calibration(int64_t /*step*/) const { return false; }
+  void begin_calibration();
+  void finish_calibration();
+  bool calibrating() const { return calibrating_; }
+
+  // ---- accounting ----
+  // Paper metrics per sample for geometry g: backward GEMM FLOPs (a multiply-add = 2) and the
+  // bytes of saved input in fp32 terms.
+  virtual double paper_backward_flops(const LayerGeometry& g) const;
+  virtual double paper_saved_bytes_fp32(const LayerGeometry& g) const;
+  // Ranks, quantiser choices, paper metrics for the last geometry seen, measured figures.
+  virtual nlohmann::json report() const;
+
+  // Identity used in reports and to key random streams.
+  void set_layer(const std::string& name, int64_t id) {
+    layer_name_ = name;
+    layer_id_ = id;
+  }
+  const std::string& layer_name() const { return layer_name_; }
+  int64_t layer_id() const { return layer_id_; }
+
+ protected:
+  virtual SavedState save_impl(const Tensor& x, const Tensor& w) = 0;
+  virtual Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w,
+                                  bool want_gx, bool want_gw) = 0;
+  virtual void observe_input(const Tensor& /*x*/) {}
+  virtual void observe_grad_output(const Tensor& /*g_y*/) {}
+  virtual void begin_calibration_impl() {}
+  virtual void finish_calibration_impl() {}
+
+  // Exact backward from a saved x (vanilla, and the fallback of compressed strategies).
+  static SavedState save_exact(const Tensor& x, const Tensor& w);
+  static Gradients backward_exact(const SavedState& s, const Tensor& g_y, const Tensor& w,
+                                  bool want_gx, bool want_gw);
+
+  std::string layer_name_;
+  int64_t layer_id_ = 0;
+  bool calibrating_ = false;
+  // Measured: calls, total backward milliseconds, last geometry and saved bytes.
+  int64_t calls_ = 0;
+  double backward_ms_ = 0;
+  LayerGeometry last_geom_;
+  int64_t last_saved_bytes_ = 0;
+};
+
+// y = x wᵀ + b for x (..., I) through `strategy` (exact forward; backward by the strategy).
+// x's leading dims are viewed as (B, L): (B, L, I) stays, (N, I) becomes B = N, L = 1.
+// Records one node on the tape holding the state's tensors.
+Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
+                       const std::shared_ptr<Strategy>& strategy);
+
+}  // namespace lb::nn::backward

@@ -1,0 +1,100 @@
+// Policy: rule matching and assignment of strategies to layers.
+#include "lb/nn/backward/policy.h"
+
+#include "lb/core/json_reader.h"
+#include "lb/nn/backward/factory.h"
+#include "lb/nn/layers.h"
+
+namespace lb::nn::backward {
+
+namespace {
+std::vector<std::string> string_list(const nlohmann::json& v, const std::string& path) {
+  LB_CHECK(v.is_array(), path, ": expected a list of glob strings");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    LB_CHECK(v[i].is_string(), path, "[", i, "]: expected a string");
+    out.push_back(v[i].get<std::string>());
+  }
+  return out;
+}
+}  // namespace
+
+Policy Policy::from_json(const nlohmann::json& j, const std::string& path) {
+  Policy p;
+  p.path_ = path;
+  JsonReader r(j, path);
+  if (r.has("default")) {
+    p.default_spec_ = r.raw("default");
+    make_strategy(p.default_spec_, path + ".default");  // validate now, not at apply time
+  }
+  if (r.has("strategies")) {
+    const auto& s = r.raw("strategies");
+    LB_CHECK(s.is_object(), path, ".strategies: expected an object of {type: settings}");
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      nlohmann::json spec = it.value();
+      LB_CHECK(spec.is_object(), path, ".strategies.", it.key(), ": expected an object");
+      LB_CHECK(!spec.contains("type") || spec["type"] == it.key(), path, ".strategies.", it.key(),
+               ".type: must be '", it.key(), "' or absent");
+      spec["type"] = it.key();
+      make_strategy(spec, path + ".strategies." + it.key());
+      p.strategies_[it.key()] = spec;
+    }
+  }
+  if (r.has("rules")) {
+    const auto& rules = r.raw("rules");
+    LB_CHECK(rules.is_array(), path, ".rules: expected a list of {\"match\": glob, \"type\": ...}");
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const std::string rp = path + ".rules[" + std::to_string(i) + "]";
+      LB_CHECK(rules[i].is_object() && rules[i].contains("match") && rules[i]["match"].is_string(),
+               rp, ": expected {\"match\": \"glob\", \"type\": ...}");
+      nlohmann::json spec = rules[i];
+      spec.erase("match");
+      make_strategy(spec, rp);
+      p.rules_.push_back({rules[i]["match"].get<std::string>(), spec});
+    }
+  }
+  if (r.has("compressible")) p.compressible_ = string_list(r.raw("compressible"), path + ".compressible");
+  if (r.has("exclude")) p.exclude_ = string_list(r.raw("exclude"), path + ".exclude");
+  r.finish();
+  return p;
+}
+
+bool Policy::compressible(const std::string& layer) const {
+  bool in = false;
+  for (const auto& g : compressible_) in = in || glob_match(g, layer);
+  for (const auto& g : exclude_) in = in && !glob_match(g, layer);
+  return in;
+}
+
+std::vector<std::shared_ptr<Strategy>> Policy::apply(Module& root,
+                                                     const std::string& override_type) const {
+  nlohmann::json override_spec;
+  if (!override_type.empty()) {
+    auto it = strategies_.find(override_type);
+    override_spec = it != strategies_.end() ? it->second : nlohmann::json{{"type", override_type}};
+    make_strategy(override_spec, "--strategy " + override_type);
+  }
+  std::vector<std::shared_ptr<Strategy>> out;
+  int64_t id = 0;
+  for (auto& [name, m] : root.named_modules()) {
+    auto* lin = dynamic_cast<Linear*>(m);
+    if (!lin) continue;
+    nlohmann::json spec = default_spec_;
+    std::string where = path_ + ".default";
+    for (size_t i = 0; i < rules_.size(); ++i)
+      if (glob_match(rules_[i].match, name)) {
+        spec = rules_[i].spec;
+        where = path_ + ".rules[" + std::to_string(i) + "]";
+        break;
+      }
+    if (!override_type.empty() && compressible(name)) spec = override_spec;
+    if (!lin->weight().requires_grad()) spec = {{"type", "vanilla"}};
+    std::shared_ptr<Strategy> s = make_strategy(spec, where);
+    s->set_layer(name, id++);
+    lin->set_backward(s);
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace lb::nn::backward

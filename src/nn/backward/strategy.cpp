@@ -1,0 +1,139 @@
+// Strategy base: calibration switch, timing/accounting, the exact path, and the
+// strategy-driven linear op that records one tape node per call.
+#include "lb/nn/backward/strategy.h"
+
+#include <chrono>
+
+#include "lb/autograd/node.h"
+#include "lb/ops/linalg.h"
+#include "lb/ops/reduce.h"
+
+namespace lb::nn::backward {
+
+RunContext& run_context() {
+  static RunContext ctx;
+  return ctx;
+}
+
+SavedState Strategy::save(const Tensor& x, const Tensor& w) {
+  LB_CHECK(x.dim() == 3 && w.dim() == 2 && x.size(2) == w.size(1), "backward strategy '", type(),
+           "' (", layer_name_, "): x must be (B, L, I) and w (O, I), got ", shape_str(x.shape()),
+           " and ", shape_str(w.shape()));
+  last_geom_ = {x.size(0), x.size(1), x.size(2), w.size(0)};
+  if (calibrating_) {
+    observe_input(x);
+    return save_exact(x, w);
+  }
+  SavedState s = save_impl(x, w);
+  s.geom = last_geom_;
+  int64_t bytes = 0;
+  for (const Tensor& t : s.tensors)
+    if (t.defined()) bytes += static_cast<int64_t>(t.nbytes());
+  last_saved_bytes_ = bytes;
+  return s;
+}
+
+Gradients Strategy::backward(const SavedState& s, const Tensor& g_y, const Tensor& w,
+                             bool want_gx, bool want_gw) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Gradients g;
+  if (s.exact) {  // calibration passes, degenerate fallbacks, and vanilla itself
+    if (calibrating_) observe_grad_output(g_y);
+    g = backward_exact(s, g_y, w, want_gx, want_gw);
+  } else {
+    g = backward_impl(s, g_y, w, want_gx, want_gw);
+  }
+  ++calls_;
+  backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return g;
+}
+
+void Strategy::begin_calibration() {
+  calibrating_ = true;
+  begin_calibration_impl();
+}
+
+void Strategy::finish_calibration() {
+  calibrating_ = false;
+  finish_calibration_impl();
+}
+
+double Strategy::paper_backward_flops(const LayerGeometry& g) const {
+  return 4.0 * static_cast<double>(g.L) * static_cast<double>(g.I) * static_cast<double>(g.O);
+}
+
+double Strategy::paper_saved_bytes_fp32(const LayerGeometry& g) const {
+  return 4.0 * static_cast<double>(g.L) * static_cast<double>(g.I);
+}
+
+nlohmann::json Strategy::report() const {
+  nlohmann::json j;
+  j["layer"] = layer_name_;
+  j["type"] = type();
+  j["hyperparams"] = hyperparams();
+  j["geometry"] = {{"B", last_geom_.B}, {"L", last_geom_.L}, {"I", last_geom_.I}, {"O", last_geom_.O}};
+  j["paper"] = {{"backward_mflops_per_sample", paper_backward_flops(last_geom_) / 1e6},
+                {"saved_mib_fp32_per_sample", paper_saved_bytes_fp32(last_geom_) / (1024.0 * 1024.0)}};
+  j["measured"] = {{"backward_calls", calls_},
+                   {"backward_ms_total", backward_ms_},
+                   {"saved_bytes_last_call", last_saved_bytes_}};
+  return j;
+}
+
+SavedState Strategy::save_exact(const Tensor& x, const Tensor& w) {
+  SavedState s;
+  s.geom = {x.size(0), x.size(1), x.size(2), w.size(0)};
+  s.tensors = {x};
+  s.exact = true;
+  return s;
+}
+
+Gradients Strategy::backward_exact(const SavedState& s, const Tensor& g_y, const Tensor& w,
+                                   bool want_gx, bool want_gw) {
+  const auto& [B, L, I, O] = s.geom;
+  Gradients g;
+  if (want_gx) g.grad_input = matmul(g_y, w);  // (B, L, O)(O, I)
+  if (want_gw)  // Σ_b g_yᵀ x: the batch folds into the contraction
+    g.grad_weight = matmul(g_y.reshape({B * L, O}), s.tensors.at(0).reshape({B * L, I}), true, false);
+  return g;
+}
+
+Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
+                       const std::shared_ptr<Strategy>& strategy) {
+  LB_CHECK(strategy != nullptr, "strategy_linear: no strategy");
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = linear(x, w, b);  // exact forward (checks shapes and dtypes)
+  }
+  if (!autograd::should_record({x, w, b})) return y;
+  // A frozen weight needs no g_w, so nothing of x is kept: the plain op saves only w.
+  if (!w.requires_grad()) return linear(x, w, b);
+  const int64_t I = w.size(1);
+  const int64_t L = x.dim() >= 3 ? x.size(-2) : 1;
+  const int64_t B = x.numel() / (L * I);
+  const Tensor x3 = x.detach().contiguous().view({B, L, I});
+  SavedState state = strategy->save(x3, w.detach());
+  const bool need_gx = x.requires_grad();
+  std::vector<Tensor> saved = state.tensors;
+  saved.push_back(need_gx ? w : Tensor());  // w for g_x (a parameter: not counted as saved)
+  const size_t n_state = state.tensors.size();
+  state.tensors.clear();
+  autograd::record(
+      "linear[" + strategy->type() + "]", y, {x, w, b}, saved,
+      [strategy, state = std::move(state), n_state, x_shape = x.shape(), B, L, I](
+          const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) mutable {
+        const int64_t O = g.size(-1);
+        SavedState st = state;
+        st.tensors.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_state));
+        const Tensor g3 = g.contiguous().view({B, L, O});
+        Gradients gr;
+        if (need[0] || need[1]) gr = strategy->backward(st, g3, s.back(), need[0], need[1]);
+        Tensor gb = need[2] ? sum(g3, {0, 1}) : Tensor();  // g_b from the exact g_y
+        return std::vector<Tensor>{need[0] ? gr.grad_input.reshape(x_shape) : Tensor(),
+                                   need[1] ? gr.grad_weight : Tensor(), gb};
+      });
+  return y;
+}
+
+}  // namespace lb::nn::backward
