@@ -24,6 +24,11 @@ void im2col(const float* x, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t
             const Conv2dArgs& args, float* cols);
 void col2im(const float* cols, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
             const Conv2dArgs& args, float* dx);  // accumulates into dx
+// f64 twins (gradient checks).
+void im2col(const double* x, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+            const Conv2dArgs& args, double* cols);
+void col2im(const double* cols, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+            const Conv2dArgs& args, double* dx);
 
 struct Pool2dArgs {
   std::array<int64_t, 2> kernel{2, 2};

@@ -1,0 +1,366 @@
+// conv2d on NCHW as im2col + GEMM, forward and backward side by side; backward is split into
+// a data part (grad_input = col2im(Wᵀ · grad_output)) and a filter part (grad_weight =
+// grad_output · colsᵀ, grad_bias = Σ grad_output). Only x and w are saved; the column matrix
+// is rebuilt from x in backward (it is kH·kW times larger than x).
+//
+// Batching: images are processed in chunks of nb whose columns sit side by side in one
+// matrix (K, nb·P), P = Ho·Wo, so one GEMM per group covers the chunk. This keeps GEMMs wide
+// when images are small (a 4×4 ResNet stage has P = 16); when P alone is wide enough, nb = 1
+// and the GEMMs read and write the tensors in place (no permute copies). 1×1 stride-1
+// unpadded convolutions with nb = 1 skip im2col: x itself is the column matrix.
+//
+// Threads: with enough work, chunks of images are split over OpenMP threads and each thread
+// runs im2col, single-threaded GEMMs and col2im for its chunks (OpenBLAS is set to one thread
+// meanwhile): no fork/join per GEMM and no OpenMP/OpenBLAS pools fighting over the cores.
+// The filter gradient is accumulated per thread and summed at the end. Small convolutions run
+// on the calling thread, with OpenBLAS threading its GEMMs as it sees fit.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "lb/autograd/node.h"
+#include "lb/core/checks.h"
+#include "lb/core/dispatch.h"
+#include "lb/ops/conv.h"
+#include "src/ops/im2col.h"
+
+namespace lb {
+
+namespace {
+using autograd::record;
+using autograd::should_record;
+using detail::contiguous_nograd;
+
+constexpr int64_t kParallelMin = 1 << 15;
+// Chunking: aim for GEMMs at least this many columns wide, with a column buffer of at most
+// kColsBudget bytes (it stays in L3 between im2col and the GEMM that reads it).
+constexpr int64_t kTargetCols = 1024;
+constexpr int64_t kColsBudget = 8 << 20;
+constexpr int64_t kParallelFlops = 1 << 22;
+
+struct ConvPlan {
+  int64_t N, C, Co, G;  // batch, in/out channels, groups
+  int64_t Cg, Cog, Kg;  // per group: in channels, out channels, GEMM depth Cg·kH·kW
+  int64_t K;            // rows of the full column matrix, C·kH·kW
+  int64_t P;            // output positions per image, Ho·Wo
+  detail::ConvGeom g;
+  bool direct;  // 1×1, stride 1, no padding: x is its own column matrix
+  int64_t nb;   // images per chunk
+  int threads;  // > 1: chunks split over OpenMP threads, each running single-threaded GEMMs
+};
+
+ConvPlan make_plan(const Shape& xs, const Shape& ws, const Conv2dArgs& args, size_t elem) {
+  ConvPlan p{};
+  p.N = xs[0];
+  p.C = xs[1];
+  p.Co = ws[0];
+  p.G = args.groups;
+  p.Cg = p.C / p.G;
+  p.Cog = p.Co / p.G;
+  p.g = detail::conv_geom(xs[2], xs[3], ws[2], ws[3], args, "conv2d");
+  p.Kg = p.Cg * ws[2] * ws[3];
+  p.K = p.C * ws[2] * ws[3];
+  p.P = p.g.Ho * p.g.Wo;
+  p.direct = ws[2] == 1 && ws[3] == 1 && p.g.sh == 1 && p.g.sw == 1 && p.g.ph == 0 && p.g.pw == 0;
+  const int64_t per_image = std::max<int64_t>(1, p.K * p.P * static_cast<int64_t>(elem));
+  p.nb = std::max<int64_t>(1, (kTargetCols + p.P - 1) / std::max<int64_t>(1, p.P));
+  p.nb = std::min(p.nb, std::max<int64_t>(1, kColsBudget / per_image));
+  p.nb = std::max<int64_t>(1, std::min(p.nb, p.N));
+  // Images split over OpenMP threads when there is enough work; each thread then runs
+  // single-threaded GEMMs on whole chunks (no fork/join inside a chunk, no nesting).
+  p.threads = 1;
+  const int64_t nt = omp_get_max_threads();
+  if (nt > 1 && p.N > 1 && 2 * p.N * p.Co * p.Kg * p.P > kParallelFlops) {
+    p.nb = std::min(p.nb, (p.N + nt - 1) / nt);
+    p.threads = static_cast<int>(std::min<int64_t>(nt, (p.N + p.nb - 1) / p.nb));
+  }
+  return p;
+}
+
+// Row-major GEMM C = alpha·op(A)·op(B) + beta·C.
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                 int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Columns of images [n0, n0+m) of x (N, C, H, W) into cols (K, m·P): image n at column n·P.
+template <typename T>
+void im2col_chunk(const ConvPlan& p, const T* x, int64_t n0, int64_t m, T* cols, bool par) {
+  const int64_t HW = p.g.H * p.g.W, kk = p.g.kH * p.g.kW, ld = m * p.P;
+#pragma omp parallel for collapse(2) if (par && m * p.K * p.P > kParallelMin) schedule(static)
+  for (int64_t n = 0; n < m; ++n)
+    for (int64_t c = 0; c < p.C; ++c)
+      detail::im2col_plane(x + ((n0 + n) * p.C + c) * HW, p.g, cols + c * kk * ld + n * p.P, ld);
+}
+
+// dx of images [n0, n0+m) += col2im(dcols (K, m·P)).
+template <typename T>
+void col2im_chunk(const ConvPlan& p, const T* dcols, int64_t n0, int64_t m, T* dx, bool par) {
+  const int64_t HW = p.g.H * p.g.W, kk = p.g.kH * p.g.kW, ld = m * p.P;
+#pragma omp parallel for collapse(2) if (par && m * p.K * p.P > kParallelMin) schedule(static)
+  for (int64_t n = 0; n < m; ++n)
+    for (int64_t c = 0; c < p.C; ++c)
+      detail::col2im_plane(dcols + c * kk * ld + n * p.P, ld, p.g, dx + ((n0 + n) * p.C + c) * HW);
+}
+
+// Makes OpenBLAS single-threaded for its lifetime (restoring the previous count), so GEMMs
+// called from several OpenMP threads at once do not each wake the BLAS pool.
+class BlasSingleThread {
+ public:
+  explicit BlasSingleThread(bool active) : prev_(active ? openblas_get_num_threads() : 0) {
+    if (prev_ > 1) openblas_set_num_threads(1);
+  }
+  ~BlasSingleThread() {
+    if (prev_ > 1) openblas_set_num_threads(prev_);
+  }
+  BlasSingleThread(const BlasSingleThread&) = delete;
+  BlasSingleThread& operator=(const BlasSingleThread&) = delete;
+
+ private:
+  int prev_;
+};
+
+template <typename T>
+Tensor workspace(int64_t n) {
+  return Tensor::empty({n}, DTypeOf<T>::value, Device::cpu(), MemTag::Workspace);
+}
+
+// Images [n0, n0+m) of y (N, Co, P) = conv(x, w) + b. cols (K, m·P) and tmp (Co, m·P) are
+// scratch; `par` lets the copy loops use OpenMP (false when called from a parallel region).
+template <typename T>
+void forward_chunk(const ConvPlan& p, const T* x, const T* w, const T* b, T* y, int64_t n0,
+                   int64_t m, T* cols, T* tmp, bool par) {
+  const int64_t P = p.P, ld = m * P;
+  const T* B = cols;
+  if (p.direct && m == 1) B = x + n0 * p.C * P;
+  else im2col_chunk(p, x, n0, m, cols, par);
+  if (m == 1) {
+    // GEMM straight into y; the bias is pre-filled and accumulated onto (beta = 1).
+    T* yn = y + n0 * p.Co * P;
+    if (b)
+      for (int64_t co = 0; co < p.Co; ++co) std::fill(yn + co * P, yn + (co + 1) * P, b[co]);
+    for (int64_t grp = 0; grp < p.G; ++grp)
+      gemm(false, false, p.Cog, P, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg, B + grp * p.Kg * ld,
+           ld, b ? T(1) : T(0), yn + grp * p.Cog * P, P);
+    return;
+  }
+  for (int64_t grp = 0; grp < p.G; ++grp)
+    gemm(false, false, p.Cog, ld, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg, B + grp * p.Kg * ld,
+         ld, T(0), tmp + grp * p.Cog * ld, ld);
+  // tmp (Co, m, P) -> y (m, Co, P), adding the bias on the way.
+#pragma omp parallel for collapse(2) if (par && m * p.Co * P > kParallelMin) schedule(static)
+  for (int64_t n = 0; n < m; ++n)
+    for (int64_t co = 0; co < p.Co; ++co) {
+      const T* src = tmp + co * ld + n * P;
+      T* dst = y + ((n0 + n) * p.Co + co) * P;
+      const T bias = b ? b[co] : T(0);
+      for (int64_t i = 0; i < P; ++i) dst[i] = src[i] + bias;
+    }
+}
+
+// Images [n0, n0+m) of the backward: dx (those images, pre-zeroed unless direct) and
+// dw += their filter gradient. dy (N, Co, P); cols (K, m·P) and gbuf (Co, m·P) are scratch.
+template <typename T>
+void backward_chunk(const ConvPlan& p, const T* dy, const T* x, const T* w, T* dx, T* dw,
+                    int64_t n0, int64_t m, T* cols, T* gbuf, bool par) {
+  const int64_t P = p.P, ld = m * P;
+  // With one image and the direct 1×1 case, x is the column matrix and dx is written by the
+  // GEMM itself; otherwise columns go through `cols`, reused for dcols after the filter part.
+  const bool direct = p.direct && m == 1;
+  // G (Co, m·P): the output gradient of the chunk as one matrix.
+  const T* G = dy + n0 * p.Co * P;
+  if (m > 1) {
+#pragma omp parallel for collapse(2) if (par && m * p.Co * P > kParallelMin) schedule(static)
+    for (int64_t n = 0; n < m; ++n)
+      for (int64_t co = 0; co < p.Co; ++co)
+        std::memcpy(gbuf + co * ld + n * P, dy + ((n0 + n) * p.Co + co) * P, sizeof(T) * P);
+    G = gbuf;
+  }
+  if (dw) {
+    // Filter part: dw_g (Cog, Kg) += G_g (Cog, m·P) · cols_gᵀ (m·P, Kg).
+    const T* B = direct ? x + n0 * p.C * P : cols;
+    if (!direct) im2col_chunk(p, x, n0, m, cols, par);
+    for (int64_t grp = 0; grp < p.G; ++grp)
+      gemm(false, true, p.Cog, p.Kg, ld, T(1), G + grp * p.Cog * ld, ld, B + grp * p.Kg * ld, ld,
+           T(1), dw + grp * p.Cog * p.Kg, p.Kg);
+  }
+  if (dx) {
+    // Data part: dcols_g (Kg, m·P) = w_gᵀ (Kg, Cog) · G_g (Cog, m·P), then col2im.
+    T* D = direct ? dx + n0 * p.C * P : cols;
+    for (int64_t grp = 0; grp < p.G; ++grp)
+      gemm(true, false, p.Kg, ld, p.Cog, T(1), w + grp * p.Cog * p.Kg, p.Kg, G + grp * p.Cog * ld,
+           ld, T(0), D + grp * p.Kg * ld, ld);
+    if (!direct) col2im_chunk(p, cols, n0, m, dx, par);
+  }
+}
+
+int64_t num_chunks(const ConvPlan& p) { return (p.N + p.nb - 1) / p.nb; }
+
+// y (N, Co, P) = conv(x, w) + b.
+template <typename T>
+void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* b, T* y) {
+  const int64_t nc = num_chunks(p);
+  if (p.threads > 1) {
+    BlasSingleThread single(true);
+#pragma omp parallel num_threads(p.threads)
+    {
+      Tensor cols = workspace<T>(p.K * p.nb * p.P), tmp = workspace<T>(p.Co * p.nb * p.P);
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < nc; ++c)
+        forward_chunk(p, x, w, b, y, c * p.nb, std::min(p.nb, p.N - c * p.nb), cols.data<T>(),
+                      tmp.data<T>(), false);
+    }
+    return;
+  }
+  Tensor cols, tmp;
+  if (!(p.direct && p.nb == 1)) cols = workspace<T>(p.K * p.nb * p.P);
+  if (p.nb > 1) tmp = workspace<T>(p.Co * p.nb * p.P);
+  for (int64_t c = 0; c < nc; ++c)
+    forward_chunk(p, x, w, b, y, c * p.nb, std::min(p.nb, p.N - c * p.nb),
+                  cols.defined() ? cols.data<T>() : nullptr, tmp.defined() ? tmp.data<T>() : nullptr,
+                  true);
+}
+
+// Backward. dy (N, Co, P); dx (N, C, H, W), dw (Co, Cg, kH, kW), db (Co), each null when
+// not wanted. dx and dw are overwritten.
+template <typename T>
+void conv2d_backward(const ConvPlan& p, const T* dy, const T* x, const T* w, T* dx, T* dw,
+                     T* db) {
+  const int64_t P = p.P;
+  if (db) {
+    // grad_bias[co] = Σ_n Σ_p dy[n, co, p].
+#pragma omp parallel for if (p.N * p.Co * P > kParallelMin) schedule(static)
+    for (int64_t co = 0; co < p.Co; ++co) {
+      T acc = 0;
+      for (int64_t n = 0; n < p.N; ++n) {
+        const T* row = dy + (n * p.Co + co) * P;
+        for (int64_t i = 0; i < P; ++i) acc += row[i];
+      }
+      db[co] = acc;
+    }
+  }
+  if (!dx && !dw) return;
+  const int64_t nc = num_chunks(p), dw_size = p.Co * p.Kg;
+  if (dx && !(p.direct && p.nb == 1)) std::memset(dx, 0, sizeof(T) * p.N * p.C * p.g.H * p.g.W);
+  if (dw) std::fill(dw, dw + dw_size, T(0));
+  if (p.threads > 1) {
+    // Each thread accumulates its images' filter gradient privately (thread 0 into dw);
+    // the partial sums are added afterwards.
+    Tensor partial = dw ? workspace<T>(dw_size * (p.threads - 1)) : Tensor();
+    if (dw) partial.zero_();
+    {
+      BlasSingleThread single(true);
+#pragma omp parallel num_threads(p.threads)
+      {
+        Tensor cols = workspace<T>(p.K * p.nb * P), gbuf = workspace<T>(p.Co * p.nb * P);
+        const int t = omp_get_thread_num();
+        T* my_dw = !dw ? nullptr : t == 0 ? dw : partial.data<T>() + (t - 1) * dw_size;
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < nc; ++c)
+          backward_chunk(p, dy, x, w, dx, my_dw, c * p.nb, std::min(p.nb, p.N - c * p.nb),
+                         cols.data<T>(), gbuf.data<T>(), false);
+      }
+    }
+    if (dw) {
+      const T* part = partial.data<T>();
+      for (int t = 1; t < p.threads; ++t)
+        for (int64_t i = 0; i < dw_size; ++i) dw[i] += part[(t - 1) * dw_size + i];
+    }
+    return;
+  }
+  Tensor cols, gbuf;
+  if (!(p.direct && p.nb == 1)) cols = workspace<T>(p.K * p.nb * P);
+  if (p.nb > 1) gbuf = workspace<T>(p.Co * p.nb * P);
+  for (int64_t c = 0; c < nc; ++c)
+    backward_chunk(p, dy, x, w, dx, dw, c * p.nb, std::min(p.nb, p.N - c * p.nb),
+                   cols.defined() ? cols.data<T>() : nullptr,
+                   gbuf.defined() ? gbuf.data<T>() : nullptr, true);
+}
+
+void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args) {
+  const char* op = "conv2d";
+  detail::check_defined(x, op, "x");
+  detail::check_defined(w, op, "w");
+  detail::check_cpu(x, op);
+  detail::check_same_device(x, w, op);
+  detail::check_floating(x, op);
+  detail::check_same_dtype(x, w, op);
+  LB_CHECK(x.dim() == 4, op, ": x must be (N, C_in, H, W), got ", shape_str(x.shape()));
+  LB_CHECK(w.dim() == 4, op, ": w must be (C_out, C_in/groups, kH, kW), got ",
+           shape_str(w.shape()));
+  LB_CHECK(args.groups > 0, op, ": groups must be positive, got ", args.groups);
+  const int64_t C = x.size(1), Co = w.size(0);
+  LB_CHECK(C > 0 && Co > 0 && w.size(2) > 0 && w.size(3) > 0, op,
+           ": empty channel or kernel dimension, x ", shape_str(x.shape()), ", w ",
+           shape_str(w.shape()));
+  LB_CHECK(C % args.groups == 0 && Co % args.groups == 0, op, ": groups = ", args.groups,
+           " must divide both C_in = ", C, " (x ", shape_str(x.shape()), ") and C_out = ", Co,
+           " (w ", shape_str(w.shape()), ")");
+  LB_CHECK(w.size(1) * args.groups == C, op, ": channel mismatch, x ", shape_str(x.shape()),
+           " has C_in = ", C, " but w ", shape_str(w.shape()), " with groups = ", args.groups,
+           " expects C_in = ", w.size(1) * args.groups);
+  if (b.defined()) {
+    detail::check_same_device(x, b, op);
+    detail::check_same_dtype(x, b, op);
+    LB_CHECK(b.dim() == 1 && b.size(0) == Co, op, ": bias must be (", Co, ") for w ",
+             shape_str(w.shape()), ", got ", shape_str(b.shape()));
+  }
+}
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args) {
+  check_conv_args(x, w, b, args);
+  const ConvPlan p = make_plan(x.shape(), w.shape(), args, dtype_size(x.dtype()));
+  Tensor out = Tensor::empty({p.N, p.Co, p.g.Ho, p.g.Wo}, x.dtype(), x.device());
+  {
+    const Tensor xc = contiguous_nograd(x), wc = contiguous_nograd(w);
+    const Tensor bc = b.defined() ? contiguous_nograd(b) : Tensor();
+    detail::dispatch_float(x.dtype(), "conv2d", [&](auto tag) {
+      using T = decltype(tag);
+      if (out.numel() > 0)
+        conv2d_forward<T>(p, xc.data<T>(), wc.data<T>(), bc.defined() ? bc.data<T>() : nullptr,
+                          out.data<T>());
+    });
+  }
+  if (should_record({x, w, b})) {
+    // dx needs w, dw needs x, db needs neither: save only what the wanted gradients use.
+    const bool want_x = x.requires_grad(), want_w = w.requires_grad();
+    const Shape xs = x.shape(), ws = w.shape();
+    record("conv2d", out, {x, w, b}, {want_w ? x : Tensor(), want_x ? w : Tensor()},
+           [p, xs, ws](const Tensor& g, const std::vector<Tensor>& s,
+                       const std::vector<bool>& need) {
+             Tensor dx, dw, db;
+             if (need[0]) dx = Tensor::empty(xs, g.dtype(), g.device());
+             if (need[1]) dw = Tensor::empty(ws, g.dtype(), g.device());
+             if (need[2]) db = Tensor::empty({ws[0]}, g.dtype(), g.device());
+             const Tensor gc = contiguous_nograd(g);
+             const Tensor xc = need[1] ? contiguous_nograd(s[0]) : Tensor();
+             const Tensor wc = need[0] ? contiguous_nograd(s[1]) : Tensor();
+             detail::dispatch_float(g.dtype(), "conv2d backward", [&](auto tag) {
+               using T = decltype(tag);
+               if (gc.numel() == 0) {
+                 for (Tensor* t : {&dx, &dw, &db})
+                   if (t->defined()) t->zero_();
+                 return;
+               }
+               conv2d_backward<T>(p, gc.data<T>(), xc.defined() ? xc.data<T>() : nullptr,
+                                  wc.defined() ? wc.data<T>() : nullptr,
+                                  dx.defined() ? dx.data<T>() : nullptr,
+                                  dw.defined() ? dw.data<T>() : nullptr,
+                                  db.defined() ? db.data<T>() : nullptr);
+             });
+             return std::vector<Tensor>{dx, dw, db};
+           });
+  }
+  return out;
+}
+
+}  // namespace lb
