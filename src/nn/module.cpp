@@ -106,7 +106,7 @@ std::vector<std::pair<std::string, Module*>> Module::named_children() {
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
   std::vector<std::pair<std::string, Module*>> out{{"", this}};
   for (auto& [n, c] : children_)
-    for (auto& [cn, cm] : c->named_modules()) out.emplace_back(join(n, cn), cm);
+    for (auto& [cn, cm] : c->named_modules()) out.emplace_back(cn.empty() ? n : join(n, cn), cm);
   return out;
 }
 

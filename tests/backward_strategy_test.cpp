@@ -1,0 +1,109 @@
+// Backward strategies: the vanilla strategy through the strategy path equals the plain op,
+// the factory and policy validate configs with path-named errors, the policy assigns by rule,
+// override and frozen state, and saved bytes are what the strategy keeps.
+#include <gtest/gtest.h>
+
+#include "lb/nn/backward/factory.h"
+#include "lb/nn/backward/policy.h"
+#include "lb/nn/layers.h"
+#include "testing/testing.h"
+
+namespace lb::nn::backward {
+namespace {
+
+std::shared_ptr<Strategy> vanilla() { return make_strategy({{"type", "vanilla"}}, "test"); }
+
+TEST(Strategy, VanillaPathGradcheck) {
+  const Tensor x = testing::randn({2, 3, 4}, 1), w = testing::randn({5, 4}, 2), b = testing::randn({5}, 3);
+  auto s = vanilla();
+  EXPECT_TRUE(testing::gradcheck(
+      [s](const std::vector<Tensor>& in) { return strategy_linear(in[0], in[1], in[2], s); }, {x, w, b}));
+  EXPECT_TRUE(testing::gradcheck(  // 2-D input: B = N, L = 1
+      [s](const std::vector<Tensor>& in) { return strategy_linear(in[0], in[1], Tensor(), s); },
+      {testing::randn({6, 4}, 4), w}));
+}
+
+TEST(Strategy, SavedBytesAndFrozenWeights) {
+  ASSERT_EQ(autograd::saved_bytes(), 0);
+  Tensor x = testing::randn({2, 8, 16}, 5, DType::F32);
+  x.set_requires_grad();
+  Tensor w = testing::randn({32, 16}, 6, DType::F32);
+  w.storage()->set_tag(MemTag::Parameter);
+  w.set_requires_grad();
+  auto s = vanilla();
+  Tensor y = strategy_linear(x, w, Tensor(), s);
+  EXPECT_EQ(autograd::saved_bytes(), 2 * 8 * 16 * 4);  // x only; w is a parameter
+  sum(y).backward();
+  EXPECT_EQ(autograd::saved_bytes(), 0);
+  EXPECT_EQ(s->report()["measured"]["backward_calls"], 1);
+  // Frozen weight: no g_w, so x is not kept.
+  w.set_requires_grad(false);
+  Tensor y2 = strategy_linear(x, w, Tensor(), s);
+  EXPECT_EQ(autograd::saved_bytes(), 0);
+  sum(y2).backward();
+}
+
+TEST(Strategy, PaperMetricsMatchReference) {
+  // One BERT-base layer at L = 512 (ALGORITHMS.md): vanilla 14495.5 MFLOPs and 13.5 MiB.
+  auto s = vanilla();
+  const std::vector<LayerGeometry> layer = {{1, 512, 768, 768}, {1, 512, 768, 768}, {1, 512, 768, 768},
+                                            {1, 512, 768, 768}, {1, 512, 768, 3072}, {1, 512, 3072, 768}};
+  double flops = 0, bytes = 0;
+  for (const auto& g : layer) {
+    flops += s->paper_backward_flops(g);
+    bytes += s->paper_saved_bytes_fp32(g);
+  }
+  EXPECT_NEAR(flops / 1e6, 14495.5, 0.05);
+  EXPECT_NEAR(bytes / (1024.0 * 1024.0), 13.5, 1e-9);
+}
+
+TEST(Factory, ErrorsNamePathAndChoices) {
+  auto expect_msg = [](const nlohmann::json& j, const std::string& needle) {
+    try {
+      make_strategy(j, "model.backward.rules[1]");
+      ADD_FAILURE() << "no error for " << j.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_msg({{"type", "fancy"}}, "model.backward.rules[1].type");
+  expect_msg({{"type", "fancy"}}, "vanilla");
+  expect_msg({{"type", "vanilla"}, {"rank", 3}}, "unknown key 'rank'");
+  expect_msg(nlohmann::json::object(), "missing \"type\"");
+  EXPECT_EQ(make_strategy({{"type", "vanilla"}}, "x")->hyperparams()["type"], "vanilla");
+}
+
+class TwoLayer : public Module {
+ public:
+  TwoLayer() {
+    auto enc = register_module("encoder", std::make_shared<Container>("Encoder"));
+    fc1 = enc->add("fc1", std::make_shared<Linear>(4, 4));
+    fc2 = enc->add("fc2", std::make_shared<Linear>(4, 4));
+    classifier = register_module("classifier", std::make_shared<Linear>(4, 2));
+  }
+  std::string type_name() const override { return "TwoLayer"; }
+  std::shared_ptr<Linear> fc1, fc2, classifier;
+};
+
+TEST(Policy, RulesOverrideAndFrozen) {
+  TwoLayer m;
+  const auto p = Policy::from_json({{"default", {{"type", "vanilla"}}},
+                                    {"rules", {{{"match", "encoder.fc2"}, {"type", "vanilla"}}}}},
+                                   "backward");
+  auto strategies = p.apply(m);
+  ASSERT_EQ(strategies.size(), 3u);
+  EXPECT_EQ(strategies[0]->layer_name(), "encoder.fc1");
+  EXPECT_EQ(strategies[2]->layer_id(), 2);
+  EXPECT_TRUE(p.compressible("encoder.fc1"));
+  EXPECT_FALSE(p.compressible("classifier"));
+  m.freeze("encoder.fc1.*");
+  p.apply(m, "vanilla");
+  EXPECT_EQ(m.fc1->backward_strategy()->type(), "vanilla");
+  EXPECT_THROW(p.apply(m, "nonsense"), Error);
+  EXPECT_THROW(Policy::from_json({{"rules", {{{"type", "vanilla"}}}}}, "backward"), Error);
+  EXPECT_THROW(Policy::from_json({{"defaults", nlohmann::json::object()}}, "backward"), Error);
+  EXPECT_THROW(Policy::from_json({{"exclude", "classifier"}}, "backward"), Error);
+}
+
+}  // namespace
+}  // namespace lb::nn::backward
