@@ -107,3 +107,39 @@ TEST(Policy, RulesOverrideAndFrozen) {
 
 }  // namespace
 }  // namespace lb::nn::backward
+
+namespace lb::nn::backward {
+namespace {
+
+TEST(Strategy, ConvThroughVanillaGradcheck) {
+  std::shared_ptr<Strategy> s = make_strategy({{"type", "vanilla"}}, "test");
+  for (const auto& [k, stride, pad] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 1, 0}, {3, 1, 1}, {3, 2, 1}, {2, 1, 0}}) {
+    Conv2dArgs a;
+    a.stride = {stride, stride};
+    a.padding = {pad, pad};
+    const Tensor x = testing::randn({2, 3, 5, 5}, 10 + k), w = testing::randn({4, 3, k, k}, 20 + k),
+                 b = testing::randn({4}, 30);
+    EXPECT_TRUE(testing::gradcheck(
+        [s, a](const std::vector<Tensor>& in) { return strategy_conv2d(in[0], in[1], in[2], a, s); },
+        {x, w, b}))
+        << "k " << k << " stride " << stride << " pad " << pad;
+  }
+}
+
+TEST(Strategy, ConvTokensRoundTrip) {
+  // conv_from_tokens is the adjoint of conv_to_tokens: <T(x), t> = <x, T*(t)>.
+  ConvGeometry cg;
+  cg.x_shape = {2, 3, 6, 6};
+  cg.kH = cg.kW = 3;
+  cg.args.padding = {1, 1};
+  cg.args.stride = {2, 2};
+  cg.Ho = cg.Wo = 3;
+  const Tensor x = testing::randn(cg.x_shape, 40), t = testing::randn({2, 9, 27}, 41);
+  const double lhs = sum(mul(conv_to_tokens(x, cg), t)).item<double>();
+  const double rhs = sum(mul(x, conv_from_tokens(t, cg))).item<double>();
+  EXPECT_NEAR(lhs, rhs, 1e-10 * std::abs(lhs));
+}
+
+}  // namespace
+}  // namespace lb::nn::backward

@@ -66,7 +66,10 @@ std::string Conv2d::extra_repr() const {
              args_.groups > 1 ? cat(", groups ", args_.groups) : "", bias_.defined() ? "" : ", no bias");
 }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight_, bias_, args_); }
+Tensor Conv2d::forward(const Tensor& x) {
+  if (backward_ && is_training()) return backward::strategy_conv2d(x, weight_, bias_, args_, backward_);
+  return conv2d(x, weight_, bias_, args_);
+}
 
 // ---------------------------------------------------------------- LayerNorm
 LayerNorm::LayerNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {

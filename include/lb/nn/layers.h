@@ -42,11 +42,14 @@ class Conv2d : public Module {
   Tensor& weight() { return weight_; }
   Tensor& bias() { return bias_; }
   const Conv2dArgs& args() const { return args_; }
+  void set_backward(std::shared_ptr<backward::Strategy> s) { backward_ = std::move(s); }
+  const std::shared_ptr<backward::Strategy>& backward_strategy() const { return backward_; }
 
  private:
   int64_t in_, out_, kernel_;
   Conv2dArgs args_;
   Tensor weight_, bias_;
+  std::shared_ptr<backward::Strategy> backward_;
 };
 
 class LayerNorm : public Module {

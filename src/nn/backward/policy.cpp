@@ -78,7 +78,9 @@ std::vector<std::shared_ptr<Strategy>> Policy::apply(Module& root,
   int64_t id = 0;
   for (auto& [name, m] : root.named_modules()) {
     auto* lin = dynamic_cast<Linear*>(m);
-    if (!lin) continue;
+    auto* conv = dynamic_cast<Conv2d*>(m);
+    if (!lin && !conv) continue;
+    Tensor& weight = lin ? lin->weight() : conv->weight();
     nlohmann::json spec = default_spec_;
     std::string where = path_ + ".default";
     for (size_t i = 0; i < rules_.size(); ++i)
@@ -88,10 +90,12 @@ std::vector<std::shared_ptr<Strategy>> Policy::apply(Module& root,
         break;
       }
     if (!override_type.empty() && compressible(name)) spec = override_spec;
-    if (!lin->weight().requires_grad()) spec = {{"type", "vanilla"}};
+    // Frozen layers keep nothing for g_w anyway; grouped convs stay exact (ALGORITHMS.md).
+    if (!weight.requires_grad() || (conv && conv->args().groups != 1)) spec = {{"type", "vanilla"}};
     std::shared_ptr<Strategy> s = make_strategy(spec, where);
     s->set_layer(name, id++);
-    lin->set_backward(s);
+    if (lin) lin->set_backward(s);
+    else conv->set_backward(s);
     out.push_back(s);
   }
   return out;

@@ -28,7 +28,7 @@ class Policy {
   Policy() = default;  // everything vanilla
   static Policy from_json(const nlohmann::json& j, const std::string& path);
 
-  // Assigns a fresh strategy to every Linear (and, when supported, Conv2d) under `root`.
+  // Assigns a fresh strategy to every Linear and Conv2d under `root`.
   // override_type: "" or a strategy type. Returns the strategies by layer name.
   std::vector<std::shared_ptr<Strategy>> apply(Module& root, const std::string& override_type = "") const;
 

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lb/core/tensor.h"
+#include "lb/ops/conv.h"
 
 namespace lb::nn::backward {
 
@@ -36,6 +37,17 @@ struct SavedState {
   std::vector<Tensor> tensors;
   std::vector<double> scalars;
 };
+
+// A Conv2d call seen as a GEMM: x (N, C, H, W) -> tokens (B = N, L = Ho·Wo, I = C·kH·kW)
+// by im2col (1×1 stride-1 unpadded: a plain transpose), w (O, C, kH, kW) -> (O, I).
+struct ConvGeometry {
+  Shape x_shape;  // (N, C, H, W)
+  int64_t kH = 1, kW = 1, Ho = 1, Wo = 1;
+  Conv2dArgs args;
+};
+// im2col of a whole batch into the token layout (N, Ho·Wo, C·kH·kW), and its adjoint.
+Tensor conv_to_tokens(const Tensor& x, const ConvGeometry& cg);
+Tensor conv_from_tokens(const Tensor& tokens, const ConvGeometry& cg);  // sums overlaps (col2im)
 
 struct Gradients {
   Tensor grad_input;   // (B, L, I), when asked for
@@ -64,6 +76,15 @@ class Strategy {
   // Backward: g_y (B, L, O) contiguous. Times itself for the accounting.
   Gradients backward(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                      bool want_gw);
+
+  // Conv2d (groups = 1) through the same strategy: forward keeps what save_conv returns, and
+  // backward_conv gets g_y as tokens (B, L, O) and returns g_x as tokens (B, L, I) plus
+  // g_w (O, I). The defaults run im2col then save/backward; a strategy may override them
+  // (e.g. to keep the raw input instead of its 9× larger im2col view).
+  virtual SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg);
+  virtual Gradients backward_conv(const SavedState& s, const Tensor& g_y_tokens,
+                                  const Tensor& w2d, bool want_gx, bool want_gw,
+                                  const ConvGeometry& cg);
 
   // ---- calibration hooks (no-ops for strategies that need none) ----
   virtual bool needs_calibration(int64_t /*step*/) const { return false; }
@@ -115,6 +136,9 @@ class Strategy {
 // x's leading dims are viewed as (B, L): (B, L, I) stays, (N, I) becomes B = N, L = 1.
 // Records one node on the tape holding the state's tensors.
 Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
+                       const std::shared_ptr<Strategy>& strategy);
+// Conv2d through `strategy` (groups > 1 stays the exact op: ALGORITHMS.md).
+Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args,
                        const std::shared_ptr<Strategy>& strategy);
 
 }  // namespace lb::nn::backward

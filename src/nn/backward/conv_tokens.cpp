@@ -1,0 +1,107 @@
+// The token (GEMM) view of a convolution for the backward strategies, and strategy_conv2d.
+#include <chrono>
+
+#include "lb/autograd/node.h"
+#include "lb/core/checks.h"
+#include "lb/core/dispatch.h"
+#include "lb/nn/backward/strategy.h"
+#include "lb/ops/reduce.h"
+
+namespace lb::nn::backward {
+
+namespace {
+bool is_pointwise(const ConvGeometry& cg) {
+  const auto& a = cg.args;
+  return cg.kH == 1 && cg.kW == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 &&
+         a.padding[1] == 0;
+}
+}  // namespace
+
+Tensor conv_to_tokens(const Tensor& x, const ConvGeometry& cg) {
+  const int64_t N = cg.x_shape[0], C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3];
+  const int64_t L = cg.Ho * cg.Wo, I = C * cg.kH * cg.kW;
+  if (is_pointwise(cg)) return detail::contiguous_nograd(x.reshape({N, C, H * W}).transpose(1, 2));
+  const Tensor xc = detail::contiguous_nograd(x);
+  Tensor cols = Tensor::empty({N, I, L}, x.dtype());
+  detail::dispatch_float(x.dtype(), "conv_to_tokens", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = xc.data<T>();
+    T* pc = cols.data<T>();
+#pragma omp parallel for if (N > 1) schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      im2col(px + n * C * H * W, C, H, W, cg.kH, cg.kW, cg.args, pc + n * I * L);
+  });
+  return detail::contiguous_nograd(cols.transpose(1, 2));  // (N, L, I)
+}
+
+Tensor conv_from_tokens(const Tensor& tokens, const ConvGeometry& cg) {
+  const int64_t N = cg.x_shape[0], C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3];
+  const int64_t L = cg.Ho * cg.Wo, I = C * cg.kH * cg.kW;
+  if (is_pointwise(cg))
+    return detail::contiguous_nograd(tokens.transpose(1, 2)).reshape({N, C, H, W});
+  const Tensor cols = detail::contiguous_nograd(tokens.transpose(1, 2));  // (N, I, L)
+  Tensor dx = Tensor::zeros(cg.x_shape, tokens.dtype());
+  detail::dispatch_float(tokens.dtype(), "conv_from_tokens", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pc = cols.data<T>();
+    T* pd = dx.data<T>();
+#pragma omp parallel for if (N > 1) schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      col2im(pc + n * I * L, C, H, W, cg.kH, cg.kW, cg.args, pd + n * C * H * W);
+  });
+  return dx;
+}
+
+SavedState Strategy::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
+  return save(conv_to_tokens(x, cg), w2d);
+}
+
+Gradients Strategy::backward_conv(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
+                                  bool want_gx, bool want_gw, const ConvGeometry&) {
+  return backward(s, g_y_tokens, w2d, want_gx, want_gw);
+}
+
+Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args,
+                       const std::shared_ptr<Strategy>& strategy) {
+  LB_CHECK(strategy != nullptr, "strategy_conv2d: no strategy");
+  if (args.groups != 1 || !w.requires_grad() || !autograd::should_record({x, w, b}))
+    return conv2d(x, w, b, args);  // exact op: grouped convs, frozen weights, no grad
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = conv2d(x, w, b, args);  // exact forward (checks shapes)
+  }
+  ConvGeometry cg;
+  cg.x_shape = x.shape();
+  cg.kH = w.size(2);
+  cg.kW = w.size(3);
+  cg.Ho = y.size(2);
+  cg.Wo = y.size(3);
+  cg.args = args;
+  const int64_t O = w.size(0);
+  const Tensor w2d = w.detach().reshape({O, -1});
+  SavedState state = strategy->save_conv(x.detach(), w2d, cg);
+  const bool need_gx = x.requires_grad();
+  std::vector<Tensor> saved = state.tensors;
+  saved.push_back(need_gx ? w : Tensor());
+  const size_t n_state = state.tensors.size();
+  state.tensors.clear();
+  autograd::record(
+      "conv2d[" + strategy->type() + "]", y, {x, w, b}, saved,
+      [strategy, state = std::move(state), n_state, cg, w_shape = w.shape(), O](
+          const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
+        SavedState st = state;
+        st.tensors.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_state));
+        const int64_t N = g.size(0), L = cg.Ho * cg.Wo;
+        // g_y (N, O, Ho, Wo) -> tokens (N, L, O)
+        const Tensor gt = detail::contiguous_nograd(g.reshape({N, O, L}).transpose(1, 2));
+        const Tensor w2d = s.back().defined() ? s.back().reshape({O, -1}) : Tensor();
+        Gradients gr = strategy->backward_conv(st, gt, w2d, need[0], need[1], cg);
+        return std::vector<Tensor>{need[0] ? conv_from_tokens(gr.grad_input, cg) : Tensor(),
+                                   need[1] ? gr.grad_weight.reshape(w_shape) : Tensor(),
+                                   need[2] ? sum(g, {0, 2, 3}) : Tensor()};
+      });
+  return y;
+}
+
+}  // namespace lb::nn::backward
