@@ -44,7 +44,10 @@ double cross_entropy_forward(const T* x, const int64_t* tgt, int64_t N, int64_t 
     const T* xr = x + i * C;
     T mx = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < C; ++j) mx = std::max(mx, xr[j]);
+    for (int64_t j = 0; j < C; ++j) {
+      const T v = xr[j];
+      mx = v > mx ? v : mx;  // by value: std::max's reference result defeats vectorization
+    }
     T s = 0, sx = 0;
 #pragma omp simd reduction(+ : s, sx)
     for (int64_t j = 0; j < C; ++j) {

@@ -54,8 +54,9 @@ void softmax_rows(const T* x, const T* m, const Shape& shape, const Shape& ms, T
     if (m == nullptr) {
 #pragma omp simd reduction(max : mx)
       for (int64_t j = 0; j < L; ++j) {
-        yr[j] = xr[j];
-        mx = std::max(mx, xr[j]);
+        const T z = xr[j];
+        yr[j] = z;
+        mx = z > mx ? z : mx;  // by value: std::max's reference result defeats vectorization
       }
     } else {
       const T* mr = m + mask_row_offset(r, shape, ms);
@@ -64,14 +65,14 @@ void softmax_rows(const T* x, const T* m, const Shape& shape, const Shape& ms, T
         for (int64_t j = 0; j < L; ++j) {
           const T z = xr[j] + mr[j];
           yr[j] = z;
-          mx = std::max(mx, z);
+          mx = z > mx ? z : mx;
         }
       } else {
 #pragma omp simd reduction(max : mx)
         for (int64_t j = 0; j < L; ++j) {
           const T z = xr[j] + mr[j * msl];
           yr[j] = z;
-          mx = std::max(mx, z);
+          mx = z > mx ? z : mx;
         }
       }
     }
