@@ -9,7 +9,10 @@
 namespace lb {
 
 // Softmax along `dim`. `mask` (optional) is additive and broadcast to x (e.g. 0 / -1e4 or
-// -inf for padded keys, the Hugging Face convention): softmax(x + mask).
+// -inf for padded keys, the Hugging Face convention): softmax(x + mask). The mask has x's
+// dtype and is differentiable (a learned bias may be passed). -inf entries get probability
+// exactly 0; a row whose entries are all -inf gives 0 (log_softmax: -inf) with zero gradient
+// instead of PyTorch's NaN. Only the output is saved for backward.
 Tensor softmax(const Tensor& x, int64_t dim, const Tensor& mask = Tensor());
 Tensor log_softmax(const Tensor& x, int64_t dim, const Tensor& mask = Tensor());
 
@@ -27,11 +30,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 // Backward scatter-adds into weight's gradient. padding_idx rows get no gradient (-1 = none).
 Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_idx = -1);
 
-// Inverted dropout with a Philox stream: keep with prob 1-p, scale by 1/(1-p).
+// Inverted dropout with a Philox stream: keep with prob 1-p, scale by 1/(1-p). Element i
+// (row-major) takes draw rng.offset() + i and is kept iff philox_uniform(draw) > float(p);
+// the stream advances by numel(x). Eval mode or p = 0 returns x and draws nothing. The mask
+// is saved bit-packed (numel/8 bytes).
 Tensor dropout(const Tensor& x, double p, bool training, PhiloxStream& rng);
 
 // Mean cross-entropy of logits (N, C) against i64 targets (N). Targets equal to
-// ignore_index contribute nothing (mean over the rest). label_smoothing as in PyTorch.
+// ignore_index contribute nothing (mean over the rest). label_smoothing as in PyTorch
+// (>= 1.13). Targets may also be i32. All targets ignored: loss 0 and zero gradient
+// (PyTorch: NaN). Saves the logits, one log-sum-exp per row and the targets.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                      double label_smoothing = 0.0);
 // Mean squared error, mean over all elements.
