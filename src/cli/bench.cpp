@@ -1,11 +1,107 @@
-// `leanback bench WORKLOAD`: micro-benchmarks printing one JSON line.
+// `leanback bench WORKLOAD [--iters N] [--warmup N] [--strategy S] [--json]`: micro-benchmarks
+// from a small registry (bench_workloads.h), printing one JSON line or a readable summary.
+#include <omp.h>
+
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "src/cli/bench_workloads.h"
 #include "src/cli/commands.h"
+
+extern "C" int openblas_get_num_threads();
+extern "C" char* openblas_get_corename();
 
 namespace lb::cli {
 
+const std::vector<BenchWorkload>& bench_workloads() {
+  static const std::vector<BenchWorkload> w = {
+      {"linear_bwd", "Linear 768->3072 (bias) on x (32, 128, 768) f32: forward + backward",
+       bench_linear_bwd},
+  };
+  return w;
+}
+
+nlohmann::json bench_threads() {
+  return {{"omp", omp_get_max_threads()},
+          {"blas", openblas_get_num_threads()},
+          {"blas_core", openblas_get_corename()}};
+}
+
+namespace {
+
+std::string workload_names() {
+  std::string s;
+  for (const auto& w : bench_workloads()) s += (s.empty() ? "" : ", ") + w.name;
+  return s;
+}
+
+int parse_count(const std::vector<std::string>& args, size_t& i, int min) {
+  const std::string& flag = args[i];
+  if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
+  const std::string& v = args[++i];
+  size_t used = 0;
+  long n = 0;
+  try {
+    n = std::stol(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || n < min || n > 1000000)
+    throw UsageError(flag + " needs an integer >= " + std::to_string(min) + ", got '" + v + "'");
+  return static_cast<int>(n);
+}
+
+BenchOptions parse_options(const std::vector<std::string>& args) {
+  BenchOptions opt;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--iters") {
+      opt.iters = parse_count(args, i, 1);
+    } else if (a == "--warmup") {
+      opt.warmup = parse_count(args, i, 0);
+    } else if (a == "--json") {
+      opt.json = true;
+    } else if (a == "--strategy") {
+      if (i + 1 >= args.size()) throw UsageError("--strategy needs a value (vanilla)");
+      opt.strategy = args[++i];
+      // Further strategies (instant, hot) register here when they land.
+      if (opt.strategy != "vanilla")
+        throw UsageError("--strategy '" + opt.strategy + "' is not available; valid: vanilla");
+    } else {
+      throw UsageError("unknown flag '" + a +
+                       "' for bench; valid: --iters N, --warmup N, --strategy S, --json");
+    }
+  }
+  return opt;
+}
+
+std::string summary(const nlohmann::json& r) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << r.value("workload", "?") << " ["
+     << r.value("strategy", "?") << "]: " << r.value("ms_per_step", 0.0) << " ms/step (forward "
+     << r.value("forward_ms", 0.0) << " ms, backward " << r.value("backward_ms", 0.0)
+     << " ms), " << std::setprecision(1) << r.value("gflops", 0.0) << " GFLOP/s, saved "
+     << std::setprecision(2) << r.value("saved_bytes", int64_t{0}) / (1024.0 * 1024.0)
+     << " MiB, median of " << r.value("iters", 0) << " iters, threads omp "
+     << r["threads"].value("omp", 0) << " / blas " << r["threads"].value("blas", 0) << " (" << r["threads"].value("blas_core", "?") << ")";
+  return os.str();
+}
+
+}  // namespace
+
 int cmd_bench(const std::vector<std::string>& args) {
-  if (args.empty()) throw UsageError("bench needs a workload (linear_bwd)");
-  throw UsageError("unknown workload '" + args[0] + "'; valid: linear_bwd");
+  if (args.empty() || args[0].rfind("--", 0) == 0)
+    throw UsageError("bench needs a workload first (" + workload_names() + ")");
+  const std::string& name = args[0];
+  for (const auto& w : bench_workloads()) {
+    if (w.name != name) continue;
+    const BenchOptions opt = parse_options(args);
+    const nlohmann::json r = w.run(opt);
+    std::cout << (opt.json ? r.dump() : summary(r)) << std::endl;
+    return 0;
+  }
+  throw UsageError("unknown workload '" + name + "'; valid: " + workload_names());
 }
 
 }  // namespace lb::cli

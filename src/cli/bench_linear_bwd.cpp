@@ -1,0 +1,66 @@
+// Workload linear_bwd (DESIGN.md "Benchmark workloads"): one hidden-layer Linear 768 -> 3072
+// with bias on x (32, 128, 768) f32. The weights are parameters requiring grad and x is an
+// activation requiring grad, so backward computes g_x, g_w and g_b like a hidden layer does.
+// Each iteration: drop the leaf grads (as zero_grad(set_to_none=True)), time the forward,
+// then the backward from a fixed g_y. tools/bench/linear_bwd.py is the PyTorch twin.
+#include "lb/autograd/node.h"
+#include "lb/core/tensor.h"
+#include "lb/nn/init.h"
+#include "lb/ops/linalg.h"
+#include "src/cli/bench_workloads.h"
+
+namespace lb::cli {
+
+nlohmann::json bench_linear_bwd(const BenchOptions& opt) {
+  constexpr int64_t kB = 32, kT = 128, kIn = 768, kOut = 3072;
+  Tensor w = Tensor::empty({kOut, kIn}, DType::F32, Device::cpu(), MemTag::Parameter);
+  Tensor b = Tensor::empty({kOut}, DType::F32, Device::cpu(), MemTag::Parameter);
+  nn::init::kaiming_uniform_default_(w, kIn);
+  nn::init::uniform_(b, -0.036, 0.036);  // ±1/√768, PyTorch's Linear bias init
+  Tensor x = Tensor::empty({kB, kT, kIn});
+  Tensor g = Tensor::empty({kB, kT, kOut});
+  nn::init::normal_(x, 0.0, 1.0);
+  nn::init::normal_(g, 0.0, 1.0);
+  w.set_requires_grad(true);
+  b.set_requires_grad(true);
+  x.set_requires_grad(true);
+
+  std::vector<double> fwd, bwd, step;
+  int64_t saved = 0;
+  for (int it = 0; it < opt.warmup + opt.iters; ++it) {
+    x.zero_grad();
+    w.zero_grad();
+    b.zero_grad();
+    const auto t0 = BenchClock::now();
+    Tensor y = linear(x, w, b);
+    const auto t1 = BenchClock::now();
+    saved = autograd::saved_bytes();  // after forward, before backward
+    const auto t2 = BenchClock::now();
+    y.backward(g);
+    const auto t3 = BenchClock::now();
+    LB_CHECK(x.grad().defined() && w.grad().defined() && b.grad().defined(),
+             "bench linear_bwd: a gradient is missing");
+    if (it < opt.warmup) continue;
+    fwd.push_back(ms_since(t0, t1));
+    bwd.push_back(ms_since(t2, t3));
+    step.push_back(fwd.back() + bwd.back());
+  }
+  const double ms = median(step);
+  // Forward x wᵀ, backward g_y w and g_yᵀ x: three (M, 768, 3072) GEMMs.
+  const double flops = 3 * 2.0 * kB * kT * kIn * kOut;
+  return {{"workload", "linear_bwd"},
+          {"strategy", opt.strategy},
+          {"framework", "leanback"},
+          {"shape", {{"x", {kB, kT, kIn}}, {"w", {kOut, kIn}}, {"bias", true}}},
+          {"dtype", "f32"},
+          {"iters", opt.iters},
+          {"warmup", opt.warmup},
+          {"ms_per_step", ms},
+          {"forward_ms", median(fwd)},
+          {"backward_ms", median(bwd)},
+          {"saved_bytes", saved},
+          {"gflops", ms > 0 ? flops / (ms * 1e6) : 0.0},
+          {"threads", bench_threads()}};
+}
+
+}  // namespace lb::cli

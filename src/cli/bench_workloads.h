@@ -1,0 +1,52 @@
+// `leanback bench`: the workload registry and the timing helpers every workload shares.
+// A workload is one function that runs warm-up and timed iterations and returns its result
+// as JSON (one line on stdout with --json). To add one: write src/cli/bench_<name>.cpp
+// defining `nlohmann::json bench_<name>(const BenchOptions&)`, declare it here, and list it
+// in bench_workloads() (bench.cpp).
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lb::cli {
+
+struct BenchOptions {
+  int iters = 10;                    // timed iterations
+  int warmup = 3;                    // untimed iterations first (allocator, BLAS buffers)
+  bool json = false;                 // one JSON line instead of a readable summary
+  std::string strategy = "vanilla";  // Linear/Conv backward strategy
+};
+
+struct BenchWorkload {
+  std::string name;
+  std::string description;
+  std::function<nlohmann::json(const BenchOptions&)> run;
+};
+
+// All workloads, in the order `bench --help` lists them.
+const std::vector<BenchWorkload>& bench_workloads();
+
+nlohmann::json bench_linear_bwd(const BenchOptions& opt);
+
+// ---- timing helpers ----
+using BenchClock = std::chrono::steady_clock;
+
+inline double ms_since(BenchClock::time_point t0, BenchClock::time_point t1) {
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Threads the run used: OpenMP (our loops) and OpenBLAS (GEMMs).
+nlohmann::json bench_threads();
+
+}  // namespace lb::cli
