@@ -16,6 +16,16 @@ void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
   LB_CHECK(g.shape() == leaf.shape, "internal: gradient ", shape_str(g.shape()),
            " for a leaf of shape ", shape_str(leaf.shape));
   if (!leaf.grad.defined()) {
+    // A gradient nobody else holds (no other handle, no view of its storage) is adopted as
+    // is, retagged: saves a copy the size of the parameter (the Linear weight-gradient case).
+    const auto& st = g.storage();
+    if (g.impl_ptr().use_count() == 1 && st.use_count() == 1 && g.is_contiguous() &&
+        g.offset() == 0 && g.dtype() == leaf.dtype && st->device() == leaf.storage->device() &&
+        st->nbytes() == g.nbytes()) {
+      st->set_tag(MemTag::Gradient);
+      leaf.grad = g;
+      return;
+    }
     Tensor fresh = Tensor::empty(leaf.shape, leaf.dtype, leaf.storage->device(), MemTag::Gradient);
     fresh.copy_(g);
     leaf.grad = fresh;
