@@ -177,6 +177,21 @@ void Module::to(Device device) {
   }
 }
 
+void Module::to(DType dtype) {
+  LB_CHECK(dtype_is_floating(dtype), "Module::to(", dtype_name(dtype), "): needs a floating dtype");
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  collect_slots("", slots, true, true);
+  for (auto& [_, slot] : slots) {
+    if (!dtype_is_floating(slot->dtype()) || slot->dtype() == dtype) continue;
+    const bool rg = slot->requires_grad();
+    const MemTag tag = slot->storage()->tag();
+    Tensor converted = slot->detach().to(dtype);
+    converted.storage()->set_tag(tag);
+    converted.set_requires_grad(rg);
+    *slot = converted;
+  }
+}
+
 void Module::zero_grad() {
   for (auto& [_, t] : named_parameters()) Tensor(t).zero_grad();
 }

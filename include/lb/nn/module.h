@@ -56,6 +56,8 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void to(Device device);
+  // Converts floating-point parameters and buffers (e.g. to f64 for reference checks).
+  void to(DType dtype);
   void zero_grad();
   // Sets requires_grad=false on every parameter whose dotted name matches `pattern`
   // (or true with unfreeze). Returns how many matched; none matching is an error.
