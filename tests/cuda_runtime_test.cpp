@@ -1,0 +1,39 @@
+// CUDA runtime pieces that exist so far: device discovery, host<->device copies, and the
+// device allocator's accounting. Skips cleanly without a GPU (or without a CUDA build).
+#include <gtest/gtest.h>
+
+#include "lb/core/cuda_runtime_info.h"
+#include "lb/ops.h"
+#include "testing/testing.h"
+
+namespace lb {
+namespace {
+
+TEST(CudaRuntime, DeviceCountNeverThrows) {
+  EXPECT_GE(cuda_device_count(), 0);
+  EXPECT_EQ(cuda_device_names().size(), static_cast<size_t>(cuda_device_count()));
+  if (!cuda_compiled()) EXPECT_EQ(cuda_device_count(), 0);
+}
+
+TEST(CudaRuntime, CopyRoundTripAndAccounting) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const Tensor x = testing::randn({3, 5, 7}, 1, DType::F32);
+  const int64_t before = allocator_for(Device::cuda(0)).stats().total_current;
+  {
+    Tensor d = x.transpose(0, 2).to(Device::cuda(0));
+    EXPECT_TRUE(d.device().is_cuda());
+    EXPECT_EQ(allocator_for(Device::cuda(0)).stats().total_current - before,
+              static_cast<int64_t>(x.nbytes()));
+    EXPECT_EQ(d.to(Device::cpu()).to_double_vector(), x.transpose(0, 2).to_double_vector());
+  }
+  EXPECT_EQ(allocator_for(Device::cuda(0)).stats().total_current, before);
+}
+
+TEST(CudaRuntime, CpuOnlyOpsRejectDeviceTensorsClearly) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  Tensor d = Tensor::zeros({2}).to(Device::cuda(0));
+  EXPECT_THROW(exp(d), Error);
+}
+
+}  // namespace
+}  // namespace lb
