@@ -33,15 +33,7 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& pat
   c.max_position_embeddings = hf::get_int(j, path, "max_position_embeddings", c.max_position_embeddings, 1);
   c.type_vocab_size = hf::get_int(j, path, "type_vocab_size", c.type_vocab_size, 1);
   c.num_labels = hf::get_num_labels(j, path, c.num_labels);
-  if (j.contains("hidden_act")) {
-    LB_CHECK(j.at("hidden_act").is_string(), path, ".hidden_act: expected a string");
-    c.hidden_act = j.at("hidden_act").get<std::string>();
-    try {
-      nn::activation_from_name(c.hidden_act);
-    } catch (const Error& e) {
-      LB_FAIL(path, ".hidden_act: ", e.what());
-    }
-  }
+  c.hidden_act = hf::get_activation(j, path, c.hidden_act);
   c.layer_norm_eps = hf::get_num(j, path, "layer_norm_eps", c.layer_norm_eps, 0.0, 1.0);
   c.hidden_dropout_prob = hf::get_num(j, path, "hidden_dropout_prob", c.hidden_dropout_prob, 0.0, 0.999);
   c.attention_probs_dropout_prob =

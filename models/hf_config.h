@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lb/core/error.h"
+#include "lb/nn/layers.h"
 
 namespace lb::models::hf {
 
@@ -35,6 +36,20 @@ inline int64_t get_num_labels(const nlohmann::json& j, const std::string& path, 
   if (j.contains("id2label") && j.at("id2label").is_object() && !j.at("id2label").empty())
     return static_cast<int64_t>(j.at("id2label").size());
   return def;
+}
+
+// hidden_act, validated against the activations we implement.
+inline std::string get_activation(const nlohmann::json& j, const std::string& path,
+                                  const std::string& def) {
+  if (!j.contains("hidden_act")) return def;
+  LB_CHECK(j.at("hidden_act").is_string(), path, ".hidden_act: expected a string");
+  const std::string name = j.at("hidden_act").get<std::string>();
+  try {
+    nn::activation_from_name(name);
+  } catch (const Error& e) {
+    LB_FAIL(path, ".hidden_act: ", e.what());
+  }
+  return name;
 }
 
 }  // namespace lb::models::hf

@@ -17,15 +17,7 @@ ViTConfig ViTConfig::from_json(const nlohmann::json& j, const std::string& path)
   c.num_attention_heads = hf::get_int(j, path, "num_attention_heads", c.num_attention_heads, 1);
   c.intermediate_size = hf::get_int(j, path, "intermediate_size", c.intermediate_size, 1);
   c.num_labels = hf::get_num_labels(j, path, c.num_labels);
-  if (j.contains("hidden_act")) {
-    LB_CHECK(j.at("hidden_act").is_string(), path, ".hidden_act: expected a string");
-    c.hidden_act = j.at("hidden_act").get<std::string>();
-    try {
-      nn::activation_from_name(c.hidden_act);
-    } catch (const Error& e) {
-      LB_FAIL(path, ".hidden_act: ", e.what());
-    }
-  }
+  c.hidden_act = hf::get_activation(j, path, c.hidden_act);
   if (j.contains("qkv_bias")) {
     LB_CHECK(j.at("qkv_bias").is_boolean(), path, ".qkv_bias: expected true or false");
     c.qkv_bias = j.at("qkv_bias").get<bool>();
