@@ -1,0 +1,362 @@
+// Integer GEMM (int8 x int8 -> int32) for the quantised backward passes; contract in
+// int8_gemm.h.
+//
+// AVX-512 VNNI kernel, Goto-style:
+//  - B is packed per contraction block (≤ kKC values of k) into panels of kNR = 64 columns;
+//    within a panel, k-quad q holds for each column n the 4 bytes b[4q..4q+3, n], so one
+//    64-byte load feeds vpdpbusd for 16 columns. Rows past K are zero.
+//  - A is packed per block of kMC rows into micro-panels of kMR = 6 rows: for each k-quad,
+//    the 4 bytes of each row, XOR 0x80 (= a + 128 as u8), broadcast as one dword.
+//  - The micro-kernel keeps a 6 x 64 int32 tile in 24 zmm registers over the whole block and
+//    starts from -128·Σ_k b[k, n] (the offset compensation), so no correction pass is needed.
+//  - Loop order per thread: A block (kMC x kc, L2) outside, B panel (kc x 64, L2) next, then
+//    the micro-panels; B panels are re-read from L3 once per A block.
+// Contractions longer than kKC run block by block with int32 partials in a per-thread tile.
+#include "src/cpu/int8_gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "lb/core/error.h"
+#include "lb/core/tensor.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#define LB_INT8_GEMM_VNNI 1
+#include <immintrin.h>
+// GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace lb::cpu {
+
+void int8_gemm_s32_portable(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                            const int8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
+                            int32_t* C, int64_t ldc, bool accumulate) {
+#pragma omp parallel for if (M * N * K > (1 << 20)) schedule(static)
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      int32_t acc = accumulate ? C[m * ldc + n] : 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const int32_t a = trans_a ? A[k * lda + m] : A[m * lda + k];
+        const int32_t b = trans_b ? B[n * ldb + k] : B[k * ldb + n];
+        // Unsigned arithmetic wraps like the hardware does (signed overflow would be UB).
+        acc = static_cast<int32_t>(static_cast<uint32_t>(acc) + static_cast<uint32_t>(a * b));
+      }
+      C[m * ldc + n] = acc;
+    }
+  }
+}
+
+#if LB_INT8_GEMM_VNNI
+namespace {
+
+constexpr int kMR = 6;          // rows of the register tile
+constexpr int kNV = 4;          // zmm vectors per row of the tile
+constexpr int kNR = 16 * kNV;   // columns of the register tile (a B panel)
+constexpr int64_t kKC = 4096;   // contraction block (multiple of 4)
+constexpr int64_t kMC = 96;     // rows of an A block (multiple of kMR and of 16)
+static_assert(kMC % kMR == 0 && kMC % 16 == 0);
+
+// Where the finished tile goes.
+struct Epilogue {
+  bool to_f32 = false;
+  bool accumulate = false;
+  int32_t* c = nullptr;  // int32 output
+  float* out = nullptr;  // f32 output
+  int64_t ld = 0;
+  const float* row_scale = nullptr;
+  float alpha = 1.f;
+};
+
+// B block [k0, k0 + kc) packed (see the file comment). comp[n] = -128·Σ_k b[k, n].
+void pack_b(bool trans_b, const int8_t* B, int64_t ldb, int64_t N, int64_t k0, int64_t kc,
+            int8_t* dst, int32_t* comp, int64_t panels) {
+  const int64_t kq = (kc + 3) / 4;
+  const int64_t kend = k0 + kc;
+#pragma omp parallel for if (panels * kq > 4096) schedule(static)
+  for (int64_t p = 0; p < panels; ++p) {
+    int8_t* d = dst + p * kq * kNR * 4;
+    const int64_t n0 = p * kNR;
+    for (int64_t q = 0; q < kq; ++q) {
+      const int64_t k = k0 + 4 * q;
+      for (int v = 0; v < kNV; ++v) {
+        int8_t* dv = d + (q * kNR + 16 * v) * 4;
+        const int64_t nn = n0 + 16 * v;
+        if (!trans_b && k + 4 <= kend && nn + 16 <= N) {
+          // 4 rows of 16 bytes -> 16 column quads (byte then word interleave).
+          const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 0) * ldb + nn));
+          const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 1) * ldb + nn));
+          const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 2) * ldb + nn));
+          const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 3) * ldb + nn));
+          const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
+          const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
+          __m128i* o = reinterpret_cast<__m128i*>(dv);
+          _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(t0, t2));
+          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t2));
+          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t1, t3));
+          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t1, t3));
+        } else if (trans_b && k + 4 <= kend && nn + 16 <= N) {
+          for (int c = 0; c < 16; ++c) std::memcpy(dv + 4 * c, B + (nn + c) * ldb + k, 4);
+        } else {
+          for (int c = 0; c < 16; ++c)
+            for (int j = 0; j < 4; ++j) {
+              const int64_t n = nn + c, kk = k + j;
+              dv[4 * c + j] = (n < N && kk < kend) ? (trans_b ? B[n * ldb + kk] : B[kk * ldb + n]) : 0;
+            }
+        }
+      }
+    }
+    // Column sums through the same instruction: Σ_j 1·b over each quad.
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i s[kNV];
+    for (int v = 0; v < kNV; ++v) s[v] = _mm512_setzero_si512();
+    for (int64_t q = 0; q < kq; ++q)
+      for (int v = 0; v < kNV; ++v)
+        s[v] = _mm512_dpbusd_epi32(s[v], ones, _mm512_loadu_si512(d + (q * kNR + 16 * v) * 4));
+    for (int v = 0; v < kNV; ++v)
+      _mm512_storeu_si512(comp + n0 + 16 * v, _mm512_mullo_epi32(s[v], _mm512_set1_epi32(-128)));
+  }
+}
+
+// A rows [m0, m0 + mc), k in [k0, k0 + kc), packed into micro-panels (u8 = a + 128).
+void pack_a(bool trans_a, const int8_t* A, int64_t lda, int64_t M, int64_t m0, int64_t mc,
+            int64_t k0, int64_t kc, uint8_t* dst) {
+  const int64_t kq = (kc + 3) / 4, kfull = kc / 4;
+  const int64_t panels = (mc + kMR - 1) / kMR;
+  // Whole 16-row groups of a (K, M) source take the vector path below.
+  const bool fast_t = trans_a && mc % 16 == 0 && m0 + mc <= M;
+  for (int64_t i = 0; i < panels; ++i) {
+    uint8_t* d = dst + i * kq * kMR * 4;
+    for (int r = 0; r < kMR; ++r) {
+      const int64_t m = m0 + i * kMR + r;
+      if (m >= M || m >= m0 + mc) {
+        for (int64_t q = 0; q < kq; ++q) std::memset(d + (q * kMR + r) * 4, 0x80, 4);
+        continue;
+      }
+      if (!trans_a) {
+        const int8_t* src = A + m * lda + k0;
+        for (int64_t q = 0; q < kfull; ++q) {
+          uint32_t v;
+          std::memcpy(&v, src + 4 * q, 4);
+          v ^= 0x80808080u;
+          std::memcpy(d + (q * kMR + r) * 4, &v, 4);
+        }
+        if (kq > kfull) {
+          uint8_t* o = d + (kfull * kMR + r) * 4;
+          for (int j = 0; j < 4; ++j)
+            o[j] = 4 * kfull + j < kc ? static_cast<uint8_t>(src[4 * kfull + j]) ^ 0x80 : 0x80;
+        }
+      } else if (!fast_t) {
+        for (int64_t q = 0; q < kq; ++q)
+          for (int j = 0; j < 4; ++j) {
+            const int64_t kk = 4 * q + j;
+            d[(q * kMR + r) * 4 + j] =
+                kk < kc ? static_cast<uint8_t>(A[(k0 + kk) * lda + m]) ^ 0x80 : 0x80;
+          }
+      }
+    }
+  }
+  if (!fast_t) return;
+  // A stored (K, M): 4 source rows of 16 bytes -> 16 row quads (as in pack_b), each then
+  // stored to its micro-panel slot.
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+  for (int64_t c0 = 0; c0 < mc; c0 += 16) {
+    for (int64_t q = 0; q < kfull; ++q) {
+      const int8_t* src = A + (k0 + 4 * q) * lda + m0 + c0;
+      const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+      const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + lda));
+      const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * lda));
+      const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 3 * lda));
+      const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
+      const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
+      alignas(16) uint32_t quad[16];
+      __m128i* o = reinterpret_cast<__m128i*>(quad);
+      _mm_store_si128(o + 0, _mm_xor_si128(_mm_unpacklo_epi16(t0, t2), flip));
+      _mm_store_si128(o + 1, _mm_xor_si128(_mm_unpackhi_epi16(t0, t2), flip));
+      _mm_store_si128(o + 2, _mm_xor_si128(_mm_unpacklo_epi16(t1, t3), flip));
+      _mm_store_si128(o + 3, _mm_xor_si128(_mm_unpackhi_epi16(t1, t3), flip));
+      for (int c = 0; c < 16; ++c) {
+        const int64_t rr = c0 + c;
+        std::memcpy(dst + (rr / kMR) * kq * kMR * 4 + (q * kMR + rr % kMR) * 4, &quad[c], 4);
+      }
+    }
+    if (kq > kfull)  // the last partial quad
+      for (int64_t rr = c0; rr < c0 + 16; ++rr)
+        for (int j = 0; j < 4; ++j) {
+          const int64_t kk = 4 * kfull + j;
+          dst[(rr / kMR) * kq * kMR * 4 + (kfull * kMR + rr % kMR) * 4 + j] =
+              kk < kc ? static_cast<uint8_t>(A[(k0 + kk) * lda + m0 + rr]) ^ 0x80 : 0x80;
+        }
+  }
+}
+
+// One 6 x 64 tile over kq quads. start: the partial tile to continue from (null: begin at
+// comp). Finished tiles go to `ep` (rows mv ≤ 6, columns nv ≤ 64 valid) when `last`, else
+// back to `part` (ld kNR-strided rows of the per-thread partial buffer).
+inline void micro_kernel(int64_t kq, const uint8_t* a, const int8_t* b, const int32_t* comp,
+                         int32_t* part, int64_t ld_part, bool first, bool last, const Epilogue& ep,
+                         int64_t m, int64_t n, int mv, int nv) {
+  // 24 named accumulators: GCC spills an indexed __m512i array to the stack.
+#define LB_INIT(r)                                                                             \
+  __m512i c##r##0 = _mm512_loadu_si512(comp), c##r##1 = _mm512_loadu_si512(comp + 16),         \
+          c##r##2 = _mm512_loadu_si512(comp + 32), c##r##3 = _mm512_loadu_si512(comp + 48);    \
+  if (!first) {                                                                                \
+    const int32_t* pr = part + (r) * ld_part;                                                  \
+    c##r##0 = _mm512_add_epi32(c##r##0, _mm512_loadu_si512(pr));                               \
+    c##r##1 = _mm512_add_epi32(c##r##1, _mm512_loadu_si512(pr + 16));                          \
+    c##r##2 = _mm512_add_epi32(c##r##2, _mm512_loadu_si512(pr + 32));                          \
+    c##r##3 = _mm512_add_epi32(c##r##3, _mm512_loadu_si512(pr + 48));                          \
+  }
+  LB_INIT(0) LB_INIT(1) LB_INIT(2) LB_INIT(3) LB_INIT(4) LB_INIT(5)
+#undef LB_INIT
+#define LB_ROW(r)                                                                              \
+  {                                                                                            \
+    int32_t w;                                                                                 \
+    std::memcpy(&w, a + 4 * (r), 4);                                                           \
+    const __m512i av = _mm512_set1_epi32(w);                                                   \
+    c##r##0 = _mm512_dpbusd_epi32(c##r##0, av, b0);                                            \
+    c##r##1 = _mm512_dpbusd_epi32(c##r##1, av, b1);                                            \
+    c##r##2 = _mm512_dpbusd_epi32(c##r##2, av, b2);                                            \
+    c##r##3 = _mm512_dpbusd_epi32(c##r##3, av, b3);                                            \
+  }
+  for (int64_t q = 0; q < kq; ++q) {
+    const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64),
+                  b2 = _mm512_loadu_si512(b + 128), b3 = _mm512_loadu_si512(b + 192);
+    LB_ROW(0) LB_ROW(1) LB_ROW(2) LB_ROW(3) LB_ROW(4) LB_ROW(5)
+    a += 4 * kMR;
+    b += 4 * kNR;
+  }
+#undef LB_ROW
+  __m512i acc[kMR][kNV] = {{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23},
+                           {c30, c31, c32, c33}, {c40, c41, c42, c43}, {c50, c51, c52, c53}};
+  if (!last) {
+    for (int r = 0; r < kMR; ++r)
+      for (int v = 0; v < kNV; ++v) _mm512_storeu_si512(part + r * ld_part + 16 * v, acc[r][v]);
+    return;
+  }
+  for (int r = 0; r < mv; ++r) {
+    const int64_t row = m + r;
+    for (int v = 0; v < kNV; ++v) {
+      const int cols = std::min(16, nv - 16 * v);
+      if (cols <= 0) break;
+      const __mmask16 mask = cols == 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+      const int64_t col = n + 16 * v;
+      if (ep.to_f32) {
+        const float s = (ep.row_scale ? ep.row_scale[row] : 1.f) * ep.alpha;
+        float* o = ep.out + row * ep.ld + col;
+        __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_set1_ps(s));
+        if (ep.accumulate) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o));
+        _mm512_mask_storeu_ps(o, mask, y);
+      } else {
+        int32_t* o = ep.c + row * ep.ld + col;
+        __m512i y = acc[r][v];
+        if (ep.accumulate) y = _mm512_add_epi32(y, _mm512_maskz_loadu_epi32(mask, o));
+        _mm512_mask_storeu_epi32(o, mask, y);
+      }
+    }
+  }
+}
+
+void gemm_vnni(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const int8_t* A,
+               int64_t lda, const int8_t* B, int64_t ldb, const Epilogue& ep) {
+  const int64_t panels = (N + kNR - 1) / kNR, Np = panels * kNR;
+  const int64_t kblocks = std::max<int64_t>(1, (K + kKC - 1) / kKC);
+  const int64_t kc_max = std::min(K, kKC), kq_max = (kc_max + 3) / 4;
+  Tensor bpack = Tensor::empty({panels * kq_max * kNR * 4}, DType::I8, Device::cpu(), MemTag::Workspace);
+  Tensor comp = Tensor::empty({Np}, DType::I32, Device::cpu(), MemTag::Workspace);
+  const int64_t mblocks = (M + kMC - 1) / kMC;
+  const int threads = omp_get_max_threads();
+  // Split columns too when there are few row blocks, so every thread has work.
+  const int64_t nchunks = std::min(panels, std::max<int64_t>(1, (2 * threads + mblocks - 1) / mblocks));
+  const int64_t chunk_panels = (panels + nchunks - 1) / nchunks;
+  const int64_t tasks = mblocks * nchunks;
+  const int64_t a_bytes = ((kMC + kMR - 1) / kMR) * kq_max * kMR * 4;
+  Tensor apack = Tensor::empty({threads * a_bytes}, DType::U8, Device::cpu(), MemTag::Workspace);
+  Tensor part;  // int32 partial tiles kept across contraction blocks (rows padded to kMR)
+  if (kblocks > 1) part = Tensor::empty({(M + kMR) * Np}, DType::I32, Device::cpu(), MemTag::Workspace);
+  const bool parallel = M * N * K > (1 << 22);
+
+  for (int64_t kb = 0; kb < kblocks; ++kb) {
+    const int64_t k0 = kb * kKC, kc = std::min(kKC, K - k0), kq = (kc + 3) / 4;
+    pack_b(trans_b, B, ldb, N, k0, kc, bpack.data<int8_t>(), comp.data<int32_t>(), panels);
+    const bool first = kb == 0, last = kb + 1 == kblocks;
+#pragma omp parallel for if (parallel) schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t mb = t / nchunks, nc = t % nchunks;
+      const int64_t m0 = mb * kMC, mc = std::min(kMC, M - m0);
+      uint8_t* ap = apack.data<uint8_t>() + omp_get_thread_num() * a_bytes;
+      pack_a(trans_a, A, lda, M, m0, mc, k0, kc, ap);
+      const int64_t p0 = nc * chunk_panels, p1 = std::min(panels, p0 + chunk_panels);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int8_t* bp = bpack.data<int8_t>() + p * kq * kNR * 4;
+        const int32_t* cp = comp.data<int32_t>() + p * kNR;
+        const int nv = static_cast<int>(std::min<int64_t>(kNR, N - p * kNR));
+        for (int64_t i = 0; i * kMR < mc; ++i) {
+          const int64_t m = m0 + i * kMR;
+          const int mv = static_cast<int>(std::min<int64_t>(kMR, M - m));
+          int32_t* pt = kblocks > 1 ? part.data<int32_t>() + m * Np + p * kNR : nullptr;
+          micro_kernel(kq, ap + i * kq * kMR * 4, bp, cp, pt, Np, first, last, ep, m, p * kNR, mv, nv);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+#endif  // LB_INT8_GEMM_VNNI
+
+const char* int8_gemm_kernel() {
+#if LB_INT8_GEMM_VNNI
+  return "avx512-vnni";
+#else
+  return "portable";
+#endif
+}
+
+void int8_gemm_s32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const int8_t* A,
+                   int64_t lda, const int8_t* B, int64_t ldb, int32_t* C, int64_t ldc,
+                   bool accumulate) {
+  LB_CHECK(M >= 0 && N >= 0 && K >= 0, "int8_gemm: negative size M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return;
+#if LB_INT8_GEMM_VNNI
+  Epilogue ep;
+  ep.c = C;
+  ep.ld = ldc;
+  ep.accumulate = accumulate;
+  gemm_vnni(trans_a, trans_b, M, N, K, A, lda, B, ldb, ep);
+#else
+  int8_gemm_s32_portable(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+#endif
+}
+
+void int8_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const int8_t* A,
+                   int64_t lda, const int8_t* B, int64_t ldb, float* out, int64_t ldo,
+                   const float* row_scale, float alpha, bool accumulate) {
+  LB_CHECK(M >= 0 && N >= 0 && K >= 0, "int8_gemm: negative size M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return;
+#if LB_INT8_GEMM_VNNI
+  Epilogue ep;
+  ep.to_f32 = true;
+  ep.out = out;
+  ep.ld = ldo;
+  ep.row_scale = row_scale;
+  ep.alpha = alpha;
+  ep.accumulate = accumulate;
+  gemm_vnni(trans_a, trans_b, M, N, K, A, lda, B, ldb, ep);
+#else
+  std::vector<int32_t> c(static_cast<size_t>(M * N));
+  int8_gemm_s32_portable(trans_a, trans_b, M, N, K, A, lda, B, ldb, c.data(), N, false);
+  for (int64_t m = 0; m < M; ++m) {
+    const float s = (row_scale ? row_scale[m] : 1.f) * alpha;
+    for (int64_t n = 0; n < N; ++n) {
+      const float y = static_cast<float>(c[m * N + n]) * s;
+      out[m * ldo + n] = accumulate ? out[m * ldo + n] + y : y;
+    }
+  }
+#endif
+}
+
+}  // namespace lb::cpu

@@ -1,0 +1,96 @@
+// CPU quantisation kernels for HOT: 16-point Hadamard transforms fused with statistics and
+// int8 quantisation (round-to-nearest or stochastic), along either axis of a row-major f32
+// matrix x (rows, cols) with leading dimension ldx. Formulas: lb/ops/quantize_formulas.h.
+//
+//  - "rows" kernels transform along the contiguous axis (each row's consecutive 16-blocks;
+//    cols zero-padded to cols16 = ⌈cols/16⌉·16): output (rows, cols16). This is the g_x
+//    path's g_y·BD(H_16) along O, one 16-block per AVX-512 register.
+//  - "cols" kernels transform along the row axis (each column, blocks of 16 consecutive
+//    rows, rows zero-padded to a multiple of 16) and keep `keep.r` of the 16 outputs per
+//    block (natural-order Hadamard row indices keep.idx, in output order): output
+//    (⌈rows/16⌉·r, cols). This is BD(H_16)·w (all 16 kept) and HLA BD(Ĥ)·x (8 kept).
+//
+// Stochastic rounding: output element e (row-major index in the output) takes Philox draw e
+// of `key` (quantize_formulas.h), so results do not depend on threading or vector width.
+// Every function has a scalar twin in lb::cpu::ref (plain loops over the same formulas): the
+// emulation oracle of the HOT strategy and the reference of the kernel tests. Results are
+// bit-identical (same operations in the same order), except the f64 sums of TensorStats.
+#pragma once
+#include <cstdint>
+
+#include "lb/ops/quantize_formulas.h"
+
+namespace lb::cpu {
+
+using quant::PhiloxKey;
+
+struct QuantParams {
+  int qmax = 127;
+  bool stochastic = false;
+  PhiloxKey key;  // stochastic only
+};
+
+struct TensorStats {
+  float absmax = 0.f;
+  double sum_sq = 0.0, sum_abs = 0.0;  // for SAWB
+  int64_t count = 0;                   // elements seen (padding included)
+};
+
+// Kept outputs of a 16-point Hadamard block.
+struct HadamardKeep {
+  int r = 16;
+  int idx[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+};
+
+inline int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
+inline int64_t cols_out_rows(int64_t rows, const HadamardKeep& k) { return (rows + 15) / 16 * k.r; }
+
+// Draws out[i] = draw e0 + i of the stream, i < n.
+void philox_fill(const PhiloxKey& key, uint64_t e0, int64_t n, uint32_t* out);
+
+// ---- along rows (contiguous axis) ----
+// Absmax of the transformed matrix; row_absmax (nullable) receives each row's.
+float fwht16_rows_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                         float* row_absmax);
+// q (rows, cols16) = Q(H(x) · inv), inv = row_inv[r] when row_inv is given, else `inv`.
+void fwht16_rows_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                          const float* row_inv, float inv, const QuantParams& p, int8_t* q);
+// Per-token in one pass: row scale = absmax(H(x_r))/qmax written to row_scale, then quantised.
+void fwht16_rows_quantize_per_row(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                                  const QuantParams& p, int8_t* q, float* row_scale);
+void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* y);
+
+// ---- along columns (blocks of 16 rows) ----
+TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                              const HadamardKeep& keep);
+void fwht16_cols_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                          const HadamardKeep& keep, float inv, const QuantParams& p, int8_t* q);
+void fwht16_cols(const float* x, int64_t rows, int64_t cols, int64_t ldx, const HadamardKeep& keep,
+                 float* y);
+
+// ---- no transform ----
+TensorStats tensor_stats(const float* x, int64_t n);
+void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t* q);
+void dequantize(const int8_t* q, int64_t n, float scale, float* y);
+
+// Scalar references (same contracts).
+namespace ref {
+void philox_fill(const PhiloxKey& key, uint64_t e0, int64_t n, uint32_t* out);
+float fwht16_rows_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                         float* row_absmax);
+void fwht16_rows_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                          const float* row_inv, float inv, const QuantParams& p, int8_t* q);
+void fwht16_rows_quantize_per_row(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                                  const QuantParams& p, int8_t* q, float* row_scale);
+void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* y);
+TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                              const HadamardKeep& keep);
+void fwht16_cols_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                          const HadamardKeep& keep, float inv, const QuantParams& p, int8_t* q);
+void fwht16_cols(const float* x, int64_t rows, int64_t cols, int64_t ldx, const HadamardKeep& keep,
+                 float* y);
+TensorStats tensor_stats(const float* x, int64_t n);
+void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t* q);
+}  // namespace ref
+
+}  // namespace lb::cpu

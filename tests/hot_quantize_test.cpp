@@ -1,0 +1,191 @@
+// HOT quantisation kernels (src/cpu/quantize.h): the AVX-512 kernels equal their scalar
+// references bit for bit, the transforms equal an explicit Hadamard matrix product, the
+// Philox draws equal the cuRAND-layout stream, stochastic rounding is unbiased and in range.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "lb/core/philox.h"
+#include "lb/ops/quantize_formulas.h"
+#include "src/cpu/quantize.h"
+
+namespace lb::cpu {
+namespace {
+
+std::vector<float> random_f32(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+int hadamard(int i, int t) { return __builtin_popcount(static_cast<unsigned>(i & t)) % 2 ? -1 : 1; }
+
+HadamardKeep keep_of(std::vector<int> idx) {
+  HadamardKeep k;
+  k.r = static_cast<int>(idx.size());
+  for (size_t j = 0; j < idx.size(); ++j) k.idx[j] = idx[j];
+  return k;
+}
+
+TEST(HotQuantize, PhiloxFillMatchesStream) {
+  const auto key = quant::philox_key(0x1234567890abcdefULL, 77, 5, 1);
+  // The stream of curand_init(seed, subsequence, 0): PhiloxStream is tested against cuRAND.
+  const uint64_t sub = (uint64_t{key.sub1} << 32) | key.sub0;
+  PhiloxStream s(0x1234567890abcdefULL, sub, 0);
+  std::vector<uint32_t> expect(300);
+  for (auto& w : expect) w = s.next_u32();
+  for (uint64_t e0 : {0ull, 1ull, 3ull, 5ull, 64ull, 130ull})
+    for (int64_t n : {1, 3, 16, 63, 64, 65, 150}) {
+      std::vector<uint32_t> got(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+      philox_fill(key, e0, n, got.data());
+      ref::philox_fill(key, e0, n, ref.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(got[i], expect[e0 + i]) << "e0 " << e0 << " i " << i;
+        ASSERT_EQ(ref[i], expect[e0 + i]);
+      }
+    }
+  // Counters whose low word wraps inside a vector group.
+  const uint64_t e0 = (uint64_t{0xFFFFFFFFu} - 5) * 4;
+  std::vector<uint32_t> got(100), ref(100);
+  philox_fill(key, e0, 100, got.data());
+  ref::philox_fill(key, e0, 100, ref.data());
+  EXPECT_EQ(got, ref);
+}
+
+TEST(HotQuantize, TransformsMatchExplicitHadamard) {
+  const int64_t rows = 37, cols = 29, ldx = 31;
+  const auto x = random_f32(static_cast<size_t>(rows * ldx), 1);
+  const int64_t c16 = round_up16(cols);
+  std::vector<float> y(static_cast<size_t>(rows * c16)), yr(y.size());
+  fwht16_rows(x.data(), rows, cols, ldx, y.data());
+  ref::fwht16_rows(x.data(), rows, cols, ldx, yr.data());
+  EXPECT_EQ(y, yr);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < c16; ++c) {
+      double s = 0;
+      const int64_t b = c / 16 * 16;
+      for (int t = 0; t < 16; ++t)
+        if (b + t < cols) s += hadamard(static_cast<int>(c - b), t) * double{x[r * ldx + b + t]};
+      ASSERT_NEAR(y[r * c16 + c], s, 1e-5) << r << "," << c;
+    }
+  // Columns, keeping a subset in a chosen order.
+  const HadamardKeep keep = keep_of({0, 8, 4, 15, 2});
+  const int64_t orows = cols_out_rows(rows, keep);
+  std::vector<float> z(static_cast<size_t>(orows * cols)), zr(z.size());
+  fwht16_cols(x.data(), rows, cols, ldx, keep, z.data());
+  ref::fwht16_cols(x.data(), rows, cols, ldx, keep, zr.data());
+  EXPECT_EQ(z, zr);
+  for (int64_t R = 0; R < orows; ++R)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t b = R / keep.r;
+      double s = 0;
+      for (int t = 0; t < 16; ++t)
+        if (16 * b + t < rows) s += hadamard(keep.idx[R % keep.r], t) * double{x[(16 * b + t) * ldx + c]};
+      ASSERT_NEAR(z[R * cols + c], s, 1e-5);
+    }
+}
+
+TEST(HotQuantize, KernelsEqualReferenceBitForBit) {
+  for (int bits : {4, 8})
+    for (bool sr : {false, true})
+      for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {5, 16}, {33, 50}, {130, 200}}) {
+        const int64_t ldx = cols + 1;
+        const auto x = random_f32(static_cast<size_t>(rows * ldx), static_cast<uint32_t>(rows + cols), 2.f);
+        QuantParams p;
+        p.qmax = quant::qmax_for_bits(bits);
+        p.stochastic = sr;
+        p.key = quant::philox_key(9, 3, 2, 0);
+        const std::string what = "bits " + std::to_string(bits) + " sr " + std::to_string(sr) + " " +
+                                 std::to_string(rows) + "x" + std::to_string(cols);
+        // rows: absmax, per-tensor and per-row quantisation
+        std::vector<float> ra(static_cast<size_t>(rows)), rr(ra.size());
+        const float m = fwht16_rows_absmax(x.data(), rows, cols, ldx, ra.data());
+        EXPECT_EQ(m, ref::fwht16_rows_absmax(x.data(), rows, cols, ldx, rr.data())) << what;
+        EXPECT_EQ(ra, rr) << what;
+        const int64_t c16 = round_up16(cols);
+        std::vector<int8_t> q(static_cast<size_t>(rows * c16)), qr(q.size());
+        const float inv = quant::inv_scale_from_absmax(m, p.qmax);
+        fwht16_rows_quantize(x.data(), rows, cols, ldx, nullptr, inv, p, q.data());
+        ref::fwht16_rows_quantize(x.data(), rows, cols, ldx, nullptr, inv, p, qr.data());
+        EXPECT_EQ(q, qr) << what;
+        int64_t nonzero = 0;
+        for (int8_t v : q) nonzero += v != 0;
+        EXPECT_GT(nonzero, static_cast<int64_t>(q.size()) / 4) << what;  // not trivially all zero
+        std::vector<float> s(static_cast<size_t>(rows)), sr_(s.size());
+        fwht16_rows_quantize_per_row(x.data(), rows, cols, ldx, p, q.data(), s.data());
+        ref::fwht16_rows_quantize_per_row(x.data(), rows, cols, ldx, p, qr.data(), sr_.data());
+        EXPECT_EQ(q, qr) << what;
+        EXPECT_EQ(s, sr_) << what;
+        // columns (HLA-like subset): stats and quantisation
+        const HadamardKeep keep = keep_of({0, 2, 4, 6, 8, 10, 12, 14});
+        const TensorStats st = fwht16_cols_stats(x.data(), rows, cols, ldx, keep);
+        const TensorStats str = ref::fwht16_cols_stats(x.data(), rows, cols, ldx, keep);
+        EXPECT_EQ(st.absmax, str.absmax) << what;
+        EXPECT_NEAR(st.sum_sq, str.sum_sq, 1e-5 * str.sum_sq) << what;
+        EXPECT_NEAR(st.sum_abs, str.sum_abs, 1e-5 * str.sum_abs) << what;
+        EXPECT_EQ(st.count, str.count);
+        std::vector<int8_t> qc(static_cast<size_t>(cols_out_rows(rows, keep) * cols)), qcr(qc.size());
+        const float ic = quant::inv_scale_from_absmax(st.absmax, p.qmax);
+        fwht16_cols_quantize(x.data(), rows, cols, ldx, keep, ic, p, qc.data());
+        ref::fwht16_cols_quantize(x.data(), rows, cols, ldx, keep, ic, p, qcr.data());
+        EXPECT_EQ(qc, qcr) << what;
+        // flat
+        std::vector<int8_t> qf(static_cast<size_t>(rows * ldx)), qfr(qf.size());
+        const TensorStats fs = tensor_stats(x.data(), rows * ldx);
+        EXPECT_EQ(fs.absmax, ref::tensor_stats(x.data(), rows * ldx).absmax);
+        quantize(x.data(), rows * ldx, quant::inv_scale_from_absmax(fs.absmax, p.qmax), p, qf.data());
+        ref::quantize(x.data(), rows * ldx, quant::inv_scale_from_absmax(fs.absmax, p.qmax), p, qfr.data());
+        EXPECT_EQ(qf, qfr) << what;
+        for (int8_t v : qf) ASSERT_LE(std::abs(int{v}), p.qmax);
+      }
+}
+
+TEST(HotQuantize, RoundToNearestIsNearestAndClamped) {
+  const float inv = 2.f;  // scale 0.5
+  EXPECT_EQ(quant::quantize_rtn(0.74f, inv, 7), 1);   // 1.48 -> 1
+  EXPECT_EQ(quant::quantize_rtn(0.76f, inv, 7), 2);   // 1.52 -> 2
+  EXPECT_EQ(quant::quantize_rtn(1.25f, inv, 7), 2);   // 2.5 -> 2 (ties to even)
+  EXPECT_EQ(quant::quantize_rtn(-1.75f, inv, 7), -4); // -3.5 -> -4
+  EXPECT_EQ(quant::quantize_rtn(100.f, inv, 7), 7);
+  EXPECT_EQ(quant::quantize_rtn(-100.f, inv, 127), -127);
+  EXPECT_EQ(quant::quantize_rtn(5.f, 0.f, 7), 0);     // zero tensor: scale 0
+}
+
+TEST(HotQuantize, StochasticRoundingIsUnbiasedAndInRange) {
+  // Many independent draws (distinct element indices) of the same values: the mean of the
+  // dequantised levels is within 3σ/√N of the value, σ² = frac(1 - frac)·s² per draw.
+  const int64_t N = 200000;
+  for (int qmax : {7, 127})
+    for (float value : {0.3f, -2.71f, 5.5f, 6.999f, -0.01f}) {
+      std::vector<float> x(static_cast<size_t>(N), value);
+      std::vector<int8_t> q(x.size());
+      QuantParams p;
+      p.qmax = qmax;
+      p.stochastic = true;
+      p.key = quant::philox_key(42, 1, 7, 0);
+      const float absmax = 7.f, inv = quant::inv_scale_from_absmax(absmax, qmax), s = absmax / qmax;
+      quantize(x.data(), N, inv, p, q.data());
+      double mean = 0;
+      int lo = 1000, hi = -1000;
+      for (int8_t v : q) {
+        mean += v;
+        lo = std::min(lo, int{v});
+        hi = std::max(hi, int{v});
+      }
+      mean = mean / N * s;
+      const double v = value * inv, frac = v - std::floor(v);
+      const double sigma = std::sqrt(frac * (1 - frac)) * s;
+      EXPECT_NEAR(mean, value, 3 * sigma / std::sqrt(double(N)) + 1e-7) << "qmax " << qmax << " value " << value;
+      EXPECT_GE(lo, static_cast<int>(std::floor(v)));  // only the two neighbouring levels
+      EXPECT_LE(hi, static_cast<int>(std::floor(v)) + 1);
+      EXPECT_LE(hi, qmax);
+      EXPECT_GE(lo, -qmax);
+    }
+}
+
+}  // namespace
+}  // namespace lb::cpu
