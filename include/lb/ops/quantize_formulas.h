@@ -32,11 +32,11 @@ LB_HD inline float scale_from_absmax(float absmax, int qmax) {
 
 LB_HD inline float clamp_level(float v, int qmax) {
   const float m = static_cast<float>(qmax);
-  return fminf(fmaxf(v, -m), m);
+  return ::fminf(::fmaxf(v, -m), m);
 }
 
 LB_HD inline int8_t quantize_rtn(float x, float inv, int qmax) {
-  return static_cast<int8_t>(static_cast<int>(rintf(clamp_level(x * inv, qmax))));
+  return static_cast<int8_t>(static_cast<int>(::rintf(clamp_level(x * inv, qmax))));
 }
 
 // r in [0, 1) from the top 24 bits of a draw (exact in float).
@@ -44,14 +44,14 @@ LB_HD inline float draw_unit(uint32_t u) { return static_cast<float>(u >> 8) * 5
 
 LB_HD inline int8_t quantize_sr(float x, float inv, int qmax, uint32_t u) {
   const float v = clamp_level(x * inv, qmax);
-  const float fl = floorf(v);
+  const float fl = ::floorf(v);
   return static_cast<int8_t>(static_cast<int>(fl) + (draw_unit(u) < v - fl ? 1 : 0));
 }
 
 // SAWB clip (the HOT reference's 4-bit coefficients): c = 12.1·sqrt(E[x²]) - 12.2·E[|x|].
 // It is <= 0 for near-constant magnitudes; callers then fall back to absmax.
 LB_HD inline float sawb_clip(double mean_sq, double mean_abs) {
-  return static_cast<float>(12.1 * sqrt(mean_sq) - 12.2 * mean_abs);
+  return static_cast<float>(12.1 * ::sqrt(mean_sq) - 12.2 * mean_abs);
 }
 
 // Philox stream of one quantised tensor.

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "lb/core/json_reader.h"
+#include "lb/nn/backward/hot.h"
 #include "lb/nn/backward/vanilla.h"
 
 namespace lb::nn::backward {
@@ -16,6 +17,7 @@ using Builder = std::function<std::unique_ptr<Strategy>(JsonReader&)>;
 const std::map<std::string, Builder>& builders() {
   static const std::map<std::string, Builder> m = {
       {"vanilla", [](JsonReader&) { return std::make_unique<Vanilla>(); }},
+      {"hot", [](JsonReader& r) { return std::make_unique<Hot>(HotSettings::from_json(r)); }},
   };
   return m;
 }

@@ -100,6 +100,12 @@ class Strategy {
   // Ranks, quantiser choices, paper metrics for the last geometry seen, measured figures.
   virtual nlohmann::json report() const;
 
+  // ---- learned state (checkpoints) ----
+  // Per-layer decisions a strategy makes while training (e.g. HOT's LQS quantiser choice),
+  // saved with checkpoints and restored before training resumes. Empty by default.
+  virtual nlohmann::json state_json() const { return nlohmann::json::object(); }
+  virtual void load_state_json(const nlohmann::json& /*j*/) {}
+
   // Identity used in reports and to key random streams.
   void set_layer(const std::string& name, int64_t id) {
     layer_name_ = name;

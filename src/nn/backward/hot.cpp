@@ -1,0 +1,485 @@
+// HOT backward strategy (contract and notation in lb/nn/backward/hot.h): settings, the HLA
+// basis, LQS, the g_x (HQ) and g_w (HLA) paths on int8 kernels, Conv2d, paper metrics.
+#include "lb/nn/backward/hot.h"
+
+#include <cblas.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "lb/core/checks.h"
+#include "lb/core/json_reader.h"
+#include "lb/ops/quantize_formulas.h"
+#include "src/cpu/int8_gemm.h"
+#include "src/cpu/quantize.h"
+
+namespace lb::nn::backward {
+
+namespace {
+
+constexpr int kGwBits = 8;                  // both g_w operands: X̂ (RTN) and Ĝ (SR)
+constexpr int64_t kMaxChunk = int64_t{1} << 17;  // int32-safe contraction for 8-bit x 8-bit
+enum TensorId : int { kGxId = 0, kGwId = 1, kLqsId = 2 };
+
+cpu::HadamardKeep keep_of(const std::vector<int>& rows) {
+  cpu::HadamardKeep k;
+  k.r = static_cast<int>(rows.size());
+  for (size_t j = 0; j < rows.size(); ++j) k.idx[j] = rows[j];
+  return k;
+}
+
+const cpu::HadamardKeep kAll16 = keep_of({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+
+// The vector kernels, or their scalar references for the emulation oracle.
+struct KernelSet {
+  decltype(&cpu::fwht16_rows_absmax) rows_absmax;
+  decltype(&cpu::fwht16_rows_quantize) rows_quantize;
+  decltype(&cpu::fwht16_rows_quantize_per_row) rows_quantize_per_row;
+  decltype(&cpu::fwht16_cols_stats) cols_stats;
+  decltype(&cpu::fwht16_cols_quantize) cols_quantize;
+  decltype(&cpu::tensor_stats) tensor_stats;
+  decltype(&cpu::quantize) quantize;
+};
+const KernelSet kFast{cpu::fwht16_rows_absmax,  cpu::fwht16_rows_quantize, cpu::fwht16_rows_quantize_per_row,
+                      cpu::fwht16_cols_stats,   cpu::fwht16_cols_quantize, cpu::tensor_stats,
+                      cpu::quantize};
+const KernelSet kRef{cpu::ref::fwht16_rows_absmax, cpu::ref::fwht16_rows_quantize,
+                     cpu::ref::fwht16_rows_quantize_per_row, cpu::ref::fwht16_cols_stats,
+                     cpu::ref::fwht16_cols_quantize, cpu::ref::tensor_stats, cpu::ref::quantize};
+
+Tensor workspace(const Shape& shape, DType dtype) {
+  return Tensor::empty(shape, dtype, Device::cpu(), MemTag::Workspace);
+}
+
+void check_f32(const Tensor& t, const std::string& layer, const char* what) {
+  LB_CHECK(t.dtype() == DType::F32, "backward strategy 'hot' (", layer, "): ", what, " is ",
+           dtype_name(t.dtype()), " ", shape_str(t.shape()),
+           "; HOT runs on f32. HINT: use the vanilla strategy for f64 gradient checks");
+}
+
+bool is_pointwise(const ConvGeometry& cg) {
+  const auto& a = cg.args;
+  return cg.kH == 1 && cg.kW == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 &&
+         a.padding[1] == 0;
+}
+
+// Row-major float GEMM C (m, n) = alpha · op(A) B.
+void sgemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
+              static_cast<int>(ldb), 0.f, c, static_cast<int>(ldc));
+}
+
+// Emulation: C (m, n) = op(A) B with A, B the dequantised levels in f64, then ·alpha to f32.
+void dgemm_to_f32(bool trans_a, int64_t m, int64_t n, int64_t k, const std::vector<double>& a,
+                  int64_t lda, const std::vector<double>& b, int64_t ldb, double alpha, float* out) {
+  std::vector<double> c(static_cast<size_t>(m * n));
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a.data(), static_cast<int>(lda), b.data(),
+              static_cast<int>(ldb), 0.0, c.data(), static_cast<int>(n));
+  for (size_t i = 0; i < c.size(); ++i) out[i] = static_cast<float>(c[i]);
+}
+
+std::vector<double> dequantize_f64(const int8_t* q, int64_t rows, int64_t cols, const float* row_scale,
+                                   float scale) {
+  std::vector<double> v(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      v[r * cols + c] = static_cast<double>(q[r * cols + c]) * (row_scale ? row_scale[r] : scale);
+  return v;
+}
+
+const char* lqs_name(Hot::Lqs l) {
+  switch (l) {
+    case Hot::Lqs::PerToken: return "per_token";
+    case Hot::Lqs::PerTensor: return "per_tensor";
+    default: return "undecided";
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- settings
+
+HotSettings HotSettings::from_json(JsonReader& r) {
+  HotSettings s;
+  s.gx_bits = static_cast<int>(r.integer("gx_bits", 4, 1, 64));
+  LB_CHECK(s.gx_bits == 4 || s.gx_bits == 8, r.path(), ".gx_bits: must be 4 or 8, got ", s.gx_bits);
+  s.hla_basis = r.choice("hla_basis", "sequency", {"sequency", "lbp_triangle"});
+  s.full_basis = r.boolean("full_basis", false);
+  const bool has_rank = r.has("hla_rank");
+  s.hla_rank = static_cast<int>(r.integer("hla_rank", 8, 1, 16));
+  if (s.full_basis) {
+    LB_CHECK(!has_rank || s.hla_rank == 16, r.path(), ".hla_rank: full_basis keeps all 16 rows; got ",
+             s.hla_rank, ". HINT: drop hla_rank or set it to 16");
+    s.hla_rank = 16;
+  } else if (s.hla_basis == "lbp_triangle") {
+    LB_CHECK(!has_rank || s.hla_rank == 10, r.path(), ".hla_rank: the lbp_triangle basis keeps 10 rows; got ",
+             s.hla_rank, ". HINT: drop hla_rank or set it to 10");
+    s.hla_rank = 10;
+  }
+  s.lqs = r.boolean("lqs", true);
+  s.w_scale = r.choice("w_scale", "absmax", {"absmax", "sawb"});
+  s.quantize = r.boolean("quantize", true);
+  s.emulate = r.boolean("emulate", false);
+  LB_CHECK(!s.emulate || s.quantize, r.path(),
+           ".emulate: the oracle emulates the quantised path; it needs quantize: true");
+  return s;
+}
+
+nlohmann::json HotSettings::to_json() const {
+  return {{"type", "hot"},         {"gx_bits", gx_bits}, {"hla_rank", hla_rank},
+          {"hla_basis", hla_basis}, {"lqs", lqs},         {"w_scale", w_scale},
+          {"quantize", quantize},   {"full_basis", full_basis}, {"emulate", emulate}};
+}
+
+std::vector<int> hla_rows(const HotSettings& s) {
+  // Natural-order rows sorted by sequency (Walsh order).
+  std::vector<int> by_seq(16);
+  for (int i = 0; i < 16; ++i) by_seq[quant::hadamard_sequency(i, 16)] = i;
+  std::vector<int> seqs;
+  if (s.full_basis) {
+    for (int q = 0; q < 16; ++q) seqs.push_back(q);
+  } else if (s.hla_basis == "lbp_triangle") {
+    // The reference's make_WHT for n = 16 (hot-notes.md §2.2): a 4x4 boustrophedon grid of
+    // sequencies, keeping the low-pass triangle i + j ≤ 3 (sf = 0 at vectorPercentile 50).
+    constexpr int S = 4;
+    for (int i = 0; i < S; ++i) {
+      const int lo = i % 2 == 0 ? S * i : S * i + i, hi = i % 2 == 0 ? S * (i + 1) - i : S * (i + 1);
+      for (int q = lo; q < hi; ++q) seqs.push_back(q);
+    }
+  } else {
+    for (int q = 0; q < s.hla_rank; ++q) seqs.push_back(q);
+  }
+  std::vector<int> rows;
+  for (int q : seqs) rows.push_back(by_seq[q]);
+  return rows;
+}
+
+Hot::Hot(HotSettings s) : settings_(std::move(s)), rows_(hla_rows(settings_)) {
+  if (!settings_.quantize) lqs_how_ = "not used (quantize: false)";
+}
+
+nlohmann::json Hot::hyperparams() const { return settings_.to_json(); }
+
+// ---------------------------------------------------------------- helpers
+
+namespace {
+cpu::QuantParams qparams(int bits, bool stochastic, int64_t layer_id, int tensor_id) {
+  cpu::QuantParams p;
+  p.qmax = quant::qmax_for_bits(bits);
+  p.stochastic = stochastic;
+  const RunContext& rc = run_context();
+  p.key = quant::philox_key(rc.seed, rc.step, layer_id, tensor_id);
+  return p;
+}
+}  // namespace
+
+void Hot::compress_tokens(const Tensor& x2d, SavedState& s) const {
+  const int64_t M = x2d.size(0), I = x2d.size(1);
+  const cpu::HadamardKeep keep = keep_of(rows_);
+  const int64_t Kr = cpu::cols_out_rows(M, keep);
+  const float* x = x2d.data<float>();
+  if (!settings_.quantize) {
+    Tensor xh = Tensor::empty({Kr, I});
+    cpu::fwht16_cols(x, M, I, I, keep, xh.data<float>());
+    s.tensors = {xh};
+    s.scalars = {1.0};
+    return;
+  }
+  const KernelSet& k = settings_.emulate ? kRef : kFast;
+  const cpu::TensorStats st = k.cols_stats(x, M, I, I, keep);
+  const int qmax = quant::qmax_for_bits(kGwBits);
+  Tensor xq = Tensor::empty({Kr, I}, DType::I8);
+  k.cols_quantize(x, M, I, I, keep, quant::inv_scale_from_absmax(st.absmax, qmax),
+                  qparams(kGwBits, false, layer_id_, kGwId), xq.data<int8_t>());
+  s.tensors = {xq};
+  s.scalars = {quant::scale_from_absmax(st.absmax, qmax)};
+}
+
+Tensor Hot::grad_input(const Tensor& g2d, const Tensor& w_in) {
+  const Tensor w = detail::contiguous_nograd(w_in);
+  check_f32(w, layer_name_, "w");
+  const int64_t M = g2d.size(0), O = g2d.size(1), I = w.size(1), O16 = cpu::round_up16(O);
+  const float* g = g2d.data<float>();
+  Tensor out = Tensor::empty({M, I});
+  if (!settings_.quantize) {  // the same transforms in f32: g_x = (G̃ W̃) / 16
+    Tensor gt = workspace({M, O16}, DType::F32), wt = workspace({O16, I}, DType::F32);
+    cpu::fwht16_rows(g, M, O, O, gt.data<float>());
+    cpu::fwht16_cols(w.data<float>(), O, I, I, kAll16, wt.data<float>());
+    sgemm(false, M, I, O16, 1.f / 16, gt.data<float>(), O16, wt.data<float>(), I, out.data<float>(), I);
+    return out;
+  }
+  const KernelSet& k = settings_.emulate ? kRef : kFast;
+  const int qmax = quant::qmax_for_bits(settings_.gx_bits);
+  // W̃ = BD(H_16)·w along O, one per-tensor scale, round-to-nearest.
+  const cpu::TensorStats ws = k.cols_stats(w.data<float>(), O, I, I, kAll16);
+  float clip = ws.absmax;
+  if (settings_.w_scale == "sawb" && ws.count > 0) {
+    const float c = quant::sawb_clip(ws.sum_sq / static_cast<double>(ws.count),
+                                     ws.sum_abs / static_cast<double>(ws.count));
+    if (c > 0.f) clip = c;  // SAWB breaks down (c ≤ 0) for near-constant magnitudes
+  }
+  const float s_w = quant::scale_from_absmax(clip, qmax);
+  Tensor wq = workspace({O16, I}, DType::I8);
+  k.cols_quantize(w.data<float>(), O, I, I, kAll16, quant::inv_scale_from_absmax(clip, qmax),
+                  qparams(settings_.gx_bits, false, layer_id_, kGxId), wq.data<int8_t>());
+  // G̃ = g_y·BD(H_16) along O, stochastic rounding, per-token or per-tensor scale.
+  const cpu::QuantParams pg = qparams(settings_.gx_bits, true, layer_id_, kGxId);
+  Tensor gq = workspace({M, O16}, DType::I8);
+  Tensor row_scale;
+  float s_g = 1.f;
+  if (lqs_ == Lqs::PerToken) {
+    row_scale = workspace({M}, DType::F32);
+    k.rows_quantize_per_row(g, M, O, O, pg, gq.data<int8_t>(), row_scale.data<float>());
+  } else {
+    const float m = k.rows_absmax(g, M, O, O, nullptr);
+    s_g = quant::scale_from_absmax(m, qmax);
+    k.rows_quantize(g, M, O, O, nullptr, quant::inv_scale_from_absmax(m, qmax), pg, gq.data<int8_t>());
+  }
+  const float* rs = row_scale.defined() ? row_scale.data<float>() : nullptr;
+  if (settings_.emulate) {
+    const auto a = dequantize_f64(gq.data<int8_t>(), M, O16, rs, s_g);
+    const auto b = dequantize_f64(wq.data<int8_t>(), O16, I, nullptr, s_w);
+    dgemm_to_f32(false, M, I, O16, a, O16, b, I, 1.0 / 16, out.data<float>());
+    return out;
+  }
+  // g_x = acc · s_G(row) · s_W / 16: the row scale in the epilogue, the rest in alpha.
+  cpu::int8_gemm_f32(false, false, M, I, O16, gq.data<int8_t>(), O16, wq.data<int8_t>(), I,
+                     out.data<float>(), I, rs, (rs ? 1.f : s_g) * s_w / 16.f);
+  return out;
+}
+
+Tensor Hot::grad_weight(const Tensor& g2d, const Tensor& xhat, float s_x) const {
+  const int64_t M = g2d.size(0), O = g2d.size(1), Kr = xhat.size(0), I = xhat.size(1);
+  const cpu::HadamardKeep keep = keep_of(rows_);
+  LB_CHECK(Kr == cpu::cols_out_rows(M, keep), "hot (", layer_name_, "): saved state has ", Kr,
+           " rows for ", M, " tokens");
+  const float* g = g2d.data<float>();
+  Tensor out = Tensor::empty({O, I});
+  if (!settings_.quantize) {  // g_w = Ĝᵀ X̂ / 16 in f32
+    Tensor gh = workspace({Kr, O}, DType::F32);
+    cpu::fwht16_cols(g, M, O, O, keep, gh.data<float>());
+    sgemm(true, O, I, Kr, 1.f / 16, gh.data<float>(), O, xhat.data<float>(), I, out.data<float>(), I);
+    return out;
+  }
+  const KernelSet& k = settings_.emulate ? kRef : kFast;
+  const int qmax = quant::qmax_for_bits(kGwBits);
+  const cpu::TensorStats st = k.cols_stats(g, M, O, O, keep);
+  const float s_g = quant::scale_from_absmax(st.absmax, qmax);
+  Tensor gq = workspace({Kr, O}, DType::I8);
+  k.cols_quantize(g, M, O, O, keep, quant::inv_scale_from_absmax(st.absmax, qmax),
+                  qparams(kGwBits, true, layer_id_, kGwId), gq.data<int8_t>());
+  const int8_t* xq = xhat.data<int8_t>();
+  if (settings_.emulate) {
+    const auto a = dequantize_f64(gq.data<int8_t>(), Kr, O, nullptr, s_g);
+    const auto b = dequantize_f64(xq, Kr, I, nullptr, s_x);
+    dgemm_to_f32(true, O, I, Kr, a, O, b, I, 1.0 / 16, out.data<float>());
+    return out;
+  }
+  // Ĝᵀ X̂ over the reduced token axis, in int32-safe chunks summed in f32.
+  const float alpha = s_g * s_x / 16.f;
+  if (Kr == 0) out.zero_();
+  for (int64_t k0 = 0; k0 < Kr; k0 += kMaxChunk) {
+    const int64_t kc = std::min(kMaxChunk, Kr - k0);
+    cpu::int8_gemm_f32(true, false, O, I, kc, gq.data<int8_t>() + k0 * O, O, xq + k0 * I, I,
+                       out.data<float>(), I, nullptr, alpha, k0 > 0);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- LQS
+
+void Hot::run_lqs(const Tensor& g2d, const char* how) {
+  if (lqs_ != Lqs::Undecided || !settings_.quantize) return;
+  if (!settings_.lqs) {
+    lqs_ = Lqs::PerTensor;
+    lqs_how_ = "disabled (lqs: false)";
+    return;
+  }
+  const int64_t M = g2d.size(0), O = g2d.size(1), O16 = cpu::round_up16(O);
+  const float* g = g2d.data<float>();
+  const int qmax = quant::qmax_for_bits(settings_.gx_bits);
+  Tensor gt = workspace({M, O16}, DType::F32);
+  cpu::fwht16_rows(g, M, O, O, gt.data<float>());  // the tensor both quantisers see
+  const float* t = gt.data<float>();
+  const cpu::QuantParams p = qparams(settings_.gx_bits, true, layer_id_, kLqsId);
+  Tensor q = workspace({M, O16}, DType::I8);
+  auto l2_error = [&](const float* row_scale, float scale) {
+    double e = 0;
+    const int8_t* qq = q.data<int8_t>();
+    for (int64_t r = 0; r < M; ++r) {
+      const double s = row_scale ? row_scale[r] : scale;
+      for (int64_t c = 0; c < O16; ++c) {
+        const double d = qq[r * O16 + c] * s - t[r * O16 + c];
+        e += d * d;
+      }
+    }
+    return std::sqrt(e);
+  };
+  const float m = cpu::fwht16_rows_absmax(g, M, O, O, nullptr);
+  cpu::fwht16_rows_quantize(g, M, O, O, nullptr, quant::inv_scale_from_absmax(m, qmax), p, q.data<int8_t>());
+  err_tensor_ = l2_error(nullptr, quant::scale_from_absmax(m, qmax));
+  Tensor rs = workspace({M}, DType::F32);
+  cpu::fwht16_rows_quantize_per_row(g, M, O, O, p, q.data<int8_t>(), rs.data<float>());
+  err_token_ = l2_error(rs.data<float>(), 0.f);
+  lqs_ = err_token_ < 0.5 * err_tensor_ ? Lqs::PerToken : Lqs::PerTensor;
+  lqs_how_ = how;
+  spdlog::info("hot: layer '{}' LQS chose {} (L2 error per-token {:.4g}, per-tensor {:.4g}; {})",
+               layer_name_, lqs_name(lqs_), err_token_, err_tensor_, how);
+}
+
+bool Hot::needs_calibration(int64_t) const {
+  return settings_.quantize && settings_.lqs && lqs_ == Lqs::Undecided;
+}
+
+void Hot::observe_grad_output(const Tensor& g_y) {
+  if (g_y.dtype() != DType::F32) return;
+  const Tensor g = detail::contiguous_nograd(g_y);
+  run_lqs(g.view({g.numel() / g.size(-1), g.size(-1)}), "calibration");
+}
+
+nlohmann::json Hot::state_json() const {
+  return {{"lqs", {{"choice", lqs_name(lqs_)}, {"err_token", err_token_}, {"err_tensor", err_tensor_}}}};
+}
+
+void Hot::load_state_json(const nlohmann::json& j) {
+  const std::string path = "hot state (" + layer_name_ + ")";
+  JsonReader r(j, path);
+  if (r.has("lqs")) {
+    JsonReader l(r.raw("lqs"), path + ".lqs");
+    const std::string c = l.choice("choice", "undecided", {"per_token", "per_tensor", "undecided"});
+    err_token_ = l.number("err_token", 0, 0, 1e300);
+    err_tensor_ = l.number("err_tensor", 0, 0, 1e300);
+    l.finish();
+    lqs_ = c == "per_token" ? Lqs::PerToken : c == "per_tensor" ? Lqs::PerTensor : Lqs::Undecided;
+    lqs_how_ = "checkpoint";
+  }
+  r.finish();
+}
+
+// ---------------------------------------------------------------- Linear
+
+SavedState Hot::save_impl(const Tensor& x, const Tensor&) {
+  check_f32(x, layer_name_, "x");
+  last_conv_raw_ = false;
+  SavedState s;
+  compress_tokens(x.view({x.size(0) * x.size(1), x.size(2)}), s);
+  return s;
+}
+
+Gradients Hot::backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
+                             bool want_gw) {
+  check_f32(g_y, layer_name_, "g_y");
+  const auto& [B, L, I, O] = s.geom;
+  const Tensor g2d = g_y.view({B * L, O});
+  if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
+  Gradients out;
+  if (want_gx) out.grad_input = grad_input(g2d, w).view({B, L, I});
+  if (want_gw) out.grad_weight = grad_weight(g2d, s.tensors.at(0), static_cast<float>(s.scalars.at(0)));
+  return out;
+}
+
+// ---------------------------------------------------------------- Conv2d
+
+SavedState Hot::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
+  last_conv_raw_ = false;
+  if (calibrating_ || is_pointwise(cg)) return Strategy::save_conv(x, w2d, cg);
+  const int64_t N = cg.x_shape[0], L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
+  // Keep whichever is smaller: the int8 HLA of the im2col tokens (e.g. 1×1 stride 2) or the
+  // int8 raw input (k > 1: the tokens are k² times larger).
+  const int64_t token_bytes = cpu::cols_out_rows(N * L, keep_of(rows_)) * I;
+  if (token_bytes <= x.numel()) return Strategy::save_conv(x, w2d, cg);
+  check_f32(x, layer_name_, "x");
+  last_geom_ = {N, L, I, O};
+  last_conv_raw_ = true;
+  SavedState s;
+  s.geom = last_geom_;
+  if (!settings_.quantize) {
+    s.tensors = {x};
+    s.scalars = {1.0};
+  } else {
+    const Tensor xc = detail::contiguous_nograd(x);
+    const KernelSet& k = settings_.emulate ? kRef : kFast;
+    const int qmax = quant::qmax_for_bits(kGwBits);
+    const float m = k.tensor_stats(xc.data<float>(), xc.numel()).absmax;
+    Tensor xq = Tensor::empty(x.shape(), DType::I8);
+    k.quantize(xc.data<float>(), xc.numel(), quant::inv_scale_from_absmax(m, qmax),
+               qparams(kGwBits, false, layer_id_, kGwId), xq.data<int8_t>());
+    s.tensors = {xq};
+    s.scalars = {quant::scale_from_absmax(m, qmax)};
+  }
+  last_saved_bytes_ = static_cast<int64_t>(s.tensors[0].nbytes());
+  return s;
+}
+
+Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
+                             bool want_gx, bool want_gw, const ConvGeometry& cg) {
+  if (s.exact || s.tensors.empty() || s.tensors[0].dim() != 4)  // tokens path: like Linear
+    return Strategy::backward_conv(s, g_y_tokens, w2d, want_gx, want_gw, cg);
+  const auto t0 = std::chrono::steady_clock::now();
+  check_f32(g_y_tokens, layer_name_, "g_y");
+  const auto& [N, L, I, O] = s.geom;
+  const Tensor g2d = g_y_tokens.view({N * L, O});
+  if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
+  Gradients out;
+  if (want_gx) out.grad_input = grad_input(g2d, w2d).view({N, L, I});
+  if (want_gw) {
+    // Dequantise the raw input, im2col, then HLA + requantisation as for a Linear input.
+    Tensor x = s.tensors[0];
+    if (settings_.quantize) {
+      x = workspace(s.tensors[0].shape(), DType::F32);
+      cpu::dequantize(s.tensors[0].data<int8_t>(), x.numel(), static_cast<float>(s.scalars[0]), x.data<float>());
+    }
+    const Tensor tokens = conv_to_tokens(x, cg);  // (N, L, I)
+    SavedState xs;
+    compress_tokens(tokens.view({N * L, I}), xs);
+    out.grad_weight = grad_weight(g2d, xs.tensors[0], static_cast<float>(xs.scalars[0]));
+  }
+  ++calls_;
+  backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+// ---------------------------------------------------------------- accounting
+
+double Hot::paper_backward_flops(const LayerGeometry& g) const {
+  // Integer GEMM multiply-adds (2 FLOPs each) plus the Hadamard transforms' additions
+  // (log2 16 = 4 per element): HT of g_y and w along O, HLA of x (forward) and g_y along L.
+  const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
+  const double O16 = static_cast<double>(cpu::round_up16(g.O)), rn = static_cast<double>(rows_.size()) / 16.0;
+  return 2.0 * L * O16 * I + 2.0 * (L * rn) * O * I + 4.0 * (L * O16 + O16 * I + L * I + L * O);
+}
+
+double Hot::paper_saved_bytes_fp32(const LayerGeometry& g) const {
+  // X̂ of the (im2col) tokens: L·r/16 rows of I int8 values (f32 when quantize is off).
+  const double rn = static_cast<double>(rows_.size()) / 16.0;
+  return static_cast<double>(g.L) * rn * static_cast<double>(g.I) * (settings_.quantize ? 1.0 : 4.0);
+}
+
+double Hot::paper_backward_bops(const LayerGeometry& g) const {
+  // The reference counter (gbops_calculation.py), per sample, with its I·O·r/n term kept as
+  // written; FP32 operations cost 1024 bit-ops, an INT8 MAC 64, an INT4 MAC 16.
+  const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
+  const double logn = 4.0, rn = static_cast<double>(rows_.size()) / 16.0;
+  const double fp = L * O * logn + O * I * logn + L * O + O * I + L * I * logn + L * O * logn +
+                    O * L * rn + I * O * rn + I * O + L * I;
+  const double gx_mac = static_cast<double>(settings_.gx_bits * settings_.gx_bits);
+  return fp * 1024.0 + O * (L * rn) * I * 64.0 + L * O * I * gx_mac;
+}
+
+nlohmann::json Hot::report() const {
+  nlohmann::json j = Strategy::report();
+  j["hot"] = {{"lqs", {{"choice", lqs_name(lqs_)}, {"err_token", err_token_}, {"err_tensor", err_tensor_},
+                       {"decided_by", lqs_how_}}},
+              {"hla_rows", rows_},
+              {"saved", last_conv_raw_ ? "int8 raw conv input" : settings_.quantize ? "int8 HLA tokens" : "f32 HLA tokens"},
+              {"int8_gemm_kernel", cpu::int8_gemm_kernel()},
+              {"paper_backward_gbops_per_sample", paper_backward_bops(last_geom_) / 1e9}};
+  return j;
+}
+
+}  // namespace lb::nn::backward
