@@ -7,6 +7,7 @@
 
 #include "lb/core/json_reader.h"
 #include "lb/nn/backward/hot.h"
+#include "lb/nn/backward/instant.h"
 #include "lb/nn/backward/vanilla.h"
 
 namespace lb::nn::backward {
@@ -18,6 +19,7 @@ const std::map<std::string, Builder>& builders() {
   static const std::map<std::string, Builder> m = {
       {"vanilla", [](JsonReader&) { return std::make_unique<Vanilla>(); }},
       {"hot", [](JsonReader& r) { return std::make_unique<Hot>(HotSettings::from_json(r)); }},
+      {"instant", [](JsonReader& r) { return std::make_unique<Instant>(Instant::parse(r)); }},
   };
   return m;
 }

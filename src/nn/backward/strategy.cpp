@@ -43,8 +43,14 @@ Gradients Strategy::backward(const SavedState& s, const Tensor& g_y, const Tenso
   } else {
     g = backward_impl(s, g_y, w, want_gx, want_gw);
   }
-  ++calls_;
-  backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (calibrating_) {
+    ++calib_calls_;
+    calib_backward_ms_ += ms;
+  } else {
+    ++calls_;
+    backward_ms_ += ms;
+  }
   return g;
 }
 
@@ -76,7 +82,9 @@ nlohmann::json Strategy::report() const {
                 {"saved_mib_fp32_per_sample", paper_saved_bytes_fp32(last_geom_) / (1024.0 * 1024.0)}};
   j["measured"] = {{"backward_calls", calls_},
                    {"backward_ms_total", backward_ms_},
-                   {"saved_bytes_last_call", last_saved_bytes_}};
+                   {"saved_bytes_last_call", last_saved_bytes_},
+                   {"calibration_backward_calls", calib_calls_},
+                   {"calibration_backward_ms_total", calib_backward_ms_}};
   return j;
 }
 

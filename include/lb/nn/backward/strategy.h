@@ -88,6 +88,8 @@ class Strategy {
 
   // ---- calibration hooks (no-ops for strategies that need none) ----
   virtual bool needs_calibration(int64_t /*step*/) const { return false; }
+  // Extra forward/backward passes the loop should run per calibration (0: none needed).
+  virtual int64_t calibration_batches() const { return 0; }
   void begin_calibration();
   void finish_calibration();
   bool calibrating() const { return calibrating_; }
@@ -131,9 +133,12 @@ class Strategy {
   std::string layer_name_;
   int64_t layer_id_ = 0;
   bool calibrating_ = false;
-  // Measured: calls, total backward milliseconds, last geometry and saved bytes.
+  // Measured: calls, total backward milliseconds, last geometry and saved bytes. Backward
+  // calls made while calibrating are counted apart (they are calibration cost).
   int64_t calls_ = 0;
   double backward_ms_ = 0;
+  int64_t calib_calls_ = 0;
+  double calib_backward_ms_ = 0;
   LayerGeometry last_geom_;
   int64_t last_saved_bytes_ = 0;
 };

@@ -1,0 +1,74 @@
+// Driving calibration of backward strategies (INSTANT's bases, any strategy that asks) from a
+// training loop. Build a Calibrator from the strategies Policy::apply returned.
+//
+// The contract, at every optimizer step `step` (0-based, counted in optimizer steps, not
+// per-epoch batch indices), before that step's forward:
+//
+//   if (cal.needs_calibration(step)) {
+//     cal.begin(step);                              // exact mode + statistics on for those layers
+//     for (int64_t i = 0; i < cal.num_batches(); ++i) {
+//       Tensor loss = loss_fn(model(calib_batch(i)));   // N_c extra batches, from a separate
+//       loss.backward();                                // shuffled stream of training data
+//     }                                                 // (model in train mode)
+//     cal.finish();                                 // eigendecompositions, new bases installed
+//     zero all parameter gradients                  // the calibration backward filled .grad
+//   }
+//   forward, backward, optimizer step as usual
+//
+// Rules: no optimizer step between begin() and finish() (calibration batches train nothing);
+// gradients zeroed after finish() (unlike the NLP reference code, which leaks them into the
+// next step); no forward whose backward is still pending across begin()/finish() (the bases
+// change at finish(); a stale saved state fails loudly in backward). calibrate() below does
+// begin / passes / finish / zero_grad in that order.
+//
+// Layers that do not need calibration at `step` keep running their normal strategy during the
+// passes. The cost (wall time of the whole calibration, passes included) is reported apart
+// from training time by report() and by each strategy's report()["calibration"].
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/nn/backward/strategy.h"
+
+namespace lb::nn::backward {
+
+class Calibrator {
+ public:
+  explicit Calibrator(std::vector<std::shared_ptr<Strategy>> strategies);
+
+  // Whether any strategy wants calibration before optimizer step `step`.
+  bool needs_calibration(int64_t step) const;
+  // Passes to run for the calibration begun last (the largest N_c among its layers); before
+  // begin(), for `step`.
+  int64_t num_batches() const { return num_batches_; }
+  int64_t num_batches(int64_t step) const;
+  // Puts the strategies that need calibration at `step` in calibration mode.
+  void begin(int64_t step);
+  // Ends calibration: every strategy in calibration mode computes its new state.
+  void finish();
+  bool active() const { return !active_.empty(); }
+
+  // The whole protocol: begin(step); run_batch(i) for i < num_batches() (each one forward and
+  // backward, no optimizer step); finish(); zero_grad(). Returns false (doing nothing) when no
+  // strategy needs calibration at `step`.
+  bool calibrate(int64_t step, const std::function<void(int64_t)>& run_batch,
+                 const std::function<void()>& zero_grad);
+
+  // {"calibrations", "ms_total", "steps": [...]} plus each calibrating layer's ranks.
+  nlohmann::json report() const;
+
+ private:
+  std::vector<std::shared_ptr<Strategy>> all_;
+  std::vector<std::shared_ptr<Strategy>> active_;
+  int64_t num_batches_ = 0;
+  int64_t calibrations_ = 0;
+  double ms_total_ = 0;
+  std::chrono::steady_clock::time_point started_;
+  std::vector<int64_t> steps_;
+};
+
+}  // namespace lb::nn::backward

@@ -1,0 +1,142 @@
+// INSTANT backward strategy (Doan et al., ICLR 2026; ALGORITHMS.md "INSTANT", notes in
+// docs/notes/instant-notes.md). Low-rank projections of the saved activation x and of the
+// output gradient g_y, with bases from periodic calibration:
+//
+//   token axis   (n = L):  P (R_x, L), Q (R_y, L), shared by the batch.
+//     forward  saves x̂_b = P x_b                           (R_x, I) per sample
+//     backward g_w = Σ_b (P g_{y,b})ᵀ x̂_b                   (g_y projected with P: g_w ≈ g_yᵀ PᵀP x)
+//              g_x,b = Qᵀ ((Q g_{y,b}) w)                   (g_x ≈ QᵀQ g_y w)
+//   channel axis (n = I for x, n = O for g_y):  P (R_x, I), Q (R_y, O); X (BL, I), G (BL, O).
+//     forward  saves X̂ = X Pᵀ                              (BL, R_x)
+//     backward g_w = (Gᵀ X̂) P,   g_x = (G Qᵀ)(Q w)
+//
+// The axis is chosen per tensor ("auto": the smaller of L and the channel size, token on a
+// tie, as the official code); g_w depends only on x's basis and g_x only on g_y's, so the two
+// tensors may sit on different axes. The bias gradient stays exact (the caller's job).
+//
+// Calibration (see calibration.h for the loop contract): during begin_calibration() ..
+// finish_calibration() the layer runs exactly and accumulates per-sample Gram matrices
+// averaged over the batch (token axis x_b x_bᵀ, channel axis x_bᵀ x_b; likewise g_y), in
+// gram_dtype, never keeping activations. finish_calibration() eigendecomposes them (syevd),
+// picks the rank with the squared-eigenvalue energy rule
+//   k = min{k : Σ_{i≤k} λ_i² ≥ ε Σ λ_i²},  R = min(k + p, n)   (or R = min(rank, n) if set)
+// and sets P = U_Rᵀ / √η with η = Σ_{i≤R} λ_i² / Σ λ_i² (η = 1 without compensation; index
+// R+1 with eta_offset_compat, as the reference code). Until the first calibration, after a
+// calibration that saw zero energy, or for a call whose L does not match a token-axis basis,
+// the layer runs the exact (vanilla) backward.
+//
+// Settings (JSON, validated with path-named errors):
+//   axis               "auto" | "token" | "channel"          default "auto"
+//   epsilon            energy threshold ε in (0, 1]           default 0.95
+//   oversampling       p ≥ 0 extra basis vectors              default 7 (the paper's text
+//                      setting; its image configs use 0)
+//   compensate         scale by 1/√η                          default true
+//   eta_offset_compat  η from index R+1 (reference code)      default false
+//   calib_every        N_t: calibrate every N_t steps         default 50 (paper images: 200)
+//   calib_batches      N_c: passes per calibration            default 5
+//   rank               fixed R_x = R_y (overrides ε and p)    default: energy rule
+//   gram_dtype         "f32" | "f64" Gram/eigh precision      default "f32" (as the reference)
+#pragma once
+#include <vector>
+
+#include "lb/core/json_reader.h"
+#include "lb/nn/backward/strategy.h"
+
+namespace lb::nn::backward {
+
+class Instant : public Strategy {
+ public:
+  enum class Axis { Auto, Token, Channel };
+  struct Settings {
+    Axis axis = Axis::Auto;
+    double epsilon = 0.95;
+    int64_t oversampling = 7;
+    bool compensate = true;
+    bool eta_offset_compat = false;
+    int64_t calib_every = 50;
+    int64_t calib_batches = 5;
+    int64_t rank = 0;  // 0: energy rule
+    DType gram_dtype = DType::F32;
+  };
+  // Reads the settings from a strategy spec (the factory has read "type").
+  static Settings parse(JsonReader& r);
+
+  // Rank selection from eigenvalues sorted descending (pure; exposed for tests).
+  struct RankChoice {
+    int64_t k = 0;      // energy-rule index (0 when degenerate)
+    int64_t rank = 0;   // kept basis size R
+    double eta = 1.0;   // compensation factor used (1 without compensation)
+    double energy_fraction = 0.0;  // Σ_{i≤R} λ_i² / Σ λ_i²
+    bool degenerate = false;       // zero or non-finite energy
+  };
+  static RankChoice choose_rank(const std::vector<double>& eigenvalues_desc, const Settings& s);
+
+  // One tensor's basis: x's (P) or g_y's (Q).
+  struct Basis {
+    bool valid = false;      // a calibration has produced it
+    bool token_axis = true;  // n = L (else n = channel size)
+    int64_t n = 0;
+    RankChoice choice;
+    Tensor proj;  // (R, n) = U_Rᵀ/√η in gram_dtype
+    std::vector<double> eigenvalues;  // descending
+  };
+  // Builds a basis from a symmetric PSD Gram matrix (n, n) (pure; exposed for tests).
+  static Basis basis_from_gram(const Tensor& gram, bool token_axis, const Settings& s);
+
+  Instant();  // default settings
+  explicit Instant(Settings s);
+  std::string type() const override { return "instant"; }
+  nlohmann::json hyperparams() const override;
+  std::unique_ptr<Strategy> clone() const override { return std::make_unique<Instant>(settings_); }
+  const Settings& settings() const { return settings_; }
+
+  // True at step 0, every calib_every steps, and whenever no calibration has run yet.
+  bool needs_calibration(int64_t step) const override;
+  int64_t calibration_batches() const override { return settings_.calib_batches; }
+
+  // Low-rank whenever both bases are usable (until then vanilla's figures):
+  // 2(R_x + R_y)(I·O + L·I + L·O) FLOPs per sample (this includes the forward projection of
+  // x), saved R_x·I·4 bytes per sample on the token axis, L·R_x·4 on the channel axis.
+  double paper_backward_flops(const LayerGeometry& g) const override;
+  double paper_saved_bytes_fp32(const LayerGeometry& g) const override;
+  nlohmann::json report() const override;
+
+  const Basis& x_basis() const { return x_basis_; }
+  const Basis& g_basis() const { return g_basis_; }
+  int64_t calibrations() const { return calibrations_; }
+  // Whether a call with geometry g would run low-rank (else exact).
+  bool compresses(const LayerGeometry& g) const;
+
+ protected:
+  SavedState save_impl(const Tensor& x, const Tensor& w) override;
+  Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
+                          bool want_gw) override;
+  void observe_input(const Tensor& x) override;
+  void observe_grad_output(const Tensor& g_y) override;
+  void begin_calibration_impl() override;
+  void finish_calibration_impl() override;
+
+ private:
+  // Running sum of batch-averaged per-sample Gram matrices for one tensor.
+  struct GramAccumulator {
+    bool token_axis = true;
+    int64_t n = 0;
+    int64_t batches = 0;
+    Tensor sum;  // (n, n) gram_dtype, upper triangle filled
+  };
+  bool pick_token_axis(int64_t L, int64_t C) const;
+  void accumulate(GramAccumulator& acc, const Tensor& t, const char* what);
+  static bool basis_fits(const Basis& b, int64_t L, int64_t C);
+
+  Settings settings_;
+  Basis x_basis_, g_basis_;
+  GramAccumulator x_acc_, g_acc_;
+  int64_t calibrations_ = 0;
+  int64_t generation_ = 0;  // bumped by every calibration; saved states carry it
+  int64_t fallback_calls_ = 0;  // calls run exactly although calibrated (L mismatch, degenerate)
+  // Calibration cost, reported separately from the training backward.
+  double calib_flops_ = 0, calib_ms_ = 0;
+  std::vector<nlohmann::json> rank_history_;
+};
+
+}  // namespace lb::nn::backward

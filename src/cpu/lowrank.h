@@ -1,0 +1,27 @@
+// CPU kernels for thin low-rank projections along the token axis (INSTANT, ALGORITHMS.md
+// "Where the time goes"). A projection with R ≪ L rows touches every element of a large
+// (B, L, C) tensor with only R multiply-adds, so it is memory-bound: these kernels read the
+// big tensor exactly once, in its own (B, L, C) layout, parallel over samples and column
+// tiles, with a register-blocked micro-kernel (R-row blocks × one column tile). The small
+// side (R rows per sample) is addressed through per-row base pointers, so callers choose the
+// layout of the projected tensors freely, e.g. (R, B, C): then the projected rows of all
+// samples form one (R·B, C) matrix and the follow-up GEMMs fold the batch into one BLAS call.
+#pragma once
+#include <cstdint>
+
+namespace lb::cpu {
+
+// Projection: for every sample b and row r of a (R, L) (row-major),
+//   out_rows[r][b·out_b_stride + c] = Σ_l a[r, l] · x[b, l, c]      (x: (B, L, C) contiguous)
+// Rows r of `a` may go to different buffers (e.g. [P; Q] stacked, read g_y once).
+template <typename T>
+void project_tokens(const T* a, int64_t R, int64_t L, const T* x, int64_t B, int64_t C,
+                    T* const* out_rows, int64_t out_b_stride);
+
+// Expansion (the adjoint): out[b, l, c] = Σ_r a[r, l] · in_rows[r][b·in_b_stride + c]
+// (out: (B, L, C) contiguous, overwritten).
+template <typename T>
+void expand_tokens(const T* a, int64_t R, int64_t L, const T* const* in_rows, int64_t in_b_stride,
+                   int64_t B, int64_t C, T* out);
+
+}  // namespace lb::cpu

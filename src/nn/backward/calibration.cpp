@@ -1,0 +1,75 @@
+// Calibrator: which strategies calibrate at a step, and the begin / passes / finish protocol
+// (see calibration.h).
+#include "lb/nn/backward/calibration.h"
+
+#include <algorithm>
+
+#include "lb/core/error.h"
+
+namespace lb::nn::backward {
+
+Calibrator::Calibrator(std::vector<std::shared_ptr<Strategy>> strategies) : all_(std::move(strategies)) {
+  for (const auto& s : all_) LB_CHECK(s != nullptr, "Calibrator: null strategy");
+}
+
+bool Calibrator::needs_calibration(int64_t step) const { return num_batches(step) > 0; }
+
+int64_t Calibrator::num_batches(int64_t step) const {
+  int64_t n = 0;
+  for (const auto& s : all_)
+    if (s->calibration_batches() > 0 && s->needs_calibration(step)) n = std::max(n, s->calibration_batches());
+  return n;
+}
+
+void Calibrator::begin(int64_t step) {
+  LB_CHECK(active_.empty(), "Calibrator::begin(", step, "): a calibration is already running; call finish() first");
+  num_batches_ = num_batches(step);
+  for (const auto& s : all_)
+    if (s->calibration_batches() > 0 && s->needs_calibration(step)) {
+      s->begin_calibration();
+      active_.push_back(s);
+    }
+  started_ = std::chrono::steady_clock::now();
+  steps_.push_back(step);
+}
+
+void Calibrator::finish() {
+  for (const auto& s : active_) s->finish_calibration();
+  active_.clear();
+  ++calibrations_;
+  ms_total_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
+}
+
+bool Calibrator::calibrate(int64_t step, const std::function<void(int64_t)>& run_batch,
+                           const std::function<void()>& zero_grad) {
+  if (!needs_calibration(step)) return false;
+  begin(step);
+  try {
+    for (int64_t i = 0; i < num_batches_; ++i) run_batch(i);
+  } catch (...) {
+    finish();  // leave no layer in calibration mode; statistics seen so far are still valid
+    if (zero_grad) zero_grad();
+    throw;
+  }
+  finish();
+  if (zero_grad) zero_grad();
+  return true;
+}
+
+nlohmann::json Calibrator::report() const {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& s : all_) {
+    if (s->calibration_batches() == 0) continue;
+    nlohmann::json r = s->report();
+    nlohmann::json l = {{"layer", s->layer_name()}, {"type", s->type()}};
+    if (r.contains("instant")) {
+      l["x"] = r["instant"]["x"];
+      l["g_y"] = r["instant"]["g_y"];
+    }
+    if (r.contains("calibration")) l["cost"] = r["calibration"];
+    layers.push_back(l);
+  }
+  return {{"calibrations", calibrations_}, {"ms_total", ms_total_}, {"steps", steps_}, {"layers", layers}};
+}
+
+}  // namespace lb::nn::backward

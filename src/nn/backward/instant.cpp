@@ -1,0 +1,395 @@
+// INSTANT backward strategy (see instant.h): settings, calibration statistics, rank
+// selection, the low-rank save/backward on both axes, and the accounting.
+//
+// Layouts (token axis) are chosen so every big product is one BLAS call with no copies:
+//   x̂  (R_x, B, I): row r of sample b at x̂[r, b, :]; as a matrix (R_x·B, I)
+//   Z1 (R_x, B, O) = P g_y per sample,  Z2 (R_y, B, O) = Q g_y per sample (one pass over g_y)
+//   g_w = Z1ᵀ x̂ (contraction over R_x·B),  Ĝ_x = Z2 w (R_y·B, I),  g_x,b = Qᵀ Ĝ_x[:, b, :].
+#include "lb/nn/backward/instant.h"
+
+#include <cblas.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "lb/autograd/grad_mode.h"
+#include "lb/core/checks.h"
+#include "lb/core/dispatch.h"
+#include "lb/ops/linalg.h"
+#include "src/cpu/lowrank.h"
+
+namespace lb::nn::backward {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+const char* axis_name(Instant::Axis a) {
+  switch (a) {
+    case Instant::Axis::Token: return "token";
+    case Instant::Axis::Channel: return "channel";
+    default: return "auto";
+  }
+}
+
+// A basis in the compute dtype of the call (bases live in gram_dtype).
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  NoGradGuard no_grad;
+  return t.to(dtype);
+}
+
+// Row pointers of a (R, B, C) buffer: row r of sample b starts at rows[r] + b·C.
+template <typename T>
+std::vector<T*> row_bases(T* base, int64_t R, int64_t B, int64_t C) {
+  std::vector<T*> rows(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) rows[r] = base + r * B * C;
+  return rows;
+}
+
+// sum += alpha · Σ_b op(t_b) op(t_b)ᵀ (upper triangle), BLAS syrk.
+inline void syrk(bool trans, int64_t n, int64_t k, double alpha, const float* a, int64_t lda,
+                 float* c) {
+  cblas_ssyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, static_cast<int>(n),
+              static_cast<int>(k), static_cast<float>(alpha), a, static_cast<int>(lda), 1.0f, c,
+              static_cast<int>(n));
+}
+inline void syrk(bool trans, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+                 double* c) {
+  cblas_dsyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, static_cast<int>(n),
+              static_cast<int>(k), alpha, a, static_cast<int>(lda), 1.0, c, static_cast<int>(n));
+}
+
+nlohmann::json basis_json(const Instant::Basis& b) {
+  if (!b.valid) return {{"valid", false}};
+  return {{"valid", true},
+          {"axis", b.token_axis ? "token" : "channel"},
+          {"n", b.n},
+          {"rank", b.choice.rank},
+          {"k", b.choice.k},
+          {"eta", b.choice.eta},
+          {"energy_fraction", b.choice.energy_fraction},
+          {"degenerate", b.choice.degenerate}};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- settings
+
+Instant::Settings Instant::parse(JsonReader& r) {
+  Settings s;
+  const std::string axis = r.choice("axis", "auto", {"auto", "token", "channel"});
+  s.axis = axis == "token" ? Axis::Token : axis == "channel" ? Axis::Channel : Axis::Auto;
+  s.epsilon = r.number("epsilon", s.epsilon, 0.0, 1.0);
+  LB_CHECK(s.epsilon > 0.0, r.path(), ".epsilon: must be in (0, 1], got 0");
+  s.oversampling = r.integer("oversampling", s.oversampling, 0, 1 << 20);
+  s.compensate = r.boolean("compensate", s.compensate);
+  s.eta_offset_compat = r.boolean("eta_offset_compat", s.eta_offset_compat);
+  s.calib_every = r.integer("calib_every", s.calib_every, 1, int64_t{1} << 40);
+  s.calib_batches = r.integer("calib_batches", s.calib_batches, 1, 1 << 20);
+  if (r.has("rank")) s.rank = r.integer("rank", 0, 1, 1 << 20);
+  s.gram_dtype = r.choice("gram_dtype", "f32", {"f32", "f64"}) == "f64" ? DType::F64 : DType::F32;
+  return s;
+}
+
+Instant::Instant() : settings_() {}
+Instant::Instant(Settings s) : settings_(s) {}
+
+nlohmann::json Instant::hyperparams() const {
+  nlohmann::json j = {{"type", "instant"},
+                      {"axis", axis_name(settings_.axis)},
+                      {"epsilon", settings_.epsilon},
+                      {"oversampling", settings_.oversampling},
+                      {"compensate", settings_.compensate},
+                      {"eta_offset_compat", settings_.eta_offset_compat},
+                      {"calib_every", settings_.calib_every},
+                      {"calib_batches", settings_.calib_batches},
+                      {"gram_dtype", settings_.gram_dtype == DType::F64 ? "f64" : "f32"}};
+  if (settings_.rank > 0) j["rank"] = settings_.rank;
+  return j;
+}
+
+bool Instant::needs_calibration(int64_t step) const {
+  return calibrations_ == 0 || step % settings_.calib_every == 0;
+}
+
+// ---------------------------------------------------------------- rank selection
+
+Instant::RankChoice Instant::choose_rank(const std::vector<double>& ev, const Settings& s) {
+  RankChoice c;
+  const int64_t n = static_cast<int64_t>(ev.size());
+  // Energy of the Gram matrix = Σ λ² (its squared Frobenius norm): notes §2.3.
+  std::vector<double> cum(static_cast<size_t>(n) + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i) cum[i + 1] = cum[i] + ev[i] * ev[i];
+  const double E = cum[n];
+  if (n == 0 || !(E > 0.0) || !std::isfinite(E)) {
+    c.degenerate = true;
+    return c;
+  }
+  c.k = n;  // rounding may keep the sum just under ε·E at ε = 1
+  for (int64_t k = 1; k <= n; ++k)
+    if (cum[k] >= s.epsilon * E) {
+      c.k = k;
+      break;
+    }
+  c.rank = s.rank > 0 ? std::min(s.rank, n) : std::min(c.k + s.oversampling, n);
+  c.energy_fraction = cum[c.rank] / E;
+  if (!s.compensate)
+    c.eta = 1.0;
+  else if (s.eta_offset_compat)  // the reference code reads the cumulative energy one further
+    c.eta = c.rank < n ? cum[c.rank + 1] / E : 1.0;
+  else
+    c.eta = c.energy_fraction;
+  return c;
+}
+
+Instant::Basis Instant::basis_from_gram(const Tensor& gram, bool token_axis, const Settings& s) {
+  LB_CHECK(gram.dim() == 2 && gram.size(0) == gram.size(1), "instant: Gram matrix must be square, got ",
+           shape_str(gram.shape()));
+  Basis b;
+  b.valid = true;
+  b.token_axis = token_axis;
+  b.n = gram.size(0);
+  const std::vector<double> g = gram.to_double_vector();
+  bool finite = true;
+  for (double v : g) finite = finite && std::isfinite(v);
+  if (!finite) {  // a diverged run: stay exact rather than fail inside LAPACK
+    b.choice.degenerate = true;
+    return b;
+  }
+  const EighResult e = eigh(gram);  // ascending (LAPACK order)
+  const std::vector<double> asc = e.eigenvalues.to_double_vector();
+  const int64_t n = b.n;
+  b.eigenvalues.assign(asc.rbegin(), asc.rend());
+  b.choice = choose_rank(b.eigenvalues, s);
+  if (b.choice.degenerate) return b;
+  const int64_t R = b.choice.rank;
+  b.proj = Tensor::empty({R, n}, gram.dtype());
+  const double scale = 1.0 / std::sqrt(b.choice.eta);
+  detail::dispatch_float(gram.dtype(), "instant basis", [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor V = detail::contiguous_nograd(e.eigenvectors);
+    const T* pv = V.data<T>();
+    T* pp = b.proj.data<T>();
+    for (int64_t r = 0; r < R; ++r)  // descending order: column n-1-r of V
+      for (int64_t j = 0; j < n; ++j) pp[r * n + j] = static_cast<T>(pv[j * n + (n - 1 - r)] * scale);
+  });
+  return b;
+}
+
+// ---------------------------------------------------------------- calibration
+
+bool Instant::pick_token_axis(int64_t L, int64_t C) const {
+  if (settings_.axis == Axis::Token) return true;
+  if (settings_.axis == Axis::Channel) return false;
+  return L <= C;  // official code: channel axis only when C < L
+}
+
+void Instant::begin_calibration_impl() {
+  x_acc_ = GramAccumulator();
+  g_acc_ = GramAccumulator();
+}
+
+void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const char* what) {
+  const auto t0 = Clock::now();
+  const int64_t B = t.size(0), L = t.size(1), C = t.size(2);
+  const bool token = acc.batches > 0 ? acc.token_axis : pick_token_axis(L, C);
+  const int64_t n = token ? L : C;
+  if (acc.batches == 0) {
+    acc.token_axis = token;
+    acc.n = n;
+    acc.sum = Tensor::zeros({n, n}, settings_.gram_dtype, Device::cpu(), MemTag::Workspace);
+  }
+  LB_CHECK(acc.n == n, "instant (", layer_name_, "): calibration batches disagree on the ", what,
+           " ", token ? "token" : "channel", " axis size (", acc.n, " then ", n, " from ",
+           shape_str(t.shape()), "). HINT: the token axis needs a fixed sequence length; pad to "
+           "max_seq_len or set \"axis\": \"channel\"");
+  if (B == 0 || L == 0 || C == 0) return;
+  NoGradGuard no_grad;
+  const Tensor tc = detail::contiguous_nograd(as_dtype(t, settings_.gram_dtype));
+  detail::dispatch_float(settings_.gram_dtype, "instant calibration", [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = tc.data<T>();
+    T* s = acc.sum.data<T>();
+    const double alpha = 1.0 / static_cast<double>(B);  // per-sample Grams averaged over the batch
+    if (token) {
+      for (int64_t b = 0; b < B; ++b) syrk(false, L, C, alpha, p + b * L * C, C, s);  // x_b x_bᵀ
+    } else {
+      syrk(true, C, B * L, alpha, p, C, s);  // Σ_b x_bᵀ x_b = XᵀX
+    }
+  });
+  ++acc.batches;
+  calib_flops_ += static_cast<double>(B) * static_cast<double>(n) * static_cast<double>(n + 1) *
+                  static_cast<double>(token ? C : L);
+  calib_ms_ += ms_since(t0);
+}
+
+void Instant::observe_input(const Tensor& x) { accumulate(x_acc_, x, "input"); }
+void Instant::observe_grad_output(const Tensor& g_y) { accumulate(g_acc_, g_y, "output-gradient"); }
+
+void Instant::finish_calibration_impl() {
+  const auto t0 = Clock::now();
+  bool any = false;
+  for (auto [acc, basis] : {std::pair{&x_acc_, &x_basis_}, std::pair{&g_acc_, &g_basis_}}) {
+    if (acc->batches == 0) continue;  // the layer was not used: keep what it had
+    any = true;
+    const int64_t n = acc->n;
+    Tensor gram = acc->sum;
+    detail::dispatch_float(gram.dtype(), "instant calibration", [&](auto tag) {
+      using T = decltype(tag);
+      T* s = gram.data<T>();
+      const T inv = T(1) / static_cast<T>(acc->batches);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = i; j < n; ++j) s[j * n + i] = s[i * n + j] = s[i * n + j] * inv;
+    });
+    *basis = basis_from_gram(gram, acc->token_axis, settings_);
+    calib_flops_ += 14.0 / 3.0 * std::pow(static_cast<double>(n), 3);  // syevd, estimate
+    *acc = GramAccumulator();
+  }
+  if (!any) return;
+  ++calibrations_;
+  ++generation_;
+  calib_ms_ += ms_since(t0);
+  rank_history_.push_back({{"calibration", calibrations_},
+                           {"x_rank", x_basis_.choice.rank},
+                           {"g_y_rank", g_basis_.choice.rank},
+                           {"x_k", x_basis_.choice.k},
+                           {"g_y_k", g_basis_.choice.k}});
+}
+
+// ---------------------------------------------------------------- forward / backward
+
+bool Instant::basis_fits(const Basis& b, int64_t L, int64_t C) {
+  return b.valid && !b.choice.degenerate && b.n == (b.token_axis ? L : C);
+}
+
+bool Instant::compresses(const LayerGeometry& g) const {
+  return basis_fits(x_basis_, g.L, g.I) && basis_fits(g_basis_, g.L, g.O);
+}
+
+SavedState Instant::save_impl(const Tensor& x, const Tensor& w) {
+  const int64_t B = x.size(0), L = x.size(1), I = x.size(2), O = w.size(0);
+  if (!compresses({B, L, I, O})) {
+    if (calibrations_ > 0) ++fallback_calls_;
+    return save_exact(x, w);
+  }
+  const Tensor P = detail::contiguous_nograd(as_dtype(x_basis_.proj, x.dtype()));
+  const int64_t Rx = P.size(0);
+  SavedState s;
+  s.scalars = {static_cast<double>(generation_)};
+  if (x_basis_.token_axis) {  // x̂ (R_x, B, I), x̂[:, b, :] = P x_b
+    Tensor xh = Tensor::empty({Rx, B, I}, x.dtype());
+    detail::dispatch_float(x.dtype(), "instant save", [&](auto tag) {
+      using T = decltype(tag);
+      auto rows = row_bases(xh.data<T>(), Rx, B, I);
+      cpu::project_tokens(P.data<T>(), Rx, L, x.data<T>(), B, I, rows.data(), I);
+    });
+    s.tensors = {xh};
+  } else {  // X̂ = X Pᵀ (B·L, R_x)
+    NoGradGuard no_grad;
+    s.tensors = {matmul(x.view({B * L, I}), P, false, true)};
+  }
+  return s;
+}
+
+Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w,
+                                 bool want_gx, bool want_gw) {
+  LB_CHECK(s.scalars.size() == 1 && static_cast<int64_t>(s.scalars[0]) == generation_,
+           "instant (", layer_name_, "): the bases changed between this forward and its backward. "
+           "HINT: run calibration only between optimizer steps, after every pending backward");
+  const auto& [B, L, I, O] = s.geom;
+  LB_CHECK(g_y.is_contiguous() && g_y.dim() == 3 && g_y.size(0) == B && g_y.size(1) == L &&
+               g_y.size(2) == O,
+           "instant (", layer_name_, "): g_y must be a contiguous (", B, ", ", L, ", ", O,
+           ") tensor, got ", g_y.str());
+  const DType dt = g_y.dtype();
+  const Tensor P = detail::contiguous_nograd(as_dtype(x_basis_.proj, dt));
+  const Tensor Q = detail::contiguous_nograd(as_dtype(g_basis_.proj, dt));
+  const int64_t Rx = P.size(0), Ry = Q.size(0);
+  const Tensor& xh = s.tensors.at(0);
+  const Tensor g2 = g_y.view({B * L, O});  // contiguous (strategy contract)
+  Gradients out;
+
+  // Token-axis projections of g_y: Z1 = P g_y (for g_w) and Z2 = Q g_y (for g_x), stacked as
+  // one [P; Q] projection so g_y streams through memory once.
+  const bool need_z1 = want_gw && x_basis_.token_axis;
+  const bool need_z2 = want_gx && g_basis_.token_axis;
+  Tensor z1, z2;
+  if (need_z1 || need_z2) {
+    const int64_t R1 = need_z1 ? Rx : 0, R2 = need_z2 ? Ry : 0;
+    if (need_z1) z1 = Tensor::empty({Rx * B, O}, dt, Device::cpu(), MemTag::Workspace);
+    if (need_z2) z2 = Tensor::empty({Ry * B, O}, dt, Device::cpu(), MemTag::Workspace);
+    detail::dispatch_float(dt, "instant backward", [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<T> stacked(static_cast<size_t>((R1 + R2) * L));
+      std::vector<T*> rows;
+      if (need_z1) {
+        std::copy(P.data<T>(), P.data<T>() + Rx * L, stacked.begin());
+        for (T* r : row_bases(z1.data<T>(), Rx, B, O)) rows.push_back(r);
+      }
+      if (need_z2) {
+        std::copy(Q.data<T>(), Q.data<T>() + Ry * L, stacked.begin() + R1 * L);
+        for (T* r : row_bases(z2.data<T>(), Ry, B, O)) rows.push_back(r);
+      }
+      cpu::project_tokens(stacked.data(), R1 + R2, L, g_y.data<T>(), B, O, rows.data(), O);
+    });
+  }
+
+  if (want_gw) {
+    if (x_basis_.token_axis)  // g_w = Σ_b (P g_b)ᵀ (P x_b): one GEMM contracting over R_x·B
+      out.grad_weight = matmul(z1, xh.view({Rx * B, I}), true, false);
+    else  // g_w = (Gᵀ X̂) P
+      out.grad_weight = matmul(matmul(g2, xh, true, false), P);
+  }
+  if (want_gx) {
+    if (g_basis_.token_axis) {  // Ĝ_x = (Q g_b) w for all b at once, then g_x,b = Qᵀ Ĝ_x,b
+      const Tensor gxh = matmul(z2, w);  // (R_y·B, I)
+      Tensor gx = Tensor::empty({B, L, I}, dt);
+      detail::dispatch_float(dt, "instant backward", [&](auto tag) {
+        using T = decltype(tag);
+        auto rows = row_bases(gxh.data<T>(), Ry, B, I);
+        std::vector<const T*> crows(rows.begin(), rows.end());
+        cpu::expand_tokens(Q.data<T>(), Ry, L, crows.data(), I, B, I, gx.data<T>());
+      });
+      out.grad_input = gx;
+    } else {  // g_x = (G Qᵀ)(Q w)
+      out.grad_input = matmul(matmul(g2, Q, false, true), matmul(Q, w)).view({B, L, I});
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- accounting
+
+double Instant::paper_backward_flops(const LayerGeometry& g) const {
+  if (!compresses(g)) return Strategy::paper_backward_flops(g);
+  const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
+  const double R = static_cast<double>(x_basis_.choice.rank + g_basis_.choice.rank);
+  return 2.0 * R * (I * O + L * I + L * O);
+}
+
+double Instant::paper_saved_bytes_fp32(const LayerGeometry& g) const {
+  if (!compresses(g)) return Strategy::paper_saved_bytes_fp32(g);
+  const double Rx = static_cast<double>(x_basis_.choice.rank);
+  return 4.0 * Rx * static_cast<double>(x_basis_.token_axis ? g.I : g.L);
+}
+
+nlohmann::json Instant::report() const {
+  nlohmann::json j = Strategy::report();
+  j["instant"] = {{"calibrations", calibrations_},
+                  {"compressing", compresses(last_geom_)},
+                  {"x", basis_json(x_basis_)},
+                  {"g_y", basis_json(g_basis_)},
+                  {"fallback_calls", fallback_calls_},
+                  {"rank_history", rank_history_}};
+  j["calibration"] = {{"flops", calib_flops_},
+                      {"statistics_and_eigh_ms", calib_ms_},
+                      {"backward_calls", calib_calls_},
+                      {"backward_ms", calib_backward_ms_}};
+  return j;
+}
+
+}  // namespace lb::nn::backward
