@@ -1,11 +1,13 @@
-// `leanback bench WORKLOAD [--iters N] [--warmup N] [--strategy S] [--json]`: micro-benchmarks
+// `leanback bench WORKLOAD [--iters N] [--warmup N] [--strategy S] [--rank N] [--json]`: micro-benchmarks
 // from a small registry (bench_workloads.h), printing one JSON line or a readable summary.
 #include <omp.h>
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
+#include "lb/nn/backward/factory.h"
 #include "src/cli/bench_workloads.h"
 #include "src/cli/commands.h"
 
@@ -18,6 +20,8 @@ const std::vector<BenchWorkload>& bench_workloads() {
   static const std::vector<BenchWorkload> w = {
       {"linear_bwd", "Linear 768->3072 (bias) on x (32, 128, 768) f32: forward + backward",
        bench_linear_bwd},
+      {"conv_bwd", "Conv2d 3x3 64->64 pad 1 (bias) on x (64, 64, 32, 32) f32: forward + backward",
+       bench_conv_bwd},
   };
   return w;
 }
@@ -63,14 +67,19 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
     } else if (a == "--json") {
       opt.json = true;
     } else if (a == "--strategy") {
-      if (i + 1 >= args.size()) throw UsageError("--strategy needs a value (vanilla)");
+      // Any type the strategy factory knows (nn/backward/factory.cpp).
+      std::string valid;
+      for (const auto& t : nn::backward::strategy_types()) valid += (valid.empty() ? "" : ", ") + t;
+      if (i + 1 >= args.size()) throw UsageError("--strategy needs a value (" + valid + ")");
       opt.strategy = args[++i];
-      // Further strategies (instant, hot) register here when they land.
-      if (opt.strategy != "vanilla")
-        throw UsageError("--strategy '" + opt.strategy + "' is not available; valid: vanilla");
+      const auto types = nn::backward::strategy_types();
+      if (std::find(types.begin(), types.end(), opt.strategy) == types.end())
+        throw UsageError("--strategy '" + opt.strategy + "' is not available; valid: " + valid);
+    } else if (a == "--rank") {
+      opt.rank = parse_count(args, i, 1);
     } else {
       throw UsageError("unknown flag '" + a +
-                       "' for bench; valid: --iters N, --warmup N, --strategy S, --json");
+                       "' for bench; valid: --iters N, --warmup N, --strategy S, --rank N, --json");
     }
   }
   return opt;
@@ -85,6 +94,14 @@ std::string summary(const nlohmann::json& r) {
      << std::setprecision(2) << r.value("saved_bytes", int64_t{0}) / (1024.0 * 1024.0)
      << " MiB, median of " << r.value("iters", 0) << " iters, threads omp "
      << r["threads"].value("omp", 0) << " / blas " << r["threads"].value("blas", 0) << " (" << r["threads"].value("blas_core", "?") << ")";
+  if (r.contains("backward_mflops_per_sample"))
+    os << "; paper: " << std::setprecision(1) << r["backward_mflops_per_sample"].get<double>()
+       << " backward MFLOPs/sample";
+  if (r.contains("ranks"))
+    os << ", ranks x " << r["ranks"]["x"] << " (" << r["ranks"]["x_axis"].get<std::string>()
+       << ") / g_y " << r["ranks"]["g_y"] << " (" << r["ranks"]["g_y_axis"].get<std::string>() << ")";
+  if (r.value("calibration_ms", 0.0) > 0)
+    os << ", calibration " << std::setprecision(1) << r["calibration_ms"].get<double>() << " ms (untimed)";
   return os.str();
 }
 

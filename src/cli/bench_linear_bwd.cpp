@@ -3,10 +3,14 @@
 // activation requiring grad, so backward computes g_x, g_w and g_b like a hidden layer does.
 // Each iteration: drop the leaf grads (as zero_grad(set_to_none=True)), time the forward,
 // then the backward from a fixed g_y. tools/bench/linear_bwd.py is the PyTorch twin.
+// --strategy S (other than plain vanilla) runs the layer through that backward strategy
+// (bench_strategy.h), calibrated once on this data before timing; --rank N fixes its rank.
 #include "lb/autograd/node.h"
 #include "lb/core/tensor.h"
 #include "lb/nn/init.h"
 #include "lb/ops/linalg.h"
+#include "lb/nn/backward/strategy.h"
+#include "src/cli/bench_strategy.h"
 #include "src/cli/bench_workloads.h"
 
 namespace lb::cli {
@@ -25,6 +29,17 @@ nlohmann::json bench_linear_bwd(const BenchOptions& opt) {
   b.set_requires_grad(true);
   x.set_requires_grad(true);
 
+  const auto strategy = bench_strategy(opt);  // null: the plain exact op
+  auto forward = [&] {
+    return strategy ? nn::backward::strategy_linear(x, w, b, strategy) : linear(x, w, b);
+  };
+  const double calib_ms = strategy ? bench_calibrate(*strategy, [&] {
+    forward().backward(g);
+    x.zero_grad();
+    w.zero_grad();
+    b.zero_grad();
+  }) : 0.0;
+
   std::vector<double> fwd, bwd, step;
   int64_t saved = 0;
   for (int it = 0; it < opt.warmup + opt.iters; ++it) {
@@ -32,7 +47,7 @@ nlohmann::json bench_linear_bwd(const BenchOptions& opt) {
     w.zero_grad();
     b.zero_grad();
     const auto t0 = BenchClock::now();
-    Tensor y = linear(x, w, b);
+    Tensor y = forward();
     const auto t1 = BenchClock::now();
     saved = autograd::saved_bytes();  // after forward, before backward
     const auto t2 = BenchClock::now();
@@ -46,9 +61,10 @@ nlohmann::json bench_linear_bwd(const BenchOptions& opt) {
     step.push_back(fwd.back() + bwd.back());
   }
   const double ms = median(step);
-  // Forward x wᵀ, backward g_y w and g_yᵀ x: three (M, 768, 3072) GEMMs.
+  // Forward x wᵀ, backward g_y w and g_yᵀ x: three (M, 768, 3072) GEMMs (for a compressed
+  // strategy this is the vanilla work over its time: an effective rate).
   const double flops = 3 * 2.0 * kB * kT * kIn * kOut;
-  return {{"workload", "linear_bwd"},
+  nlohmann::json r = {{"workload", "linear_bwd"},
           {"strategy", opt.strategy},
           {"framework", "leanback"},
           {"shape", {{"x", {kB, kT, kIn}}, {"w", {kOut, kIn}}, {"bias", true}}},
@@ -60,7 +76,10 @@ nlohmann::json bench_linear_bwd(const BenchOptions& opt) {
           {"backward_ms", median(bwd)},
           {"saved_bytes", saved},
           {"gflops", ms > 0 ? flops / (ms * 1e6) : 0.0},
+          {"calibration_ms", calib_ms},
           {"threads", bench_threads()}};
+  bench_strategy_fields(r, strategy.get(), {kB, kT, kIn, kOut});
+  return r;
 }
 
 }  // namespace lb::cli

@@ -18,7 +18,8 @@ struct BenchOptions {
   int iters = 10;                    // timed iterations
   int warmup = 3;                    // untimed iterations first (allocator, BLAS buffers)
   bool json = false;                 // one JSON line instead of a readable summary
-  std::string strategy = "vanilla";  // Linear/Conv backward strategy
+  std::string strategy = "vanilla";  // Linear/Conv backward strategy (bench_strategy.h)
+  int rank = 0;                      // --rank N: fixed low-rank size (INSTANT R_x = R_y = N)
 };
 
 struct BenchWorkload {
@@ -31,6 +32,7 @@ struct BenchWorkload {
 const std::vector<BenchWorkload>& bench_workloads();
 
 nlohmann::json bench_linear_bwd(const BenchOptions& opt);
+nlohmann::json bench_conv_bwd(const BenchOptions& opt);
 
 // ---- timing helpers ----
 using BenchClock = std::chrono::steady_clock;

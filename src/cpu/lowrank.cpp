@@ -5,6 +5,7 @@
 #include "src/cpu/lowrank.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace lb::cpu {
@@ -13,9 +14,44 @@ namespace {
 
 constexpr int64_t kRB = 8;  // output rows per register block
 
+// One 512-bit vector of T through the GCC/Clang vector extension (lowered to AVX-512, or to
+// pairs of AVX2 registers, by -march), plus an unaligned alias for loads and stores.
+template <typename T>
+struct Simd;
+template <>
+struct Simd<float> {
+  typedef float V __attribute__((vector_size(64)));
+  typedef float VU __attribute__((vector_size(64), aligned(4)));
+};
+template <>
+struct Simd<double> {
+  typedef double V __attribute__((vector_size(64)));
+  typedef double VU __attribute__((vector_size(64), aligned(8)));
+};
+
+template <typename T>
+constexpr int64_t kLanes = 64 / static_cast<int64_t>(sizeof(T));
 template <typename T>
 constexpr int64_t tile_width() {
-  return 2 * 64 / static_cast<int64_t>(sizeof(T));  // two 512-bit registers of T
+  return 2 * kLanes<T>;  // two vectors per row
+}
+
+template <typename T>
+inline typename Simd<T>::V load(const T* p) {
+  return *reinterpret_cast<const typename Simd<T>::VU*>(p);
+}
+template <typename T>
+inline void store(T* p, typename Simd<T>::V v) {
+  *reinterpret_cast<typename Simd<T>::VU*>(p) = v;
+}
+// Broadcast by listing the lanes (`V{} + s` would cost an extra add to honour -0.0).
+template <typename T, size_t... I>
+inline typename Simd<T>::V splat_impl(T s, std::index_sequence<I...>) {
+  return typename Simd<T>::V{((void)I, s)...};
+}
+template <typename T>
+inline typename Simd<T>::V splat(T s) {
+  return splat_impl(s, std::make_index_sequence<static_cast<size_t>(kLanes<T>)>{});
 }
 
 // a (R, L) -> (L, Rp) with Rp = R rounded up to kRB, zero padded: the micro-kernels read kRB
@@ -28,59 +64,76 @@ std::vector<T> transpose_padded(const T* a, int64_t R, int64_t L, int64_t Rp) {
   return at;
 }
 
-// One task of project_tokens: rows [rb, rb + kRB) of the output, columns [c0, c0 + cw).
-template <typename T, bool kFull>
-inline void project_block(const T* at, int64_t Rp, int64_t rb, int64_t L, const T* xb, int64_t C,
-                          int64_t c0, int64_t cw, T (&acc)[kRB][tile_width<T>()]) {
-  constexpr int64_t W = tile_width<T>();
-  for (int64_t i = 0; i < kRB; ++i)
-    for (int64_t c = 0; c < W; ++c) acc[i][c] = T(0);
+// project_tokens, one full tile: rows [rb, rb + kRB) × columns [0, W) of sample xb, written
+// to out[i] (for the rows that exist). 16 accumulators live in registers.
+template <typename T>
+inline void project_tile(const T* at, int64_t Rp, int64_t L, const T* xb, int64_t C, T* const* out,
+                         int64_t nrows) {
+  using V = typename Simd<T>::V;
+  constexpr int64_t VL = kLanes<T>;
+  V a0[kRB], a1[kRB];
+  for (int64_t i = 0; i < kRB; ++i) a0[i] = a1[i] = V{};
   for (int64_t l = 0; l < L; ++l) {
-    const T* xr = xb + l * C + c0;
-    T xv[W];
-    if constexpr (kFull) {
-      for (int64_t c = 0; c < W; ++c) xv[c] = xr[c];
-    } else {
-      for (int64_t c = 0; c < W; ++c) xv[c] = c < cw ? xr[c] : T(0);
-    }
-    const T* al = at + l * Rp + rb;
+    const V x0 = load(xb + l * C), x1 = load(xb + l * C + VL);
+    const T* al = at + l * Rp;
     for (int64_t i = 0; i < kRB; ++i) {
-      const T s = al[i];
-      for (int64_t c = 0; c < W; ++c) acc[i][c] += s * xv[c];
+      const V s = splat(al[i]);
+      a0[i] += s * x0;
+      a1[i] += s * x1;
     }
+  }
+  for (int64_t i = 0; i < nrows; ++i) {
+    store(out[i], a0[i]);
+    store(out[i] + VL, a1[i]);
   }
 }
 
-// One task of expand_tokens: adds rows [rb, rb + kRB) of the expansion into the (L, cw)
-// tile of out (overwrites it when `first`).
+// project_tokens, a partial tile of cw < W columns (scalar).
 template <typename T>
-inline void expand_block(const T* at, int64_t Rp, int64_t rb, int64_t R, int64_t L,
-                         const T* const* in_rows, int64_t in_off, int64_t cw, T* ob, int64_t C,
-                         bool first) {
-  constexpr int64_t W = tile_width<T>();
-  T in[kRB][W];
+inline void project_tail(const T* at, int64_t Rp, int64_t L, const T* xb, int64_t C, int64_t cw,
+                         T* const* out, int64_t nrows) {
+  for (int64_t i = 0; i < nrows; ++i)
+    for (int64_t c = 0; c < cw; ++c) {
+      T acc = 0;
+      for (int64_t l = 0; l < L; ++l) acc += at[l * Rp + i] * xb[l * C + c];
+      out[i][c] = acc;
+    }
+}
+
+// expand_tokens, one full tile: out[l, 0:W] (+)= Σ_{i<kRB} at[l, i] · in[i][0:W]. The kRB
+// input rows live in 16 registers; each output row is written once per row block.
+template <typename T>
+inline void expand_tile(const T* at, int64_t Rp, int64_t L, const T* const* in, int64_t nrows,
+                        T* ob, int64_t C, bool first) {
+  using V = typename Simd<T>::V;
+  constexpr int64_t VL = kLanes<T>;
+  V i0[kRB], i1[kRB];
   for (int64_t i = 0; i < kRB; ++i) {
-    const T* src = rb + i < R ? in_rows[rb + i] + in_off : nullptr;
-    for (int64_t c = 0; c < W; ++c) in[i][c] = (src && c < cw) ? src[c] : T(0);
+    i0[i] = i < nrows ? load(in[i]) : V{};
+    i1[i] = i < nrows ? load(in[i] + VL) : V{};
   }
   for (int64_t l = 0; l < L; ++l) {
-    const T* al = at + l * Rp + rb;
-    T acc[W];
-    for (int64_t c = 0; c < W; ++c) acc[c] = T(0);
+    const T* al = at + l * Rp;
+    V o0 = first ? V{} : load(ob + l * C), o1 = first ? V{} : load(ob + l * C + VL);
     for (int64_t i = 0; i < kRB; ++i) {
-      const T s = al[i];
-      for (int64_t c = 0; c < W; ++c) acc[c] += s * in[i][c];
+      const V s = splat(al[i]);
+      o0 += s * i0[i];
+      o1 += s * i1[i];
     }
-    T* orow = ob + l * C;
-    if (cw == W) {
-      if (first)
-        for (int64_t c = 0; c < W; ++c) orow[c] = acc[c];
-      else
-        for (int64_t c = 0; c < W; ++c) orow[c] += acc[c];
-    } else {
-      for (int64_t c = 0; c < cw; ++c) orow[c] = first ? acc[c] : orow[c] + acc[c];
-    }
+    store(ob + l * C, o0);
+    store(ob + l * C + VL, o1);
   }
+}
+
+template <typename T>
+inline void expand_tail(const T* at, int64_t Rp, int64_t L, const T* const* in, int64_t nrows,
+                        int64_t cw, T* ob, int64_t C, bool first) {
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t c = 0; c < cw; ++c) {
+      T acc = first ? T(0) : ob[l * C + c];
+      for (int64_t i = 0; i < nrows; ++i) acc += at[l * Rp + i] * in[i][c];
+      ob[l * C + c] = acc;
+    }
 }
 
 }  // namespace
@@ -99,17 +152,15 @@ void project_tokens(const T* a, int64_t R, int64_t L, const T* x, int64_t B, int
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t c0 = t * W, cw = std::min(W, C - c0);
-      const T* xb = x + b * L * C;
+      const T* xb = x + b * L * C + c0;
       for (int64_t rb = 0; rb < Rp; rb += kRB) {
-        T acc[kRB][W];
+        const int64_t nrows = std::min(kRB, R - rb);
+        T* out[kRB];
+        for (int64_t i = 0; i < nrows; ++i) out[i] = out_rows[rb + i] + b * out_b_stride + c0;
         if (cw == W)
-          project_block<T, true>(at.data(), Rp, rb, L, xb, C, c0, cw, acc);
+          project_tile(at.data() + rb, Rp, L, xb, C, out, nrows);
         else
-          project_block<T, false>(at.data(), Rp, rb, L, xb, C, c0, cw, acc);
-        for (int64_t i = 0; i < kRB && rb + i < R; ++i) {
-          T* dst = out_rows[rb + i] + b * out_b_stride + c0;
-          for (int64_t c = 0; c < cw; ++c) dst[c] = acc[i][c];
-        }
+          project_tail(at.data() + rb, Rp, L, xb, C, cw, out, nrows);
       }
     }
 }
@@ -133,8 +184,15 @@ void expand_tokens(const T* a, int64_t R, int64_t L, const T* const* in_rows, in
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t c0 = t * W, cw = std::min(W, C - c0);
       T* ob = out + b * L * C + c0;
-      for (int64_t rb = 0; rb < Rp; rb += kRB)
-        expand_block<T>(at.data(), Rp, rb, R, L, in_rows, b * in_b_stride + c0, cw, ob, C, rb == 0);
+      for (int64_t rb = 0; rb < Rp; rb += kRB) {
+        const int64_t nrows = std::min(kRB, R - rb);
+        const T* in[kRB];
+        for (int64_t i = 0; i < nrows; ++i) in[i] = in_rows[rb + i] + b * in_b_stride + c0;
+        if (cw == W)
+          expand_tile(at.data() + rb, Rp, L, in, nrows, ob, C, rb == 0);
+        else
+          expand_tail(at.data() + rb, Rp, L, in, nrows, cw, ob, C, rb == 0);
+      }
     }
 }
 

@@ -97,7 +97,8 @@ Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const 
         const Tensor gt = detail::contiguous_nograd(g.reshape({N, O, L}).transpose(1, 2));
         const Tensor w2d = s.back().defined() ? s.back().reshape({O, -1}) : Tensor();
         Gradients gr = strategy->backward_conv(st, gt, w2d, need[0], need[1], cg);
-        return std::vector<Tensor>{need[0] ? conv_from_tokens(gr.grad_input, cg) : Tensor(),
+        if (need[0] && gr.grad_input.dim() != 4) gr.grad_input = conv_from_tokens(gr.grad_input, cg);
+        return std::vector<Tensor>{need[0] ? gr.grad_input : Tensor(),
                                    need[1] ? gr.grad_weight.reshape(w_shape) : Tensor(),
                                    need[2] ? sum(g, {0, 2, 3}) : Tensor()};
       });

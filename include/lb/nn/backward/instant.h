@@ -101,6 +101,13 @@ class Instant : public Strategy {
   double paper_saved_bytes_fp32(const LayerGeometry& g) const override;
   nlohmann::json report() const override;
 
+  // Conv2d (instant_conv.cpp): on the channel axis the im2col view is never materialised:
+  // X̂ = im2col(x) Pᵀ is the convolution of x with P as R_x filters, and g_x = col2im(
+  // (G Qᵀ)(Q w)) runs image by image. Token-axis tensors use the base class's token view.
+  SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) override;
+  Gradients backward_conv(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
+                          bool want_gx, bool want_gw, const ConvGeometry& cg) override;
+
   const Basis& x_basis() const { return x_basis_; }
   const Basis& g_basis() const { return g_basis_; }
   int64_t calibrations() const { return calibrations_; }

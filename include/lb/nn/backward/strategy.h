@@ -79,7 +79,9 @@ class Strategy {
 
   // Conv2d (groups = 1) through the same strategy: forward keeps what save_conv returns, and
   // backward_conv gets g_y as tokens (B, L, O) and returns g_x as tokens (B, L, I) plus
-  // g_w (O, I). The defaults run im2col then save/backward; a strategy may override them
+  // g_w (O, I); it may instead return g_x already as the image gradient (N, C, H, W) (a 4-D
+  // grad_input), e.g. to fold col2im into a per-image loop without the (B, L, I) buffer.
+  // The defaults run im2col then save/backward; a strategy may override them
   // (e.g. to keep the raw input instead of its 9× larger im2col view).
   virtual SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg);
   virtual Gradients backward_conv(const SavedState& s, const Tensor& g_y_tokens,

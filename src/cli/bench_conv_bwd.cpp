@@ -1,0 +1,87 @@
+// Workload conv_bwd: one 3×3 Conv2d 64 -> 64, stride 1, padding 1, with bias, on
+// x (64, 64, 32, 32) f32 (a ResNet-on-CIFAR stage-1 layer). As linear_bwd: weights are
+// parameters, x requires grad, each iteration drops the leaf grads, times the forward, then
+// the backward from a fixed g_y. --strategy / --rank as in linear_bwd (bench_strategy.h); the
+// paper metrics use the GEMM view L = 32·32, I = 64·3·3, O = 64.
+#include "lb/autograd/node.h"
+#include "lb/core/tensor.h"
+#include "lb/nn/backward/strategy.h"
+#include "lb/nn/init.h"
+#include "lb/ops/conv.h"
+#include "src/cli/bench_strategy.h"
+#include "src/cli/bench_workloads.h"
+
+namespace lb::cli {
+
+nlohmann::json bench_conv_bwd(const BenchOptions& opt) {
+  constexpr int64_t kN = 64, kC = 64, kH = 32, kO = 64, kK = 3;
+  Conv2dArgs args;
+  args.padding = {1, 1};
+  Tensor w = Tensor::empty({kO, kC, kK, kK}, DType::F32, Device::cpu(), MemTag::Parameter);
+  Tensor b = Tensor::empty({kO}, DType::F32, Device::cpu(), MemTag::Parameter);
+  nn::init::kaiming_uniform_default_(w, kC * kK * kK);
+  nn::init::uniform_(b, -1.0 / 24, 1.0 / 24);  // ±1/√(64·9), PyTorch's Conv2d bias init
+  Tensor x = Tensor::empty({kN, kC, kH, kH});
+  Tensor g = Tensor::empty({kN, kO, kH, kH});
+  nn::init::normal_(x, 0.0, 1.0);
+  nn::init::normal_(g, 0.0, 1.0);
+  w.set_requires_grad(true);
+  b.set_requires_grad(true);
+  x.set_requires_grad(true);
+
+  const auto strategy = bench_strategy(opt);  // null: the plain exact op
+  auto forward = [&] {
+    return strategy ? nn::backward::strategy_conv2d(x, w, b, args, strategy) : conv2d(x, w, b, args);
+  };
+  const double calib_ms = strategy ? bench_calibrate(*strategy, [&] {
+    forward().backward(g);
+    x.zero_grad();
+    w.zero_grad();
+    b.zero_grad();
+  }) : 0.0;
+
+  std::vector<double> fwd, bwd, step;
+  int64_t saved = 0;
+  for (int it = 0; it < opt.warmup + opt.iters; ++it) {
+    x.zero_grad();
+    w.zero_grad();
+    b.zero_grad();
+    const auto t0 = BenchClock::now();
+    Tensor y = forward();
+    const auto t1 = BenchClock::now();
+    saved = autograd::saved_bytes();  // after forward, before backward
+    const auto t2 = BenchClock::now();
+    y.backward(g);
+    const auto t3 = BenchClock::now();
+    LB_CHECK(x.grad().defined() && w.grad().defined() && b.grad().defined(),
+             "bench conv_bwd: a gradient is missing");
+    if (it < opt.warmup) continue;
+    fwd.push_back(ms_since(t0, t1));
+    bwd.push_back(ms_since(t2, t3));
+    step.push_back(fwd.back() + bwd.back());
+  }
+  const double ms = median(step);
+  constexpr int64_t kL = kH * kH, kI = kC * kK * kK;
+  // Forward and the two backward GEMMs of the im2col view, (N·L, I, O) each (vanilla work
+  // over the measured time for compressed strategies: an effective rate).
+  const double flops = 3 * 2.0 * kN * kL * kI * kO;
+  nlohmann::json r = {{"workload", "conv_bwd"},
+                      {"strategy", opt.strategy},
+                      {"framework", "leanback"},
+                      {"shape", {{"x", {kN, kC, kH, kH}}, {"w", {kO, kC, kK, kK}}, {"bias", true},
+                                 {"stride", 1}, {"padding", 1}}},
+                      {"dtype", "f32"},
+                      {"iters", opt.iters},
+                      {"warmup", opt.warmup},
+                      {"ms_per_step", ms},
+                      {"forward_ms", median(fwd)},
+                      {"backward_ms", median(bwd)},
+                      {"saved_bytes", saved},
+                      {"gflops", ms > 0 ? flops / (ms * 1e6) : 0.0},
+                      {"calibration_ms", calib_ms},
+                      {"threads", bench_threads()}};
+  bench_strategy_fields(r, strategy.get(), {kN, kL, kI, kO});
+  return r;
+}
+
+}  // namespace lb::cli

@@ -1,0 +1,55 @@
+// Strategy selection, calibration and reporting shared by the layer benchmarks.
+#include "src/cli/bench_strategy.h"
+
+#include <chrono>
+
+#include "lb/nn/backward/factory.h"
+
+namespace lb::cli {
+
+nlohmann::json bench_strategy_spec(const BenchOptions& opt) {
+  nlohmann::json spec = {{"type", opt.strategy}};
+  if (opt.rank > 0) spec["rank"] = opt.rank;
+  return spec;
+}
+
+std::shared_ptr<nn::backward::Strategy> bench_strategy(const BenchOptions& opt) {
+  if (opt.strategy == "vanilla" && opt.rank == 0) return nullptr;
+  std::string where = "bench --strategy " + opt.strategy;
+  if (opt.rank > 0) where += " --rank " + std::to_string(opt.rank);
+  std::shared_ptr<nn::backward::Strategy> s = nn::backward::make_strategy(bench_strategy_spec(opt), where);
+  s->set_layer("bench", 0);
+  return s;
+}
+
+double bench_calibrate(nn::backward::Strategy& s, const std::function<void()>& pass) {
+  if (s.calibration_batches() == 0 || !s.needs_calibration(0)) return 0.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  s.begin_calibration();
+  pass();
+  s.finish_calibration();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void bench_strategy_fields(nlohmann::json& r, const nn::backward::Strategy* s,
+                           const nn::backward::LayerGeometry& g) {
+  std::shared_ptr<nn::backward::Strategy> vanilla;
+  if (!s) {
+    vanilla = nn::backward::make_strategy({{"type", "vanilla"}}, "bench");
+    s = vanilla.get();
+  }
+  r["strategy_spec"] = s->hyperparams();
+  // Paper metrics (ALGORITHMS.md "Accounting"): backward GEMM FLOPs and saved input per sample.
+  r["backward_mflops_per_sample"] = s->paper_backward_flops(g) / 1e6;
+  r["saved_mib_fp32_per_sample"] = s->paper_saved_bytes_fp32(g) / (1024.0 * 1024.0);
+  if (vanilla) return;
+  const nlohmann::json rep = s->report();
+  if (rep.contains("instant"))
+    r["ranks"] = {{"x", rep["instant"]["x"].value("rank", int64_t{0})},
+                  {"g_y", rep["instant"]["g_y"].value("rank", int64_t{0})},
+                  {"x_axis", rep["instant"]["x"].value("axis", std::string("none"))},
+                  {"g_y_axis", rep["instant"]["g_y"].value("axis", std::string("none"))}};
+  r["strategy_report"] = rep;
+}
+
+}  // namespace lb::cli

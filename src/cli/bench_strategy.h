@@ -1,0 +1,30 @@
+// Backward-strategy selection for the layer benchmarks (linear_bwd, conv_bwd), generic over
+// the factory's types so a new strategy needs no bench changes:
+//   --strategy vanilla        the plain exact op (what the PyTorch twins measure)
+//   --strategy S [--rank N]   the strategy built by make_strategy({"type": S, "rank": N}),
+//                             calibrated (if it asks) by one forward/backward on the bench's
+//                             own data before the timed iterations.
+#pragma once
+#include <functional>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/nn/backward/strategy.h"
+#include "src/cli/bench_workloads.h"
+
+namespace lb::cli {
+
+// {"type": strategy} plus {"rank": N} when --rank was given; validated by the factory.
+nlohmann::json bench_strategy_spec(const BenchOptions& opt);
+// Null for plain vanilla (no --rank), else the strategy.
+std::shared_ptr<nn::backward::Strategy> bench_strategy(const BenchOptions& opt);
+// Runs `pass` (one forward + backward, grads dropped after) in calibration mode when the
+// strategy needs calibration at step 0; returns its wall time in ms (0 when none ran).
+double bench_calibrate(nn::backward::Strategy& s, const std::function<void()>& pass);
+// Adds the strategy's settings, paper metrics per sample for geometry g (vanilla's when s is
+// null), chosen ranks (INSTANT) and the strategy's own report to r.
+void bench_strategy_fields(nlohmann::json& r, const nn::backward::Strategy* s,
+                           const nn::backward::LayerGeometry& g);
+
+}  // namespace lb::cli
