@@ -175,6 +175,49 @@ TEST(Instant, LowRankMatchesDefinition) {
     }
 }
 
+// Conv2d at low rank against the definition on the im2col view: g_w = Gᵀ X_col PᵀP (channel)
+// or Σ_n G_nᵀ PᵀP X_col,n (token), g_x = col2im(QᵀQ-projected G · w). The channel axis runs
+// the convolution-with-P save and the per-image col2im backward.
+TEST(Instant, LowRankConvMatchesDefinition) {
+  Conv2dArgs a;
+  a.padding = {1, 1};
+  a.stride = {2, 2};
+  ConvGeometry cg;
+  cg.x_shape = {3, 4, 9, 9};
+  cg.kH = cg.kW = 3;
+  cg.args = a;
+  cg.Ho = cg.Wo = 5;
+  const int64_t N = 3, L = 25, I = 36, O = 6;
+  for (const char* axis : {"token", "channel"}) {
+    auto s = instant({{"axis", axis}, {"rank", 3}, {"gram_dtype", "f64"}});
+    const Tensor w = testing::randn({O, 4, 3, 3}, 1), b = testing::randn({O}, 2);
+    calibrate(s, [&] { run_conv(s, testing::randn(cg.x_shape, 3), w, b, testing::randn({N, O, 5, 5}, 4), a); });
+    const Tensor x = testing::randn(cg.x_shape, 5), g = testing::randn({N, O, 5, 5}, 6);
+    const Grads got = run_conv(s, x, w, b, g, a);
+    const Tensor X = conv_to_tokens(x, cg);                                        // (N, L, I)
+    const Tensor G = g.reshape({N, O, L}).transpose(1, 2).contiguous();           // (N, L, O)
+    const Tensor PtP = matmul(s->x_basis().proj, s->x_basis().proj, true, false);
+    const Tensor QtQ = matmul(s->g_basis().proj, s->g_basis().proj, true, false);
+    const bool token = std::string(axis) == "token";
+    const Tensor Xp = token ? matmul(PtP, X) : matmul(X, PtP);
+    const Tensor Gq = token ? matmul(QtQ, G) : matmul(G, QtQ);
+    const Tensor gw_ref = matmul(G.reshape({N * L, O}), Xp.reshape({N * L, I}), true, false).reshape(w.shape());
+    const Tensor gx_ref = conv_from_tokens(matmul(Gq, w.reshape({O, I})), cg);
+    EXPECT_TRUE(testing::all_close(got.gw, gw_ref, 1e-10, 1e-10)) << axis;
+    EXPECT_TRUE(testing::all_close(got.gx, gx_ref, 1e-10, 1e-10)) << axis;
+    EXPECT_TRUE(testing::all_close(got.gb, sum(g, {0, 2, 3}), 1e-12, 1e-12)) << axis;
+    // Saved: x̂ (R_x, N, I) on the token axis, X̂ (N·L, R_x) on the channel axis (f64 here).
+    Tensor xi = x.clone(), wi = w.clone();
+    xi.set_requires_grad();
+    wi.storage()->set_tag(MemTag::Parameter);
+    wi.set_requires_grad();
+    Tensor y = strategy_conv2d(xi, wi, Tensor(), a, s);
+    EXPECT_EQ(autograd::saved_bytes(), (token ? 3 * N * I : N * L * 3) * 8) << axis;
+    EXPECT_EQ(s->paper_saved_bytes_fp32({N, L, I, O}) * N * 2, autograd::saved_bytes()) << axis;
+    y.backward(g);
+  }
+}
+
 // A symmetric (n, n) matrix with eigenvalues `lambda` and random orthonormal eigenvectors V.
 std::pair<Tensor, Tensor> gram_with_spectrum(const std::vector<double>& lambda, uint64_t seed) {
   const int64_t n = static_cast<int64_t>(lambda.size());
