@@ -365,6 +365,11 @@ TEST(Instant, CalibrationSchedule) {
   EXPECT_EQ(cal.report()["calibrations"], 1);
   EXPECT_EQ(cal.report()["layers"].size(), 1u);
   EXPECT_FALSE(Calibrator(std::vector<std::shared_ptr<Strategy>>{vanilla}).needs_calibration(0));
+  // Generic: HOT asks for one pass (its LQS choice) until it has decided.
+  std::shared_ptr<Strategy> hot = make_strategy({{"type", "hot"}}, "test");
+  Calibrator hot_cal(std::vector<std::shared_ptr<Strategy>>{hot, s});
+  EXPECT_EQ(hot_cal.num_batches(0), 3);
+  EXPECT_EQ(hot_cal.num_batches(5), hot->needs_calibration(5) ? 1 : 0);
 }
 
 TEST(Instant, ExactBeforeCalibrationAndOnZeroEnergy) {
@@ -415,6 +420,36 @@ TEST(Instant, StaleStateAndCalibrationErrors) {
     EXPECT_NE(std::string(e.what()).find("fixed sequence length"), std::string::npos) << e.what();
   }
   s->finish_calibration();
+}
+
+TEST(Instant, CheckpointStateRoundTrip) {
+  // A resumed layer keeps its bases: same gradients, no calibration until the next scheduled one.
+  for (const char* gram : {"f32", "f64"}) {
+    auto s = instant({{"rank", 3}, {"calib_every", 10}, {"gram_dtype", gram}});
+    s->set_layer("enc.fc", 0);
+    const Tensor w = testing::randn({6, 5}, 1), b = testing::randn({6}, 2);
+    calibrate(s, [&] { run_linear(s, testing::randn({2, 4, 5}, 3), w, b, testing::randn({2, 4, 6}, 4)); });
+    const std::string text = s->state_json().dump();  // through text, as checkpoints store it
+    auto r = std::shared_ptr<Strategy>(s->clone());
+    r->set_layer("enc.fc", 0);
+    r->load_state_json(nlohmann::json::parse(text));
+    EXPECT_FALSE(r->needs_calibration(7));
+    EXPECT_TRUE(r->needs_calibration(10));
+    const Tensor x = testing::randn({2, 4, 5}, 5), g = testing::randn({2, 4, 6}, 6);
+    expect_equal_grads(run_linear(r, x, w, b, g), run_linear(s, x, w, b, g), 0, 0, gram);
+    EXPECT_EQ(r->report()["instant"]["x"], s->report()["instant"]["x"]);
+  }
+  auto s = instant({});
+  s->set_layer("enc.fc", 0);
+  EXPECT_NO_THROW(s->load_state_json(nlohmann::json::object()));  // nothing saved: uncalibrated
+  EXPECT_TRUE(s->needs_calibration(3));
+  try {
+    s->load_state_json({{"x", {{"valid", true}, {"axis", "token"}, {"n", 4}, {"rank", 2}, {"k", 1},
+                               {"eta", 0.9}, {"eigenvalues", {1, 2}}, {"proj", {}}}}});
+    ADD_FAILURE() << "no error for a short eigenvalue list";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("instant state (enc.fc).x.eigenvalues"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Instant, ConfigErrorsNamePath) {

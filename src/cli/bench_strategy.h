@@ -20,7 +20,8 @@ nlohmann::json bench_strategy_spec(const BenchOptions& opt);
 // Null for plain vanilla (no --rank), else the strategy.
 std::shared_ptr<nn::backward::Strategy> bench_strategy(const BenchOptions& opt);
 // Runs `pass` (one forward + backward, grads dropped after) in calibration mode when the
-// strategy needs calibration at step 0; returns its wall time in ms (0 when none ran).
+// strategy needs calibration at step 0 (INSTANT's bases, HOT's LQS choice); returns its wall
+// time in ms (0 when none ran).
 double bench_calibrate(nn::backward::Strategy& s, const std::function<void()>& pass);
 // Adds the strategy's settings, paper metrics per sample for geometry g (vanilla's when s is
 // null), chosen ranks (INSTANT) and the strategy's own report to r.

@@ -8,7 +8,8 @@
 
 namespace lb::nn::backward {
 
-Calibrator::Calibrator(std::vector<std::shared_ptr<Strategy>> strategies) : all_(std::move(strategies)) {
+Calibrator::Calibrator(std::vector<std::shared_ptr<Strategy>> strategies)
+    : all_(std::move(strategies)), calibrated_(all_.size(), false) {
   for (const auto& s : all_) LB_CHECK(s != nullptr, "Calibrator: null strategy");
 }
 
@@ -17,17 +18,18 @@ bool Calibrator::needs_calibration(int64_t step) const { return num_batches(step
 int64_t Calibrator::num_batches(int64_t step) const {
   int64_t n = 0;
   for (const auto& s : all_)
-    if (s->calibration_batches() > 0 && s->needs_calibration(step)) n = std::max(n, s->calibration_batches());
+    if (s->needs_calibration(step)) n = std::max<int64_t>(n, std::max<int64_t>(1, s->calibration_batches()));
   return n;
 }
 
 void Calibrator::begin(int64_t step) {
   LB_CHECK(active_.empty(), "Calibrator::begin(", step, "): a calibration is already running; call finish() first");
   num_batches_ = num_batches(step);
-  for (const auto& s : all_)
-    if (s->calibration_batches() > 0 && s->needs_calibration(step)) {
-      s->begin_calibration();
-      active_.push_back(s);
+  for (size_t i = 0; i < all_.size(); ++i)
+    if (all_[i]->needs_calibration(step)) {
+      all_[i]->begin_calibration();
+      active_.push_back(all_[i]);
+      calibrated_[i] = true;
     }
   started_ = std::chrono::steady_clock::now();
   steps_.push_back(step);
@@ -58,8 +60,9 @@ bool Calibrator::calibrate(int64_t step, const std::function<void(int64_t)>& run
 
 nlohmann::json Calibrator::report() const {
   nlohmann::json layers = nlohmann::json::array();
-  for (const auto& s : all_) {
-    if (s->calibration_batches() == 0) continue;
+  for (size_t i = 0; i < all_.size(); ++i) {
+    if (!calibrated_[i]) continue;
+    const auto& s = all_[i];
     nlohmann::json r = s->report();
     nlohmann::json l = {{"layer", s->layer_name()}, {"type", s->type()}};
     if (r.contains("instant")) {

@@ -75,6 +75,56 @@ nlohmann::json basis_json(const Instant::Basis& b) {
           {"degenerate", b.choice.degenerate}};
 }
 
+nlohmann::json basis_state(const Instant::Basis& b) {
+  nlohmann::json j = basis_json(b);
+  if (!b.valid) return j;
+  j["eigenvalues"] = b.eigenvalues;
+  j["proj"] = b.proj.defined() ? b.proj.to_double_vector() : std::vector<double>{};
+  return j;
+}
+
+std::vector<double> number_list(const nlohmann::json& v, const std::string& path, size_t size) {
+  LB_CHECK(v.is_array() && v.size() == size, path, ": expected a list of ", size, " numbers");
+  std::vector<double> out;
+  out.reserve(size);
+  for (size_t i = 0; i < size; ++i) {
+    LB_CHECK(v[i].is_number(), path, "[", i, "]: expected a number, got ", v[i].dump());
+    out.push_back(v[i].get<double>());
+  }
+  return out;
+}
+
+Instant::Basis basis_from_state(const nlohmann::json& j, const std::string& path, DType dtype) {
+  JsonReader r(j, path);
+  Instant::Basis b;
+  b.valid = r.boolean("valid", false);
+  if (!b.valid) {
+    r.finish();
+    return b;
+  }
+  b.token_axis = r.choice("axis", "token", {"token", "channel"}) == "token";
+  b.n = r.integer("n", 0, 1, int64_t{1} << 31);
+  b.choice.degenerate = r.boolean("degenerate", false);
+  b.choice.rank = r.integer("rank", 0, 0, b.n);
+  b.choice.k = r.integer("k", 0, 0, b.n);
+  b.choice.eta = r.number("eta", 1.0, 0.0, 1.0);
+  b.choice.energy_fraction = r.number("energy_fraction", 0.0, 0.0, 1.0);
+  b.eigenvalues = number_list(r.raw("eigenvalues"), path + ".eigenvalues", static_cast<size_t>(b.n));
+  const int64_t R = b.choice.degenerate ? 0 : b.choice.rank;
+  LB_CHECK(b.choice.degenerate || (R > 0 && b.choice.eta > 0), path, ": a usable basis needs rank >= 1 and eta > 0");
+  const std::vector<double> p = number_list(r.raw("proj"), path + ".proj", static_cast<size_t>(R * b.n));
+  r.finish();
+  if (R > 0) {
+    b.proj = Tensor::empty({R, b.n}, dtype);
+    detail::dispatch_float(dtype, "instant state", [&](auto tag) {
+      using T = decltype(tag);
+      T* d = b.proj.data<T>();
+      for (size_t i = 0; i < p.size(); ++i) d[i] = static_cast<T>(p[i]);
+    });
+  }
+  return b;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- settings
@@ -375,6 +425,29 @@ double Instant::paper_saved_bytes_fp32(const LayerGeometry& g) const {
   if (!compresses(g)) return Strategy::paper_saved_bytes_fp32(g);
   const double Rx = static_cast<double>(x_basis_.choice.rank);
   return 4.0 * Rx * static_cast<double>(x_basis_.token_axis ? g.I : g.L);
+}
+
+nlohmann::json Instant::state_json() const {
+  return {{"calibrations", calibrations_},
+          {"x", basis_state(x_basis_)},
+          {"g_y", basis_state(g_basis_)},
+          {"rank_history", rank_history_}};
+}
+
+void Instant::load_state_json(const nlohmann::json& j) {
+  const std::string path = "instant state (" + layer_name_ + ")";
+  JsonReader r(j, path);
+  const int64_t calibrations = r.integer("calibrations", 0, 0, int64_t{1} << 40);
+  Basis x = basis_from_state(r.has("x") ? r.raw("x") : nlohmann::json::object(), path + ".x", settings_.gram_dtype);
+  Basis g = basis_from_state(r.has("g_y") ? r.raw("g_y") : nlohmann::json::object(), path + ".g_y", settings_.gram_dtype);
+  const nlohmann::json& hist = r.raw("rank_history");
+  LB_CHECK(hist.is_null() || hist.is_array(), path, ".rank_history: expected a list");
+  r.finish();
+  x_basis_ = std::move(x);
+  g_basis_ = std::move(g);
+  calibrations_ = calibrations;
+  rank_history_ = hist.is_array() ? hist.get<std::vector<nlohmann::json>>() : std::vector<nlohmann::json>{};
+  ++generation_;  // states saved before the load must not meet these bases
 }
 
 nlohmann::json Instant::report() const {

@@ -58,12 +58,14 @@ class Calibrator {
   bool calibrate(int64_t step, const std::function<void(int64_t)>& run_batch,
                  const std::function<void()>& zero_grad);
 
-  // {"calibrations", "ms_total", "steps": [...]} plus each calibrating layer's ranks.
+  // {"calibrations", "ms_total", "steps": [...], "layers": [...]}: for every layer that took
+  // part, its ranks (INSTANT) and calibration cost.
   nlohmann::json report() const;
 
  private:
   std::vector<std::shared_ptr<Strategy>> all_;
   std::vector<std::shared_ptr<Strategy>> active_;
+  std::vector<bool> calibrated_;  // per strategy in all_: took part in a calibration
   int64_t num_batches_ = 0;
   int64_t calibrations_ = 0;
   double ms_total_ = 0;

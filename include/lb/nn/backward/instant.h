@@ -23,7 +23,7 @@
 // and sets P = U_Rᵀ / √η with η = Σ_{i≤R} λ_i² / Σ λ_i² (η = 1 without compensation; index
 // R+1 with eta_offset_compat, as the reference code). Until the first calibration, after a
 // calibration that saw zero energy, or for a call whose L does not match a token-axis basis,
-// the layer runs the exact (vanilla) backward.
+// the layer runs the exact (vanilla) backward. Bases are saved with checkpoints (state_json).
 //
 // Settings (JSON, validated with path-named errors):
 //   axis               "auto" | "token" | "channel"          default "auto"
@@ -100,6 +100,10 @@ class Instant : public Strategy {
   double paper_backward_flops(const LayerGeometry& g) const override;
   double paper_saved_bytes_fp32(const LayerGeometry& g) const override;
   nlohmann::json report() const override;
+  // Checkpoint state: both bases (projections, eigenvalues, ranks) and the calibration count,
+  // so a resumed run keeps its bases until its next scheduled calibration.
+  nlohmann::json state_json() const override;
+  void load_state_json(const nlohmann::json& j) override;
 
   // Conv2d (instant_conv.cpp): on the channel axis the im2col view is never materialised:
   // X̂ = im2col(x) Pᵀ is the convolution of x with P as R_x filters, and g_x = col2im(

@@ -90,8 +90,9 @@ class Strategy {
 
   // ---- calibration hooks (no-ops for strategies that need none) ----
   virtual bool needs_calibration(int64_t /*step*/) const { return false; }
-  // Extra forward/backward passes the loop should run per calibration (0: none needed).
-  virtual int64_t calibration_batches() const { return 0; }
+  // Forward/backward passes the loop should run when needs_calibration() is true (INSTANT's
+  // N_c; one pass for a strategy that only inspects a first batch, like HOT's LQS).
+  virtual int64_t calibration_batches() const { return 1; }
   void begin_calibration();
   void finish_calibration();
   bool calibrating() const { return calibrating_; }
