@@ -6,6 +6,8 @@
 
 #include "lb/core/random.h"
 #include "lb/io/safetensors.h"
+#include "lb/nn/backward/accounting.h"
+#include "lb/nn/backward/policy.h"
 #include "lb/nn/layers.h"
 #include "lb/train/checkpoint.h"
 #include "testing/testing.h"
@@ -117,6 +119,38 @@ TEST_F(CheckpointTest, DamagedCheckpointsGiveClearErrors) {
   // Not a directory.
   Mlp b;
   EXPECT_THROW(load_checkpoint((dir_ / "nope").string(), b, nullptr), Error);
+}
+
+TEST_F(CheckpointTest, StrategyStateTravelsWithTheCheckpoint) {
+  manual_seed(3);
+  const auto policy = nn::backward::Policy::from_json({{"default", {{"type", "hot"}}}}, "backward");
+  Mlp a;
+  auto strategies = policy.apply(a);
+  optim::SGD opt(optim::single_group(a.named_parameters(), 1e-2));
+  train_step(a, opt);  // HOT decides its quantiser (LQS) on the first backward
+  save_checkpoint(dir_.string(), a, &opt, nullptr);
+  // Accounting covers every layer and sums them.
+  const auto acc = nn::backward::accounting_report(strategies);
+  ASSERT_EQ(acc["layers"].size(), 2u);
+  EXPECT_NEAR(acc["total"]["paper_backward_mflops_per_sample"].get<double>(),
+              acc["layers"][0]["paper"]["backward_mflops_per_sample"].get<double>() +
+                  acc["layers"][1]["paper"]["backward_mflops_per_sample"].get<double>(),
+              1e-9);
+  EXPECT_GT(acc["total"]["measured_saved_bytes_last_call"].get<int64_t>(), 0);
+
+  Mlp b;
+  auto sb = policy.apply(b);
+  optim::SGD opt_b(optim::single_group(b.named_parameters(), 1e-2));
+  const LoadedCheckpoint ck = load_checkpoint(dir_.string(), b, &opt_b);
+  EXPECT_TRUE(ck.notes.empty());
+  for (size_t i = 0; i < sb.size(); ++i)
+    EXPECT_EQ(sb[i]->state_json(), strategies[i]->state_json()) << sb[i]->layer_name();
+  EXPECT_EQ(ck.state["backward"]["fc1"]["type"], "hot");
+
+  Mlp c;  // resumed with another strategy: state is not forced onto it, and it is said so
+  nn::backward::Policy().apply(c);
+  optim::SGD opt_c(optim::single_group(c.named_parameters(), 1e-2));
+  EXPECT_EQ(load_checkpoint(dir_.string(), c, &opt_c).notes.size(), 2u);
 }
 
 }  // namespace

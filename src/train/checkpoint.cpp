@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "lb/core/random.h"
+#include "lb/nn/layers.h"
 #include "lb/io/atomic_file.h"
 #include "lb/io/safetensors.h"
 
@@ -26,6 +27,19 @@ PhiloxStream::State rng_from_json(const nlohmann::json& j) {
   return {j.at("seed").get<uint64_t>(), j.at("subsequence").get<uint64_t>(),
           j.at("offset").get<uint64_t>(), j.at("has_cached_normal").get<bool>(),
           j.at("cached_normal").get<float>()};
+}
+
+// The backward strategy of every Linear/Conv2d that has one, by dotted layer name.
+std::vector<std::pair<std::string, std::shared_ptr<nn::backward::Strategy>>> strategies_of(
+    nn::Module& model) {
+  std::vector<std::pair<std::string, std::shared_ptr<nn::backward::Strategy>>> out;
+  for (auto& [name, m] : model.named_modules()) {
+    std::shared_ptr<nn::backward::Strategy> s;
+    if (auto* lin = dynamic_cast<nn::Linear*>(m)) s = lin->backward_strategy();
+    else if (auto* conv = dynamic_cast<nn::Conv2d*>(m)) s = conv->backward_strategy();
+    if (s) out.emplace_back(name, s);
+  }
+  return out;
 }
 
 std::map<std::string, Tensor> to_map(const io::SafetensorsFile& f) {
@@ -57,6 +71,11 @@ void save_checkpoint(const std::string& dir, const nn::Module& model,
   }
   if (schedule) state["lr_schedule"] = schedule->to_json();
   state["rng"] = rng_to_json(default_generator().state());
+  // Learned per-layer strategy state (INSTANT bases, HOT quantiser choices).
+  nlohmann::json backward = nlohmann::json::object();
+  for (auto& [name, s] : strategies_of(const_cast<nn::Module&>(model)))
+    backward[name] = {{"type", s->type()}, {"state", s->state_json()}};
+  state["backward"] = backward;
   state["extra"] = extra;
   io::write_text_atomic((fs::path(dir) / kStateFile).string(), state.dump(2) + "\n");
 }
@@ -97,6 +116,20 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
       optimizer->load_state(out.state.at("optimizer"), to_map(opt));
     }
     default_generator().set_state(rng_from_json(out.state.at("rng")));
+    // Strategy state is restored where the layer runs the same strategy type as when saved;
+    // a run resumed with another strategy (e.g. --strategy vanilla) starts that one fresh.
+    const nlohmann::json backward = out.state.value("backward", nlohmann::json::object());
+    for (auto& [name, s] : strategies_of(model)) {
+      if (!backward.contains(name)) continue;
+      const auto& entry = backward.at(name);
+      if (entry.at("type").get<std::string>() != s->type()) {
+        out.notes.push_back("layer " + name + ": checkpoint has " +
+                            entry.at("type").get<std::string>() + " state, layer now runs " +
+                            s->type() + "; starting it fresh");
+        continue;
+      }
+      s->load_state_json(entry.at("state"));
+    }
   } catch (const nlohmann::json::exception& e) {
     LB_FAIL(state_path, ": malformed entry: ", e.what());
   }

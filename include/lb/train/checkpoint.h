@@ -2,7 +2,9 @@
 //   model.safetensors      the model's state_dict (Hugging Face-compatible names)
 //   optimizer.safetensors  optimizer buffers ("exp_avg.<param>", ...), when an optimizer is given
 //   trainer_state.json     step, optimizer hyperparameters and groups, LR schedule, the
-//                          default generator's position, and the caller's extra JSON (config)
+//                          default generator's position, each layer's backward-strategy
+//                          state (INSTANT bases, HOT quantiser choices), and the caller's
+//                          extra JSON (config)
 // Every file is written atomically (temp file, fsync, rename) and trainer_state.json last,
 // so an interrupted save leaves the previous checkpoint loadable.
 #pragma once
@@ -24,6 +26,7 @@ struct LoadedCheckpoint {
   nlohmann::json state;  // trainer_state.json
   int64_t step = 0;
   nn::LoadReport report;
+  std::vector<std::string> notes;  // e.g. strategy state not restored because the type changed
 };
 
 // Restores the model (strict: every key must match in name, shape and dtype kind), the

@@ -1,0 +1,39 @@
+// Accounting report over a model's strategies.
+#include "lb/nn/backward/accounting.h"
+
+#include "lb/autograd/node.h"
+#include "lb/core/allocator.h"
+
+namespace lb::nn::backward {
+
+nlohmann::json accounting_report(const std::vector<std::shared_ptr<Strategy>>& strategies) {
+  nlohmann::json layers = nlohmann::json::array();
+  double mflops = 0, mib = 0, ms = 0;
+  int64_t kept = 0;
+  for (const auto& s : strategies) {
+    nlohmann::json r = s->report();
+    mflops += r["paper"]["backward_mflops_per_sample"].get<double>();
+    mib += r["paper"]["saved_mib_fp32_per_sample"].get<double>();
+    ms += r["measured"]["backward_ms_total"].get<double>();
+    kept += r["measured"]["saved_bytes_last_call"].get<int64_t>();
+    layers.push_back(std::move(r));
+  }
+  const MemStats m = cpu_allocator().stats();
+  nlohmann::json by_tag = nlohmann::json::object();
+  for (int i = 0; i < kNumMemTags; ++i)
+    by_tag[mem_tag_name(static_cast<MemTag>(i))] = {{"current", m.current[i]}, {"peak", m.peak[i]}};
+  return {{"layers", layers},
+          {"total",
+           {{"layers", strategies.size()},
+            {"paper_backward_mflops_per_sample", mflops},
+            {"paper_saved_mib_fp32_per_sample", mib},
+            {"measured_saved_bytes_last_call", kept},
+            {"measured_backward_ms_total", ms}}},
+          {"memory",
+           {{"tape_saved_bytes_now", autograd::saved_bytes()},
+            {"cpu_current", m.total_current},
+            {"cpu_peak", m.total_peak},
+            {"by_tag", by_tag}}}};
+}
+
+}  // namespace lb::nn::backward
