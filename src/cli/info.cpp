@@ -14,8 +14,9 @@ namespace lb::cli {
 std::string usage() {
   return "usage: leanback <command> [options]\n"
          "  info                         version, build, BLAS, threads, CUDA devices\n"
-         "  bench WORKLOAD [--iters N] [--json]\n"
-         "                               micro-benchmarks (workloads: linear_bwd)\n";
+         "  bench WORKLOAD [--strategy vanilla|instant|hot] [--rank N] [--iters N] [--json]\n"
+         "                               benchmarks printing one line (JSON with --json);\n"
+         "                               `leanback bench` lists the workloads\n";
 }
 
 int cmd_info(const std::vector<std::string>& args) {
