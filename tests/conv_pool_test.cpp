@@ -123,6 +123,15 @@ TEST(Conv2d, MatchesDirectConvolution) {
   cases.push_back({"threads_3x3", {4, 8, 32, 32}, {8, 8, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}});
   cases.push_back({"threads_chunks", {64, 8, 6, 6}, {16, 8, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}});
   cases.push_back({"threads_1x1", {9, 16, 32, 32}, {16, 16, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1}});
+  // Output widths with fixed-width im2col/col2im kernels (4, 8, 16, 32), with the input as
+  // wide as the output or wider.
+  cases.push_back({"width8_valid", {2, 3, 6, 10}, {4, 3, 3, 3}, {{1, 1}, {0, 0}, {1, 1}, 1}});
+  cases.push_back({"width16_same", {1, 2, 5, 16}, {3, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}});
+  cases.push_back({"width16_valid", {1, 2, 5, 17}, {3, 2, 3, 2}, {{1, 1}, {0, 0}, {1, 1}, 1}});
+  cases.push_back({"width4_dilated", {2, 2, 6, 8}, {3, 2, 2, 3}, {{1, 1}, {0, 0}, {1, 2}, 1}});
+  // Deep enough (K = 288) that one image is split into tiles of output rows (uneven last).
+  cases.push_back({"row_tiles", {2, 32, 33, 32}, {8, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}});
+  cases.push_back({"row_tiles_s2", {1, 32, 64, 64}, {8, 32, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}});
   uint64_t seed = 500;
   for (const auto& c : cases) {
     for (DType dt : {DType::F64, DType::F32}) {

@@ -5,9 +5,10 @@
 //
 // Batching: images are processed in chunks of nb whose columns sit side by side in one
 // matrix (K, nb·P), P = Ho·Wo, so one GEMM per group covers the chunk. This keeps GEMMs wide
-// when images are small (a 4×4 ResNet stage has P = 16); when P alone is wide enough, nb = 1
-// and the GEMMs read and write the tensors in place (no permute copies). 1×1 stride-1
-// unpadded convolutions with nb = 1 skip im2col: x itself is the column matrix.
+// when images are small (a 4×4 ResNet stage has P = 16). When P alone is wide enough, nb = 1:
+// the GEMMs read and write the tensors in place (no permute copies) and the image goes in
+// tiles of output rows (~512 KiB of columns) that are still in L2 when the GEMM reads them.
+// A 1×1 stride-1 unpadded convolution of one image skips im2col: x is its column matrix.
 //
 // Threads: with enough work, chunks of images are split over OpenMP threads and each thread
 // runs im2col, single-threaded GEMMs and col2im for its chunks (OpenBLAS is set to one thread
@@ -35,9 +36,14 @@ using detail::contiguous_nograd;
 
 constexpr int64_t kParallelMin = 1 << 15;
 // Chunking: aim for GEMMs at least this many columns wide, with a column buffer of at most
-// kColsBudget bytes (it stays in L3 between im2col and the GEMM that reads it).
+// kColsBudget bytes per thread (it stays in L3 between im2col and the GEMM that reads it;
+// smaller budgets measured slower on the 4×4 and 8×8 ResNet stages).
 constexpr int64_t kTargetCols = 1024;
 constexpr int64_t kColsBudget = 8 << 20;
+// Row tiles of one image: about this many bytes of columns, at least this many columns.
+constexpr int64_t kTileBytes = 512 << 10;
+constexpr int64_t kMinTileCols = 128;
+// Below this many forward FLOPs the convolution stays on the calling thread.
 constexpr int64_t kParallelFlops = 1 << 22;
 
 struct ConvPlan {
@@ -48,6 +54,8 @@ struct ConvPlan {
   detail::ConvGeom g;
   bool direct;  // 1×1, stride 1, no padding: x is its own column matrix
   int64_t nb;   // images per chunk
+  int64_t rows;      // with nb = 1: output rows per tile of one image
+  int64_t cols_max;  // widest column tile (0 when none is built: direct with nb = 1)
   int threads;  // > 1: chunks split over OpenMP threads, each running single-threaded GEMMs
 };
 
@@ -76,6 +84,13 @@ ConvPlan make_plan(const Shape& xs, const Shape& ws, const Conv2dArgs& args, siz
     p.nb = std::min(p.nb, (p.N + nt - 1) / nt);
     p.threads = static_cast<int>(std::min<int64_t>(nt, (p.N + p.nb - 1) / p.nb));
   }
+  // One image per chunk: tiles of whole output rows, about kTileBytes of columns each (they
+  // are written by im2col and read by the GEMM while still in L2), at least kMinTileCols wide.
+  const int64_t row_bytes = p.K * p.g.Wo * static_cast<int64_t>(elem);
+  p.rows = std::max(kTileBytes / std::max<int64_t>(1, row_bytes),
+                    (kMinTileCols + p.g.Wo - 1) / p.g.Wo);
+  p.rows = std::clamp<int64_t>(p.rows, 1, p.g.Ho);
+  p.cols_max = p.nb > 1 ? p.nb * p.P : p.direct ? 0 : p.rows * p.g.Wo;
   return p;
 }
 
@@ -91,24 +106,33 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// Columns of images [n0, n0+m) of x (N, C, H, W) into cols (K, m·P): image n at column n·P.
+// A tile of the column matrix: images [n0, n0+m), output rows [oh0, oh1) of each, so
+// pt = (oh1 − oh0)·Wo columns per image and cols (K, m·pt) with image n at column n·pt.
+struct Tile {
+  int64_t n0, m, oh0, oh1;
+};
+
 template <typename T>
-void im2col_chunk(const ConvPlan& p, const T* x, int64_t n0, int64_t m, T* cols, bool par) {
-  const int64_t HW = p.g.H * p.g.W, kk = p.g.kH * p.g.kW, ld = m * p.P;
-#pragma omp parallel for collapse(2) if (par && m * p.K * p.P > kParallelMin) schedule(static)
-  for (int64_t n = 0; n < m; ++n)
+void im2col_tile(const ConvPlan& p, const T* x, const Tile& t, T* cols, bool par) {
+  const int64_t HW = p.g.H * p.g.W, kk = p.g.kH * p.g.kW;
+  const int64_t pt = (t.oh1 - t.oh0) * p.g.Wo, ld = t.m * pt;
+#pragma omp parallel for collapse(2) if (par && p.K * ld > kParallelMin) schedule(static)
+  for (int64_t n = 0; n < t.m; ++n)
     for (int64_t c = 0; c < p.C; ++c)
-      detail::im2col_plane(x + ((n0 + n) * p.C + c) * HW, p.g, cols + c * kk * ld + n * p.P, ld);
+      detail::im2col_plane(x + ((t.n0 + n) * p.C + c) * HW, p.g, t.oh0, t.oh1,
+                           cols + c * kk * ld + n * pt, ld);
 }
 
-// dx of images [n0, n0+m) += col2im(dcols (K, m·P)).
+// dx of the tile's images += col2im(dcols (K, m·pt)).
 template <typename T>
-void col2im_chunk(const ConvPlan& p, const T* dcols, int64_t n0, int64_t m, T* dx, bool par) {
-  const int64_t HW = p.g.H * p.g.W, kk = p.g.kH * p.g.kW, ld = m * p.P;
-#pragma omp parallel for collapse(2) if (par && m * p.K * p.P > kParallelMin) schedule(static)
-  for (int64_t n = 0; n < m; ++n)
+void col2im_tile(const ConvPlan& p, const T* dcols, const Tile& t, T* dx, bool par) {
+  const int64_t HW = p.g.H * p.g.W, kk = p.g.kH * p.g.kW;
+  const int64_t pt = (t.oh1 - t.oh0) * p.g.Wo, ld = t.m * pt;
+#pragma omp parallel for collapse(2) if (par && p.K * ld > kParallelMin) schedule(static)
+  for (int64_t n = 0; n < t.m; ++n)
     for (int64_t c = 0; c < p.C; ++c)
-      detail::col2im_plane(dcols + c * kk * ld + n * p.P, ld, p.g, dx + ((n0 + n) * p.C + c) * HW);
+      detail::col2im_plane(dcols + c * kk * ld + n * pt, ld, p.g, t.oh0, t.oh1,
+                           dx + ((t.n0 + n) * p.C + c) * HW);
 }
 
 // Makes OpenBLAS single-threaded for its lifetime (restoring the previous count), so GEMMs
@@ -133,29 +157,43 @@ Tensor workspace(int64_t n) {
   return Tensor::empty({n}, DTypeOf<T>::value, Device::cpu(), MemTag::Workspace);
 }
 
-// Images [n0, n0+m) of y (N, Co, P) = conv(x, w) + b. cols (K, m·P) and tmp (Co, m·P) are
-// scratch; `par` lets the copy loops use OpenMP (false when called from a parallel region).
+// Images [n0, n0+m) of y (N, Co, P) = conv(x, w) + b. cols (K, cols_max) and tmp
+// (Co, nb·P) are scratch; `par` lets the copy loops use OpenMP (false inside a parallel region).
 template <typename T>
 void forward_chunk(const ConvPlan& p, const T* x, const T* w, const T* b, T* y, int64_t n0,
                    int64_t m, T* cols, T* tmp, bool par) {
-  const int64_t P = p.P, ld = m * P;
-  const T* B = cols;
-  if (p.direct && m == 1) B = x + n0 * p.C * P;
-  else im2col_chunk(p, x, n0, m, cols, par);
+  const int64_t P = p.P, Wo = p.g.Wo;
   if (m == 1) {
-    // GEMM straight into y; the bias is pre-filled and accumulated onto (beta = 1).
+    // GEMMs straight into y (N, Co, P), whose bias is pre-filled and accumulated onto (beta
+    // = 1). One image goes in tiles of output rows so that its columns stay in cache.
     T* yn = y + n0 * p.Co * P;
     if (b)
       for (int64_t co = 0; co < p.Co; ++co) std::fill(yn + co * P, yn + (co + 1) * P, b[co]);
-    for (int64_t grp = 0; grp < p.G; ++grp)
-      gemm(false, false, p.Cog, P, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg, B + grp * p.Kg * ld,
-           ld, b ? T(1) : T(0), yn + grp * p.Cog * P, P);
+    const T beta = b ? T(1) : T(0);
+    if (p.direct) {
+      const T* xn = x + n0 * p.C * P;
+      for (int64_t grp = 0; grp < p.G; ++grp)
+        gemm(false, false, p.Cog, P, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg, xn + grp * p.Kg * P,
+             P, beta, yn + grp * p.Cog * P, P);
+      return;
+    }
+    for (int64_t oh0 = 0; oh0 < p.g.Ho; oh0 += p.rows) {
+      const Tile t{n0, 1, oh0, std::min(p.g.Ho, oh0 + p.rows)};
+      const int64_t ld = (t.oh1 - t.oh0) * Wo;
+      im2col_tile(p, x, t, cols, par);
+      for (int64_t grp = 0; grp < p.G; ++grp)
+        gemm(false, false, p.Cog, ld, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg,
+             cols + grp * p.Kg * ld, ld, beta, yn + grp * p.Cog * P + oh0 * Wo, P);
+    }
     return;
   }
+  // Several whole images: one GEMM per group over their side-by-side columns into tmp
+  // (Co, m·P), then tmp -> y (m, Co, P), adding the bias on the way.
+  const int64_t ld = m * P;
+  im2col_tile(p, x, Tile{n0, m, 0, p.g.Ho}, cols, par);
   for (int64_t grp = 0; grp < p.G; ++grp)
-    gemm(false, false, p.Cog, ld, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg, B + grp * p.Kg * ld,
+    gemm(false, false, p.Cog, ld, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg, cols + grp * p.Kg * ld,
          ld, T(0), tmp + grp * p.Cog * ld, ld);
-  // tmp (Co, m, P) -> y (m, Co, P), adding the bias on the way.
 #pragma omp parallel for collapse(2) if (par && m * p.Co * P > kParallelMin) schedule(static)
   for (int64_t n = 0; n < m; ++n)
     for (int64_t co = 0; co < p.Co; ++co) {
@@ -166,43 +204,78 @@ void forward_chunk(const ConvPlan& p, const T* x, const T* w, const T* b, T* y, 
     }
 }
 
-// Images [n0, n0+m) of the backward: dx (those images, pre-zeroed unless direct) and
-// dw += their filter gradient. dy (N, Co, P); cols (K, m·P) and gbuf (Co, m·P) are scratch.
+// The backward of one tile whose output gradient, as a matrix Gm (Co, cols) with row stride
+// ldg, is given: dw += filter part; dx (pre-zeroed) += data part. cols is scratch (K, cols),
+// first holding the im2col columns, then reused for dcols.
 template <typename T>
-void backward_chunk(const ConvPlan& p, const T* dy, const T* x, const T* w, T* dx, T* dw,
-                    int64_t n0, int64_t m, T* cols, T* gbuf, bool par) {
-  const int64_t P = p.P, ld = m * P;
-  // With one image and the direct 1×1 case, x is the column matrix and dx is written by the
-  // GEMM itself; otherwise columns go through `cols`, reused for dcols after the filter part.
-  const bool direct = p.direct && m == 1;
-  // G (Co, m·P): the output gradient of the chunk as one matrix.
-  const T* G = dy + n0 * p.Co * P;
-  if (m > 1) {
-#pragma omp parallel for collapse(2) if (par && m * p.Co * P > kParallelMin) schedule(static)
-    for (int64_t n = 0; n < m; ++n)
-      for (int64_t co = 0; co < p.Co; ++co)
-        std::memcpy(gbuf + co * ld + n * P, dy + ((n0 + n) * p.Co + co) * P, sizeof(T) * P);
-    G = gbuf;
-  }
+void backward_tile(const ConvPlan& p, const T* Gm, int64_t ldg, const T* x, const T* w, T* dx,
+                   T* dw, const Tile& t, T* cols, bool par) {
+  const int64_t ld = t.m * (t.oh1 - t.oh0) * p.g.Wo;
   if (dw) {
-    // Filter part: dw_g (Cog, Kg) += G_g (Cog, m·P) · cols_gᵀ (m·P, Kg).
-    const T* B = direct ? x + n0 * p.C * P : cols;
-    if (!direct) im2col_chunk(p, x, n0, m, cols, par);
+    // Filter part: dw_g (Cog, Kg) += G_g (Cog, cols) · cols_gᵀ (cols, Kg).
+    im2col_tile(p, x, t, cols, par);
     for (int64_t grp = 0; grp < p.G; ++grp)
-      gemm(false, true, p.Cog, p.Kg, ld, T(1), G + grp * p.Cog * ld, ld, B + grp * p.Kg * ld, ld,
-           T(1), dw + grp * p.Cog * p.Kg, p.Kg);
+      gemm(false, true, p.Cog, p.Kg, ld, T(1), Gm + grp * p.Cog * ldg, ldg, cols + grp * p.Kg * ld,
+           ld, T(1), dw + grp * p.Cog * p.Kg, p.Kg);
   }
   if (dx) {
-    // Data part: dcols_g (Kg, m·P) = w_gᵀ (Kg, Cog) · G_g (Cog, m·P), then col2im.
-    T* D = direct ? dx + n0 * p.C * P : cols;
+    // Data part: dcols_g (Kg, cols) = w_gᵀ (Kg, Cog) · G_g (Cog, cols), then col2im.
     for (int64_t grp = 0; grp < p.G; ++grp)
-      gemm(true, false, p.Kg, ld, p.Cog, T(1), w + grp * p.Cog * p.Kg, p.Kg, G + grp * p.Cog * ld,
-           ld, T(0), D + grp * p.Kg * ld, ld);
-    if (!direct) col2im_chunk(p, cols, n0, m, dx, par);
+      gemm(true, false, p.Kg, ld, p.Cog, T(1), w + grp * p.Cog * p.Kg, p.Kg, Gm + grp * p.Cog * ldg,
+           ldg, T(0), cols + grp * p.Kg * ld, ld);
+    col2im_tile(p, cols, t, dx, par);
   }
 }
 
+// Images [n0, n0+m) of the backward: dx (pre-zeroed unless direct) and dw += their filter
+// gradient. dy (N, Co, P); cols (K, cols_max) and gbuf (Co, nb·P) are scratch.
+template <typename T>
+void backward_chunk(const ConvPlan& p, const T* dy, const T* x, const T* w, T* dx, T* dw,
+                    int64_t n0, int64_t m, T* cols, T* gbuf, bool par) {
+  const int64_t P = p.P, Wo = p.g.Wo;
+  if (m == 1) {
+    const T* G = dy + n0 * p.Co * P;  // (Co, P), in place
+    if (p.direct) {
+      // x is the column matrix and the GEMM writes dx itself.
+      const T* xn = x + n0 * p.C * P;
+      for (int64_t grp = 0; grp < p.G; ++grp) {
+        if (dw)
+          gemm(false, true, p.Cog, p.Kg, P, T(1), G + grp * p.Cog * P, P, xn + grp * p.Kg * P, P,
+               T(1), dw + grp * p.Cog * p.Kg, p.Kg);
+        if (dx)
+          gemm(true, false, p.Kg, P, p.Cog, T(1), w + grp * p.Cog * p.Kg, p.Kg, G + grp * p.Cog * P,
+               P, T(0), dx + n0 * p.C * P + grp * p.Kg * P, P);
+      }
+      return;
+    }
+    for (int64_t oh0 = 0; oh0 < p.g.Ho; oh0 += p.rows) {
+      const Tile t{n0, 1, oh0, std::min(p.g.Ho, oh0 + p.rows)};
+      backward_tile(p, G + oh0 * Wo, P, x, w, dx, dw, t, cols, par);
+    }
+    return;
+  }
+  // Several whole images: gather their output gradients side by side, G (Co, m·P).
+  const int64_t ld = m * P;
+#pragma omp parallel for collapse(2) if (par && m * p.Co * P > kParallelMin) schedule(static)
+  for (int64_t n = 0; n < m; ++n)
+    for (int64_t co = 0; co < p.Co; ++co)
+      std::memcpy(gbuf + co * ld + n * P, dy + ((n0 + n) * p.Co + co) * P, sizeof(T) * P);
+  backward_tile(p, gbuf, ld, x, w, dx, dw, Tile{n0, m, 0, p.g.Ho}, cols, par);
+}
+
 int64_t num_chunks(const ConvPlan& p) { return (p.N + p.nb - 1) / p.nb; }
+
+// Scratch for one thread: cols (K, cols_max) and, for multi-image chunks, tmp (Co, nb·P).
+template <typename T>
+struct Scratch {
+  Tensor cols, tmp;
+  explicit Scratch(const ConvPlan& p) {
+    if (p.cols_max > 0) cols = workspace<T>(p.K * p.cols_max);
+    if (p.nb > 1) tmp = workspace<T>(p.Co * p.nb * p.P);
+  }
+  T* c() const { return cols.defined() ? cols.data<T>() : nullptr; }
+  T* t() const { return tmp.defined() ? tmp.data<T>() : nullptr; }
+};
 
 // y (N, Co, P) = conv(x, w) + b.
 template <typename T>
@@ -212,21 +285,16 @@ void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* b, T* y)
     BlasSingleThread single(true);
 #pragma omp parallel num_threads(p.threads)
     {
-      Tensor cols = workspace<T>(p.K * p.nb * p.P), tmp = workspace<T>(p.Co * p.nb * p.P);
+      const Scratch<T> s(p);
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < nc; ++c)
-        forward_chunk(p, x, w, b, y, c * p.nb, std::min(p.nb, p.N - c * p.nb), cols.data<T>(),
-                      tmp.data<T>(), false);
+        forward_chunk(p, x, w, b, y, c * p.nb, std::min(p.nb, p.N - c * p.nb), s.c(), s.t(), false);
     }
     return;
   }
-  Tensor cols, tmp;
-  if (!(p.direct && p.nb == 1)) cols = workspace<T>(p.K * p.nb * p.P);
-  if (p.nb > 1) tmp = workspace<T>(p.Co * p.nb * p.P);
+  const Scratch<T> s(p);
   for (int64_t c = 0; c < nc; ++c)
-    forward_chunk(p, x, w, b, y, c * p.nb, std::min(p.nb, p.N - c * p.nb),
-                  cols.defined() ? cols.data<T>() : nullptr, tmp.defined() ? tmp.data<T>() : nullptr,
-                  true);
+    forward_chunk(p, x, w, b, y, c * p.nb, std::min(p.nb, p.N - c * p.nb), s.c(), s.t(), true);
 }
 
 // Backward. dy (N, Co, P); dx (N, C, H, W), dw (Co, Cg, kH, kW), db (Co), each null when
@@ -260,13 +328,13 @@ void conv2d_backward(const ConvPlan& p, const T* dy, const T* x, const T* w, T* 
       BlasSingleThread single(true);
 #pragma omp parallel num_threads(p.threads)
       {
-        Tensor cols = workspace<T>(p.K * p.nb * P), gbuf = workspace<T>(p.Co * p.nb * P);
+        const Scratch<T> s(p);
         const int t = omp_get_thread_num();
         T* my_dw = !dw ? nullptr : t == 0 ? dw : partial.data<T>() + (t - 1) * dw_size;
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < nc; ++c)
-          backward_chunk(p, dy, x, w, dx, my_dw, c * p.nb, std::min(p.nb, p.N - c * p.nb),
-                         cols.data<T>(), gbuf.data<T>(), false);
+          backward_chunk(p, dy, x, w, dx, my_dw, c * p.nb, std::min(p.nb, p.N - c * p.nb), s.c(),
+                         s.t(), false);
       }
     }
     if (dw) {
@@ -276,13 +344,10 @@ void conv2d_backward(const ConvPlan& p, const T* dy, const T* x, const T* w, T* 
     }
     return;
   }
-  Tensor cols, gbuf;
-  if (!(p.direct && p.nb == 1)) cols = workspace<T>(p.K * p.nb * P);
-  if (p.nb > 1) gbuf = workspace<T>(p.Co * p.nb * P);
+  const Scratch<T> s(p);
   for (int64_t c = 0; c < nc; ++c)
-    backward_chunk(p, dy, x, w, dx, dw, c * p.nb, std::min(p.nb, p.N - c * p.nb),
-                   cols.defined() ? cols.data<T>() : nullptr,
-                   gbuf.defined() ? gbuf.data<T>() : nullptr, true);
+    backward_chunk(p, dy, x, w, dx, dw, c * p.nb, std::min(p.nb, p.N - c * p.nb), s.c(), s.t(),
+                   true);
 }
 
 void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args) {

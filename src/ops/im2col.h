@@ -19,12 +19,13 @@ struct ConvGeom {
 ConvGeom conv_geom(int64_t H, int64_t W, int64_t kH, int64_t kW, const Conv2dArgs& args,
                    const char* op);
 
-// One channel plane x (H, W) -> kH·kW rows of Ho·Wo columns, row r at cols + r·ld (ld ≥
-// Ho·Wo lets several images share one column matrix side by side).
+// One channel plane x (H, W) -> kH·kW rows holding output rows [oh0, oh1), i.e. columns
+// (oh − oh0)·Wo + ow; row r at cols + r·ld (ld ≥ (oh1 − oh0)·Wo lets several images share one
+// column matrix side by side, and a row range keeps a tile of one image cache-sized).
 template <typename T>
-void im2col_plane(const T* x, const ConvGeom& g, T* cols, int64_t ld);
+void im2col_plane(const T* x, const ConvGeom& g, int64_t oh0, int64_t oh1, T* cols, int64_t ld);
 // The adjoint: dx (H, W) += the kH·kW rows at cols (row stride ld) scattered back.
 template <typename T>
-void col2im_plane(const T* cols, int64_t ld, const ConvGeom& g, T* dx);
+void col2im_plane(const T* cols, int64_t ld, const ConvGeom& g, int64_t oh0, int64_t oh1, T* dx);
 
 }  // namespace lb::detail
