@@ -66,15 +66,21 @@ std::vector<T> transpose_padded(const T* a, int64_t R, int64_t L, int64_t Rp) {
 
 // project_tokens, one full tile: rows [rb, rb + kRB) × columns [0, W) of sample xb, written
 // to out[i] (for the rows that exist). 16 accumulators live in registers.
-template <typename T>
+// With kSum, also the column sums of the tile (two more registers) into sums[0, W).
+template <typename T, bool kSum>
 inline void project_tile(const T* at, int64_t Rp, int64_t L, const T* xb, int64_t C, T* const* out,
-                         int64_t nrows) {
+                         int64_t nrows, T* sums) {
   using V = typename Simd<T>::V;
   constexpr int64_t VL = kLanes<T>;
   V a0[kRB], a1[kRB];
+  V s0{}, s1{};
   for (int64_t i = 0; i < kRB; ++i) a0[i] = a1[i] = V{};
   for (int64_t l = 0; l < L; ++l) {
     const V x0 = load(xb + l * C), x1 = load(xb + l * C + VL);
+    if constexpr (kSum) {
+      s0 += x0;
+      s1 += x1;
+    }
     const T* al = at + l * Rp;
     for (int64_t i = 0; i < kRB; ++i) {
       const V s = splat(al[i]);
@@ -86,17 +92,27 @@ inline void project_tile(const T* at, int64_t Rp, int64_t L, const T* xb, int64_
     store(out[i], a0[i]);
     store(out[i] + VL, a1[i]);
   }
+  if constexpr (kSum) {
+    store(sums, s0);
+    store(sums + VL, s1);
+  }
 }
 
 // project_tokens, a partial tile of cw < W columns (scalar).
 template <typename T>
 inline void project_tail(const T* at, int64_t Rp, int64_t L, const T* xb, int64_t C, int64_t cw,
-                         T* const* out, int64_t nrows) {
+                         T* const* out, int64_t nrows, T* sums) {
   for (int64_t i = 0; i < nrows; ++i)
     for (int64_t c = 0; c < cw; ++c) {
       T acc = 0;
       for (int64_t l = 0; l < L; ++l) acc += at[l * Rp + i] * xb[l * C + c];
       out[i][c] = acc;
+    }
+  if (sums)
+    for (int64_t c = 0; c < cw; ++c) {
+      T acc = 0;
+      for (int64_t l = 0; l < L; ++l) acc += xb[l * C + c];
+      sums[c] = acc;
     }
 }
 
@@ -140,7 +156,7 @@ inline void expand_tail(const T* at, int64_t Rp, int64_t L, const T* const* in, 
 
 template <typename T>
 void project_tokens(const T* a, int64_t R, int64_t L, const T* x, int64_t B, int64_t C,
-                    T* const* out_rows, int64_t out_b_stride) {
+                    T* const* out_rows, int64_t out_b_stride, T* col_sums) {
   if (R == 0 || B == 0 || C == 0) return;
   constexpr int64_t W = tile_width<T>();
   const int64_t Rp = (R + kRB - 1) / kRB * kRB;
@@ -157,10 +173,14 @@ void project_tokens(const T* a, int64_t R, int64_t L, const T* x, int64_t B, int
         const int64_t nrows = std::min(kRB, R - rb);
         T* out[kRB];
         for (int64_t i = 0; i < nrows; ++i) out[i] = out_rows[rb + i] + b * out_b_stride + c0;
-        if (cw == W)
-          project_tile(at.data() + rb, Rp, L, xb, C, out, nrows);
+        // Column sums ride along with the first row block.
+        T* sums = (col_sums && rb == 0) ? col_sums + b * C + c0 : nullptr;
+        if (cw < W)
+          project_tail(at.data() + rb, Rp, L, xb, C, cw, out, nrows, sums);
+        else if (sums)
+          project_tile<T, true>(at.data() + rb, Rp, L, xb, C, out, nrows, sums);
         else
-          project_tail(at.data() + rb, Rp, L, xb, C, cw, out, nrows);
+          project_tile<T, false>(at.data() + rb, Rp, L, xb, C, out, nrows, nullptr);
       }
     }
 }
@@ -197,9 +217,9 @@ void expand_tokens(const T* a, int64_t R, int64_t L, const T* const* in_rows, in
 }
 
 template void project_tokens<float>(const float*, int64_t, int64_t, const float*, int64_t, int64_t,
-                                    float* const*, int64_t);
+                                    float* const*, int64_t, float*);
 template void project_tokens<double>(const double*, int64_t, int64_t, const double*, int64_t,
-                                     int64_t, double* const*, int64_t);
+                                     int64_t, double* const*, int64_t, double*);
 template void expand_tokens<float>(const float*, int64_t, int64_t, const float* const*, int64_t,
                                    int64_t, int64_t, float*);
 template void expand_tokens<double>(const double*, int64_t, int64_t, const double* const*, int64_t,

@@ -14,9 +14,11 @@ namespace lb::cpu {
 // Projection: for every sample b and row r of a (R, L) (row-major),
 //   out_rows[r][b·out_b_stride + c] = Σ_l a[r, l] · x[b, l, c]      (x: (B, L, C) contiguous)
 // Rows r of `a` may go to different buffers (e.g. [P; Q] stacked, read g_y once).
+// col_sums (B, C), when not null, receives Σ_l x[b, l, c] from the same pass (a bias
+// gradient without a second read of x).
 template <typename T>
 void project_tokens(const T* a, int64_t R, int64_t L, const T* x, int64_t B, int64_t C,
-                    T* const* out_rows, int64_t out_b_stride);
+                    T* const* out_rows, int64_t out_b_stride, T* col_sums = nullptr);
 
 // Expansion (the adjoint): out[b, l, c] = Σ_r a[r, l] · in_rows[r][b·in_b_stride + c]
 // (out: (B, L, C) contiguous, overwritten).

@@ -100,7 +100,8 @@ Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const 
         if (need[0] && gr.grad_input.dim() != 4) gr.grad_input = conv_from_tokens(gr.grad_input, cg);
         return std::vector<Tensor>{need[0] ? gr.grad_input : Tensor(),
                                    need[1] ? gr.grad_weight.reshape(w_shape) : Tensor(),
-                                   need[2] ? sum(g, {0, 2, 3}) : Tensor()};
+                                   need[2] ? (gr.grad_bias.defined() ? gr.grad_bias : sum(g, {0, 2, 3}))
+                                           : Tensor()};
       });
   return y;
 }

@@ -384,7 +384,15 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
         std::copy(Q.data<T>(), Q.data<T>() + Ry * L, stacked.begin() + R1 * L);
         for (T* r : row_bases(z2.data<T>(), Ry, B, O)) rows.push_back(r);
       }
-      cpu::project_tokens(stacked.data(), R1 + R2, L, g_y.data<T>(), B, O, rows.data(), O);
+      // Σ_l g_y per sample from the same pass, reduced over the batch: the exact bias gradient.
+      std::vector<T> partial(static_cast<size_t>(B * O));
+      cpu::project_tokens(stacked.data(), R1 + R2, L, g_y.data<T>(), B, O, rows.data(), O,
+                          partial.data());
+      out.grad_bias = Tensor::empty({O}, dt);
+      T* gb = out.grad_bias.data<T>();
+      for (int64_t o = 0; o < O; ++o) gb[o] = partial[o];
+      for (int64_t b = 1; b < B; ++b)
+        for (int64_t o = 0; o < O; ++o) gb[o] += partial[b * O + o];
     });
   }
 

@@ -137,7 +137,8 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
         const Tensor g3 = g.contiguous().view({B, L, O});
         Gradients gr;
         if (need[0] || need[1]) gr = strategy->backward(st, g3, s.back(), need[0], need[1]);
-        Tensor gb = need[2] ? sum(g3, {0, 1}) : Tensor();  // g_b from the exact g_y
+        // g_b from the exact g_y (summed by the strategy when it streamed g_y anyway)
+        Tensor gb = need[2] ? (gr.grad_bias.defined() ? gr.grad_bias : sum(g3, {0, 1})) : Tensor();
         return std::vector<Tensor>{need[0] ? gr.grad_input.reshape(x_shape) : Tensor(),
                                    need[1] ? gr.grad_weight : Tensor(), gb};
       });

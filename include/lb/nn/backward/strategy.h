@@ -52,6 +52,9 @@ Tensor conv_from_tokens(const Tensor& tokens, const ConvGeometry& cg);  // sums 
 struct Gradients {
   Tensor grad_input;   // (B, L, I), when asked for
   Tensor grad_weight;  // (O, I), when asked for
+  // Optional (O): the exact Σ g_y, when the strategy summed it during its own pass over g_y
+  // (saves the caller a second read of g_y); undefined means the caller sums.
+  Tensor grad_bias;
 };
 
 // Seed and optimizer step for keying random streams (Philox subsequence/offset), set by the
