@@ -13,8 +13,11 @@
 // Threads: with enough work, chunks of images are split over OpenMP threads and each thread
 // runs im2col, single-threaded GEMMs and col2im for its chunks (OpenBLAS is set to one thread
 // meanwhile): no fork/join per GEMM and no OpenMP/OpenBLAS pools fighting over the cores.
-// The filter gradient is accumulated per thread and summed at the end. Small convolutions run
-// on the calling thread, with OpenBLAS threading its GEMMs as it sees fit.
+// The filter gradient is accumulated per thread and summed at the end; chunks are handed out
+// dynamically, so a thread that loses its core to another process does not hold up the rest.
+// Small convolutions run on the calling thread, with OpenBLAS threading its GEMMs as it sees
+// fit. (Letting OpenBLAS thread each GEMM between OpenMP im2col loops instead was measured
+// far slower: OpenMP workers spin-wait after each loop and starve the BLAS threads.)
 #include <cblas.h>
 #include <omp.h>
 
@@ -286,7 +289,7 @@ void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* b, T* y)
 #pragma omp parallel num_threads(p.threads)
     {
       const Scratch<T> s(p);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
       for (int64_t c = 0; c < nc; ++c)
         forward_chunk(p, x, w, b, y, c * p.nb, std::min(p.nb, p.N - c * p.nb), s.c(), s.t(), false);
     }
@@ -331,7 +334,7 @@ void conv2d_backward(const ConvPlan& p, const T* dy, const T* x, const T* w, T* 
         const Scratch<T> s(p);
         const int t = omp_get_thread_num();
         T* my_dw = !dw ? nullptr : t == 0 ? dw : partial.data<T>() + (t - 1) * dw_size;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
         for (int64_t c = 0; c < nc; ++c)
           backward_chunk(p, dy, x, w, dx, my_dw, c * p.nb, std::min(p.nb, p.N - c * p.nb), s.c(),
                          s.t(), false);
