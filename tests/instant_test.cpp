@@ -179,42 +179,57 @@ TEST(Instant, LowRankMatchesDefinition) {
 // or Σ_n G_nᵀ PᵀP X_col,n (token), g_x = col2im(QᵀQ-projected G · w). The channel axis runs
 // the convolution-with-P save and the per-image col2im backward.
 TEST(Instant, LowRankConvMatchesDefinition) {
-  Conv2dArgs a;
-  a.padding = {1, 1};
-  a.stride = {2, 2};
-  ConvGeometry cg;
-  cg.x_shape = {3, 4, 9, 9};
-  cg.kH = cg.kW = 3;
-  cg.args = a;
-  cg.Ho = cg.Wo = 5;
-  const int64_t N = 3, L = 25, I = 36, O = 6;
-  for (const char* axis : {"token", "channel"}) {
-    auto s = instant({{"axis", axis}, {"rank", 3}, {"gram_dtype", "f64"}});
-    const Tensor w = testing::randn({O, 4, 3, 3}, 1), b = testing::randn({O}, 2);
-    calibrate(s, [&] { run_conv(s, testing::randn(cg.x_shape, 3), w, b, testing::randn({N, O, 5, 5}, 4), a); });
-    const Tensor x = testing::randn(cg.x_shape, 5), g = testing::randn({N, O, 5, 5}, 6);
+  struct Case {
+    const char* axis;
+    int64_t C, HW, O, k, stride, pad;  // x (N, C, HW, HW), w (O, C, k, k)
+    bool x_token, g_token;              // expected axes
+  };
+  for (const Case& c : {Case{"token", 4, 9, 6, 3, 2, 1, true, true},
+                        Case{"channel", 4, 9, 6, 3, 2, 1, false, false},
+                        Case{"auto", 4, 6, 40, 1, 1, 0, false, true},   // I = 4 < L = 36 <= O
+                        Case{"auto", 8, 5, 6, 3, 1, 1, true, false}}) {  // L = 25 <= I = 72, O < L
+    Conv2dArgs a;
+    a.padding = {c.pad, c.pad};
+    a.stride = {c.stride, c.stride};
+    ConvGeometry cg;
+    const int64_t N = 3, Ho = (c.HW + 2 * c.pad - c.k) / c.stride + 1, L = Ho * Ho, I = c.C * c.k * c.k;
+    cg.x_shape = {N, c.C, c.HW, c.HW};
+    cg.kH = cg.kW = c.k;
+    cg.args = a;
+    cg.Ho = cg.Wo = Ho;
+    const std::string what = std::string(c.axis) + " C " + std::to_string(c.C) + " O " + std::to_string(c.O);
+    auto s = instant({{"axis", c.axis}, {"rank", 3}, {"gram_dtype", "f64"}});
+    const Tensor w = testing::randn({c.O, c.C, c.k, c.k}, 1), b = testing::randn({c.O}, 2);
+    calibrate(s, [&] { run_conv(s, testing::randn(cg.x_shape, 3), w, b, testing::randn({N, c.O, Ho, Ho}, 4), a); });
+    ASSERT_EQ(s->x_basis().token_axis, c.x_token) << what;
+    ASSERT_EQ(s->g_basis().token_axis, c.g_token) << what;
+    const Tensor x = testing::randn(cg.x_shape, 5), g = testing::randn({N, c.O, Ho, Ho}, 6);
     const Grads got = run_conv(s, x, w, b, g, a);
     const Tensor X = conv_to_tokens(x, cg);                                        // (N, L, I)
-    const Tensor G = g.reshape({N, O, L}).transpose(1, 2).contiguous();           // (N, L, O)
+    const Tensor G = g.reshape({N, c.O, L}).transpose(1, 2).contiguous();         // (N, L, O)
     const Tensor PtP = matmul(s->x_basis().proj, s->x_basis().proj, true, false);
     const Tensor QtQ = matmul(s->g_basis().proj, s->g_basis().proj, true, false);
-    const bool token = std::string(axis) == "token";
-    const Tensor Xp = token ? matmul(PtP, X) : matmul(X, PtP);
-    const Tensor Gq = token ? matmul(QtQ, G) : matmul(G, QtQ);
-    const Tensor gw_ref = matmul(G.reshape({N * L, O}), Xp.reshape({N * L, I}), true, false).reshape(w.shape());
-    const Tensor gx_ref = conv_from_tokens(matmul(Gq, w.reshape({O, I})), cg);
-    EXPECT_TRUE(testing::all_close(got.gw, gw_ref, 1e-10, 1e-10)) << axis;
-    EXPECT_TRUE(testing::all_close(got.gx, gx_ref, 1e-10, 1e-10)) << axis;
-    EXPECT_TRUE(testing::all_close(got.gb, sum(g, {0, 2, 3}), 1e-12, 1e-12)) << axis;
-    // Saved: x̂ (R_x, N, I) on the token axis, X̂ (N·L, R_x) on the channel axis (f64 here).
+    const Tensor Xp = c.x_token ? matmul(PtP, X) : matmul(X, PtP);
+    const Tensor Gq = c.g_token ? matmul(QtQ, G) : matmul(G, QtQ);
+    const Tensor gw_ref = matmul(G.reshape({N * L, c.O}), Xp.reshape({N * L, I}), true, false).reshape(w.shape());
+    const Tensor gx_ref = conv_from_tokens(matmul(Gq, w.reshape({c.O, I})), cg);
+    EXPECT_TRUE(testing::all_close(got.gw, gw_ref, 1e-10, 1e-10)) << what;
+    EXPECT_TRUE(testing::all_close(got.gx, gx_ref, 1e-10, 1e-10)) << what;
+    EXPECT_TRUE(testing::all_close(got.gb, sum(g, {0, 2, 3}), 1e-12, 1e-12)) << what;
+    // Saved: x̂ (R_x, N, I) on the token axis, X̂ (N, R_x, L) on the channel axis (f64 here).
     Tensor xi = x.clone(), wi = w.clone();
     xi.set_requires_grad();
     wi.storage()->set_tag(MemTag::Parameter);
     wi.set_requires_grad();
     Tensor y = strategy_conv2d(xi, wi, Tensor(), a, s);
-    EXPECT_EQ(autograd::saved_bytes(), (token ? 3 * N * I : N * L * 3) * 8) << axis;
-    EXPECT_EQ(s->paper_saved_bytes_fp32({N, L, I, O}) * N * 2, autograd::saved_bytes()) << axis;
+    EXPECT_EQ(autograd::saved_bytes(), (c.x_token ? 3 * N * I : N * L * 3) * 8) << what;
+    EXPECT_EQ(s->paper_saved_bytes_fp32({N, L, I, c.O}) * N * 2, autograd::saved_bytes()) << what;
     y.backward(g);
+    // Only the frozen-input case: no g_x wanted.
+    Tensor wj = w.clone();
+    wj.set_requires_grad();
+    strategy_conv2d(x, wj, Tensor(), a, s).backward(g);
+    EXPECT_TRUE(testing::all_close(wj.grad(), gw_ref, 1e-10, 1e-10)) << what;
   }
 }
 

@@ -216,6 +216,56 @@ void expand_tokens(const T* a, int64_t R, int64_t L, const T* const* in_rows, in
     }
 }
 
+namespace {
+// Σ_k a[k] · b[k] with vector accumulators (a float reduction does not vectorise without
+// reassociation, which we only allow here, explicitly).
+template <typename T>
+inline T dot(const T* a, const T* b, int64_t K) {
+  using V = typename Simd<T>::V;
+  constexpr int64_t VL = kLanes<T>;
+  V acc0{}, acc1{};
+  int64_t k = 0;
+  for (; k + 2 * VL <= K; k += 2 * VL) {
+    acc0 += load(a + k) * load(b + k);
+    acc1 += load(a + k + VL) * load(b + k + VL);
+  }
+  for (; k + VL <= K; k += VL) acc0 += load(a + k) * load(b + k);
+  acc0 += acc1;
+  T s = 0;
+  for (int64_t i = 0; i < VL; ++i) s += acc0[i];
+  for (; k < K; ++k) s += a[k] * b[k];
+  return s;
+}
+template <typename T>
+inline T total(const T* a, int64_t K) {
+  using V = typename Simd<T>::V;
+  constexpr int64_t VL = kLanes<T>;
+  V acc{};
+  int64_t k = 0;
+  for (; k + VL <= K; k += VL) acc += load(a + k);
+  T s = 0;
+  for (int64_t i = 0; i < VL; ++i) s += acc[i];
+  for (; k < K; ++k) s += a[k];
+  return s;
+}
+}  // namespace
+
+template <typename T>
+void rows_dot_acc(const T* a, int64_t M, const T* b, int64_t N, int64_t K, T* c) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) c[m * N + n] += dot(a + m * K, b + n * K, K);
+}
+
+template <typename T>
+void row_sums_acc(const T* a, int64_t M, int64_t K, T* out) {
+  for (int64_t m = 0; m < M; ++m) out[m] += total(a + m * K, K);
+}
+
+template void rows_dot_acc<float>(const float*, int64_t, const float*, int64_t, int64_t, float*);
+template void rows_dot_acc<double>(const double*, int64_t, const double*, int64_t, int64_t, double*);
+template void row_sums_acc<float>(const float*, int64_t, int64_t, float*);
+template void row_sums_acc<double>(const double*, int64_t, int64_t, double*);
+
 template void project_tokens<float>(const float*, int64_t, int64_t, const float*, int64_t, int64_t,
                                     float* const*, int64_t, float*);
 template void project_tokens<double>(const double*, int64_t, int64_t, const double*, int64_t,

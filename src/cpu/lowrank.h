@@ -26,4 +26,12 @@ template <typename T>
 void expand_tokens(const T* a, int64_t R, int64_t L, const T* const* in_rows, int64_t in_b_stride,
                    int64_t B, int64_t C, T* out);
 
+// Serial helpers for per-image loops (callers parallelise over images):
+// c[m, n] += Σ_k a[m, k] · b[n, k]   (a (M, K), b (N, K), c (M, N), all row-major)
+template <typename T>
+void rows_dot_acc(const T* a, int64_t M, const T* b, int64_t N, int64_t K, T* c);
+// out[m] += Σ_k a[m, k]
+template <typename T>
+void row_sums_acc(const T* a, int64_t M, int64_t K, T* out);
+
 }  // namespace lb::cpu

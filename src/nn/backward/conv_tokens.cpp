@@ -61,6 +61,14 @@ Gradients Strategy::backward_conv(const SavedState& s, const Tensor& g_y_tokens,
   return backward(s, g_y_tokens, w2d, want_gx, want_gw);
 }
 
+Gradients Strategy::backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
+                                        bool want_gx, bool want_gw, const ConvGeometry& cg) {
+  const int64_t N = g_y.size(0), O = g_y.size(1), L = cg.Ho * cg.Wo;
+  // g_y (N, O, Ho, Wo) -> tokens (N, L, O)
+  const Tensor gt = detail::contiguous_nograd(g_y.reshape({N, O, L}).transpose(1, 2));
+  return backward_conv(s, gt, w2d, want_gx, want_gw, cg);
+}
+
 Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args,
                        const std::shared_ptr<Strategy>& strategy) {
   LB_CHECK(strategy != nullptr, "strategy_conv2d: no strategy");
@@ -92,11 +100,9 @@ Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const 
           const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
         SavedState st = state;
         st.tensors.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_state));
-        const int64_t N = g.size(0), L = cg.Ho * cg.Wo;
-        // g_y (N, O, Ho, Wo) -> tokens (N, L, O)
-        const Tensor gt = detail::contiguous_nograd(g.reshape({N, O, L}).transpose(1, 2));
         const Tensor w2d = s.back().defined() ? s.back().reshape({O, -1}) : Tensor();
-        Gradients gr = strategy->backward_conv(st, gt, w2d, need[0], need[1], cg);
+        Gradients gr = strategy->backward_conv_image(st, detail::contiguous_nograd(g), w2d, need[0],
+                                                     need[1], cg);
         if (need[0] && gr.grad_input.dim() != 4) gr.grad_input = conv_from_tokens(gr.grad_input, cg);
         return std::vector<Tensor>{need[0] ? gr.grad_input : Tensor(),
                                    need[1] ? gr.grad_weight.reshape(w_shape) : Tensor(),

@@ -347,7 +347,7 @@ SavedState Instant::save_impl(const Tensor& x, const Tensor& w) {
 
 Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w,
                                  bool want_gx, bool want_gw) {
-  LB_CHECK(s.scalars.size() == 1 && static_cast<int64_t>(s.scalars[0]) == generation_,
+  LB_CHECK(!s.scalars.empty() && static_cast<int64_t>(s.scalars[0]) == generation_,
            "instant (", layer_name_, "): the bases changed between this forward and its backward. "
            "HINT: run calibration only between optimizer steps, after every pending backward");
   const auto& [B, L, I, O] = s.geom;

@@ -1,8 +1,14 @@
-// INSTANT on Conv2d without the im2col buffer where the channel axis allows it (instant.h).
-//   save:     X̂ (N·L, R_x) = im2col(x) Pᵀ = conv2d(x, P viewed as (R_x, C, kH, kW)), transposed
-//             to tokens; forward never builds the (N, L, C·kH·kW) view (9× x for 3×3).
-//   backward: g_x,n = col2im(W2ᵀ T_nᵀ) with T = G Qᵀ (N·L, R_y) and W2 = Q w (R_y, I), one
-//             image at a time in a per-thread (I, L) buffer; g_w as for Linear.
+// INSTANT on Conv2d in the image layout where the channel axis allows it (instant.h).
+//   save:     X̂_n (R_x, L) = (im2col(x_n) Pᵀ)ᵀ = conv2d(x, P viewed as (R_x, C, kH, kW)), kept as
+//             the conv output (N, R_x, L): forward never builds the (N, L, C·kH·kW) view (9× x
+//             for 3×3) and nothing is transposed.
+//   backward: straight from g_y (N, O, L), image by image, in parallel over images:
+//             g_w = (Σ_n g_n X̂_nᵀ) P, g_b = Σ_n g_n 1, and (g_y on the channel axis)
+//             g_x,n = col2im(W2ᵀ (Q g_n)) with W2 = Q w (R_y, I), in a per-thread (I, L) buffer.
+//             The token transpose of g_y is skipped; a tensor on the token axis goes through
+//             the token view as usual.
+#include <omp.h>
+
 #include <chrono>
 
 #include "lb/autograd/grad_mode.h"
@@ -15,62 +21,108 @@
 
 namespace lb::nn::backward {
 
+namespace {
+constexpr double kImageLayout = 1.0;  // SavedState::scalars[1]: X̂ is (N, R_x, L)
+
+Tensor in_dtype(const Tensor& t, DType dt) {
+  if (t.dtype() == dt) return detail::contiguous_nograd(t);
+  NoGradGuard no_grad;
+  return detail::contiguous_nograd(t.to(dt));
+}
+}  // namespace
+
 SavedState Instant::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
   const int64_t N = x.size(0), L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
   const LayerGeometry g{N, L, I, O};
   if (calibrating_ || !compresses(g) || x_basis_.token_axis) return Strategy::save_conv(x, w2d, cg);
   last_geom_ = g;
-  const Tensor P = detail::contiguous_nograd(
-      x_basis_.proj.dtype() == x.dtype() ? x_basis_.proj : x_basis_.proj.to(x.dtype()));
+  const Tensor P = in_dtype(x_basis_.proj, x.dtype());
   const int64_t Rx = P.size(0), C = x.size(1);
   NoGradGuard no_grad;
   const Tensor y = conv2d(x, P.view({Rx, C, cg.kH, cg.kW}), Tensor(), cg.args);  // (N, R_x, Ho, Wo)
   SavedState s;
   s.geom = g;
-  s.scalars = {static_cast<double>(generation_)};
-  s.tensors = {detail::contiguous_nograd(y.reshape({N, Rx, L}).transpose(1, 2)).view({N * L, Rx})};
+  s.scalars = {static_cast<double>(generation_), kImageLayout};
+  s.tensors = {y.reshape({N, Rx, L})};
   last_saved_bytes_ = static_cast<int64_t>(s.tensors[0].nbytes());
   return s;
 }
 
-Gradients Instant::backward_conv(const SavedState& s, const Tensor& gt, const Tensor& w2d,
-                                 bool want_gx, bool want_gw, const ConvGeometry& cg) {
-  if (s.exact || calibrating_ || !want_gx || g_basis_.token_axis)
-    return Strategy::backward_conv(s, gt, w2d, want_gx, want_gw, cg);
-  // g_w through the regular path (timed there), g_x image by image here.
-  Gradients out = Strategy::backward(s, gt, w2d, false, want_gw);
-  const auto t0 = std::chrono::steady_clock::now();
+Gradients Instant::backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
+                                       bool want_gx, bool want_gw, const ConvGeometry& cg) {
+  const bool image_x = !s.exact && s.scalars.size() == 2 && s.scalars[1] == kImageLayout;
+  if (s.exact || calibrating_ || (!image_x && g_basis_.token_axis))
+    return Strategy::backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg);
+  LB_CHECK(static_cast<int64_t>(s.scalars[0]) == generation_, "instant (", layer_name_,
+           "): the bases changed between this forward and its backward. HINT: run calibration "
+           "only between optimizer steps, after every pending backward");
   const int64_t N = cg.x_shape[0], C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3];
-  const int64_t L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
-  const DType dt = gt.dtype();
-  const Tensor Q = detail::contiguous_nograd(g_basis_.proj.dtype() == dt ? g_basis_.proj : g_basis_.proj.to(dt));
-  const int64_t Ry = Q.size(0);
-  const Tensor T = matmul(gt.view({N * L, O}), Q, false, true);  // (N·L, R_y)
-  const Tensor W2 = detail::contiguous_nograd(matmul(Q, w2d));   // (R_y, I)
-  Tensor dx = Tensor::zeros(cg.x_shape, dt);
+  // (w2d is undefined when no g_x is wanted: the node keeps w only for g_x.)
+  const int64_t L = cg.Ho * cg.Wo, I = s.geom.I, O = g_y.size(1);
+  const DType dt = g_y.dtype();
+  Gradients out;
+
+  // Parts that need the token view: g_w with x on the token axis, g_x with g_y on it.
+  const bool gw_tokens = want_gw && !image_x, gx_tokens = want_gx && g_basis_.token_axis;
+  bool counted = false;
+  if (gw_tokens || gx_tokens) {
+    const Tensor gt = detail::contiguous_nograd(g_y.reshape({N, O, L}).transpose(1, 2));
+    Gradients t = Strategy::backward(s, gt, w2d, gx_tokens, gw_tokens);  // timed and counted there
+    counted = true;
+    out.grad_input = t.grad_input;  // tokens; strategy_conv2d folds them back
+    out.grad_weight = t.grad_weight;
+    out.grad_bias = t.grad_bias;
+  }
+  const bool gw_image = want_gw && image_x, gx_image = want_gx && !g_basis_.token_axis;
+  if (!gw_image && !gx_image) return out;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool sum_bias = !out.grad_bias.defined();
+  const Tensor P = gw_image ? in_dtype(x_basis_.proj, dt) : Tensor();
+  const Tensor Q = gx_image ? in_dtype(g_basis_.proj, dt) : Tensor();
+  const int64_t Rx = gw_image ? P.size(0) : 0, Ry = gx_image ? Q.size(0) : 0;
+  const Tensor W2 = gx_image ? detail::contiguous_nograd(matmul(Q, w2d)) : Tensor();  // (R_y, I)
+  Tensor dx = gx_image ? Tensor::zeros(cg.x_shape, dt) : Tensor();
+  Tensor gwr = gw_image ? Tensor::zeros({O, Rx}, dt) : Tensor();  // Σ_n g_n X̂_nᵀ
+  Tensor gb = sum_bias ? Tensor::zeros({O}, dt) : Tensor();
+  const int64_t nt = N > 1 ? omp_get_max_threads() : 1;
   detail::dispatch_float(dt, "instant conv backward", [&](auto tag) {
-    using T_ = decltype(tag);
-    const T_* pt = T.data<T_>();
-    const T_* pw = W2.data<T_>();
-    T_* pd = dx.data<T_>();
-#pragma omp parallel if (N > 1)
+    using T = decltype(tag);
+    const T* pg = g_y.data<T>();
+    const T* pxh = gw_image ? s.tensors.at(0).data<T>() : nullptr;
+    // Per-thread partial sums of g_w's (O, R_x) core and of g_b.
+    std::vector<T> part_w(static_cast<size_t>(nt * O * Rx), T(0)), part_b(static_cast<size_t>(nt * O), T(0));
+#pragma omp parallel num_threads(nt) if (nt > 1)
     {
-      std::vector<T_> tt(static_cast<size_t>(Ry * L)), cols(static_cast<size_t>(I * L));
-      std::vector<const T_*> rows(static_cast<size_t>(Ry));
+      const int64_t tid = omp_get_thread_num();
+      std::vector<T> tt(static_cast<size_t>(Ry * L)), cols(static_cast<size_t>(gx_image ? I * L : 0));
+      std::vector<T*> trows(static_cast<size_t>(Ry));
+      std::vector<const T*> crows(static_cast<size_t>(Ry));
+      for (int64_t r = 0; r < Ry; ++r) crows[r] = trows[r] = tt.data() + r * L;
 #pragma omp for schedule(static)
       for (int64_t n = 0; n < N; ++n) {
-        const T_* tn = pt + n * L * Ry;  // (L, R_y) -> rows (R_y, L)
-        for (int64_t l = 0; l < L; ++l)
-          for (int64_t r = 0; r < Ry; ++r) tt[r * L + l] = tn[l * Ry + r];
-        for (int64_t r = 0; r < Ry; ++r) rows[r] = tt.data() + r * L;
-        // cols (I, L): cols[i, l] = Σ_r W2[r, i] · T_n[l, r]
-        cpu::expand_tokens(pw, Ry, I, rows.data(), 0, 1, L, cols.data());
-        col2im(cols.data(), C, H, W, cg.kH, cg.kW, cg.args, pd + n * C * H * W);
+        const T* gn = pg + n * O * L;  // (O, L)
+        if (gw_image) cpu::rows_dot_acc(gn, O, pxh + n * Rx * L, Rx, L, part_w.data() + tid * O * Rx);
+        if (sum_bias) cpu::row_sums_acc(gn, O, L, part_b.data() + tid * O);
+        if (gx_image) {
+          cpu::project_tokens(Q.data<T>(), Ry, O, gn, 1, L, trows.data(), 0);     // Q g_n (R_y, L)
+          cpu::expand_tokens(W2.data<T>(), Ry, I, crows.data(), 0, 1, L, cols.data());  // (I, L)
+          col2im(cols.data(), C, H, W, cg.kH, cg.kW, cg.args, dx.data<T>() + n * C * H * W);
+        }
       }
     }
+    for (int64_t t = 0; t < nt; ++t) {
+      if (gw_image)
+        for (int64_t i = 0; i < O * Rx; ++i) gwr.data<T>()[i] += part_w[t * O * Rx + i];
+      if (sum_bias)
+        for (int64_t o = 0; o < O; ++o) gb.data<T>()[o] += part_b[t * O + o];
+    }
   });
-  out.grad_input = dx;
+  if (gw_image) out.grad_weight = matmul(gwr, P);  // (O, R_x)(R_x, I)
+  if (gx_image) out.grad_input = dx;
+  if (sum_bias) out.grad_bias = gb;
   backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!counted) ++calls_;
   return out;
 }
 

@@ -106,11 +106,12 @@ class Instant : public Strategy {
   void load_state_json(const nlohmann::json& j) override;
 
   // Conv2d (instant_conv.cpp): on the channel axis the im2col view is never materialised:
-  // X̂ = im2col(x) Pᵀ is the convolution of x with P as R_x filters, and g_x = col2im(
-  // (G Qᵀ)(Q w)) runs image by image. Token-axis tensors use the base class's token view.
+  // X̂ = im2col(x) Pᵀ is the convolution of x with P as R_x filters (kept as (N, R_x, L)),
+  // and the backward works on g_y's image layout, image by image (g_x = col2im((G Qᵀ)(Q w))).
+  // Token-axis tensors use the base class's token view.
   SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) override;
-  Gradients backward_conv(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
-                          bool want_gx, bool want_gw, const ConvGeometry& cg) override;
+  Gradients backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
+                                bool want_gx, bool want_gw, const ConvGeometry& cg) override;
 
   const Basis& x_basis() const { return x_basis_; }
   const Basis& g_basis() const { return g_basis_; }

@@ -87,6 +87,11 @@ class Strategy {
   // The defaults run im2col then save/backward; a strategy may override them
   // (e.g. to keep the raw input instead of its 9× larger im2col view).
   virtual SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg);
+  // The entry point strategy_conv2d calls, with g_y as the image gradient (N, O, Ho, Wo).
+  // The default transposes it to tokens and calls backward_conv; a strategy that can work on
+  // the image layout overrides this to skip that copy.
+  virtual Gradients backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
+                                        bool want_gx, bool want_gw, const ConvGeometry& cg);
   virtual Gradients backward_conv(const SavedState& s, const Tensor& g_y_tokens,
                                   const Tensor& w2d, bool want_gx, bool want_gw,
                                   const ConvGeometry& cg);
