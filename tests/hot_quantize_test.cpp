@@ -36,10 +36,10 @@ TEST(HotQuantize, PhiloxFillMatchesStream) {
   // The stream of curand_init(seed, subsequence, 0): PhiloxStream is tested against cuRAND.
   const uint64_t sub = (uint64_t{key.sub1} << 32) | key.sub0;
   PhiloxStream s(0x1234567890abcdefULL, sub, 0);
-  std::vector<uint32_t> expect(300);
+  std::vector<uint32_t> expect(1500);
   for (auto& w : expect) w = s.next_u32();
   for (uint64_t e0 : {0ull, 1ull, 3ull, 5ull, 64ull, 130ull})
-    for (int64_t n : {1, 3, 16, 63, 64, 65, 150}) {
+    for (int64_t n : {1, 3, 16, 63, 64, 65, 150, 256, 300, 1000}) {
       std::vector<uint32_t> got(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
       philox_fill(key, e0, n, got.data());
       ref::philox_fill(key, e0, n, ref.data());
@@ -49,11 +49,13 @@ TEST(HotQuantize, PhiloxFillMatchesStream) {
       }
     }
   // Counters whose low word wraps inside a vector group.
-  const uint64_t e0 = (uint64_t{0xFFFFFFFFu} - 5) * 4;
-  std::vector<uint32_t> got(100), ref(100);
-  philox_fill(key, e0, 100, got.data());
-  ref::philox_fill(key, e0, 100, ref.data());
-  EXPECT_EQ(got, ref);
+  for (uint64_t back : {5ull, 40ull}) {
+    const uint64_t e0 = (uint64_t{0xFFFFFFFFu} - back) * 4;
+    std::vector<uint32_t> got(600), ref(600);
+    philox_fill(key, e0, 600, got.data());
+    ref::philox_fill(key, e0, 600, ref.data());
+    EXPECT_EQ(got, ref) << back;
+  }
 }
 
 TEST(HotQuantize, TransformsMatchExplicitHadamard) {
@@ -133,6 +135,21 @@ TEST(HotQuantize, KernelsEqualReferenceBitForBit) {
         fwht16_cols_quantize(x.data(), rows, cols, ldx, keep, ic, p, qc.data());
         ref::fwht16_cols_quantize(x.data(), rows, cols, ldx, keep, ic, p, qcr.data());
         EXPECT_EQ(qc, qcr) << what;
+        // both transforms fused (two passes over x), per-row and per-tensor row scales
+        for (bool per_row : {false, true}) {
+          QuantParams pc = p;
+          pc.qmax = 127;
+          pc.key = quant::philox_key(9, 3, 2, 1);
+          std::vector<int8_t> a(q.size()), ar(q.size()), b(qc.size()), br(qc.size());
+          std::vector<float> rs(static_cast<size_t>(rows)), rsr(rs.size());
+          const DualScales d = fwht16_dual_quantize(x.data(), rows, cols, ldx, p, per_row, a.data(), rs.data(), keep, pc, b.data());
+          const DualScales dr = ref::fwht16_dual_quantize(x.data(), rows, cols, ldx, p, per_row, ar.data(), rsr.data(), keep, pc, br.data());
+          EXPECT_EQ(a, ar) << what << " per_row " << per_row;
+          EXPECT_EQ(b, br) << what << " per_row " << per_row;
+          EXPECT_EQ(d.rows, dr.rows);
+          EXPECT_EQ(d.cols, dr.cols);
+          if (per_row) EXPECT_EQ(rs, rsr);
+        }
         // flat
         std::vector<int8_t> qf(static_cast<size_t>(rows * ldx)), qfr(qf.size());
         const TensorStats fs = tensor_stats(x.data(), rows * ldx);

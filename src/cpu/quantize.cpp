@@ -158,6 +158,24 @@ void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t
   for (int64_t i = 0; i < n; ++i) q[i] = quant_one(x[i], inv, p, static_cast<uint64_t>(i));
 }
 
+DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                                const QuantParams& prow, bool per_row, int8_t* q_rows,
+                                float* row_scale, const HadamardKeep& keep,
+                                const QuantParams& pcol, int8_t* q_cols) {
+  DualScales s;
+  if (per_row) {
+    ref::fwht16_rows_quantize_per_row(x, rows, cols, ldx, prow, q_rows, row_scale);
+  } else {
+    const float m = ref::fwht16_rows_absmax(x, rows, cols, ldx, nullptr);
+    s.rows = quant::scale_from_absmax(m, prow.qmax);
+    ref::fwht16_rows_quantize(x, rows, cols, ldx, nullptr, quant::inv_scale_from_absmax(m, prow.qmax), prow, q_rows);
+  }
+  const TensorStats st = ref::fwht16_cols_stats(x, rows, cols, ldx, keep);
+  s.cols = quant::scale_from_absmax(st.absmax, pcol.qmax);
+  ref::fwht16_cols_quantize(x, rows, cols, ldx, keep, quant::inv_scale_from_absmax(st.absmax, pcol.qmax), pcol, q_cols);
+  return s;
+}
+
 }  // namespace ref
 
 void dequantize(const int8_t* q, int64_t n, float scale, float* y) {
@@ -198,6 +216,12 @@ TensorStats tensor_stats(const float* x, int64_t n) { return ref::tensor_stats(x
 void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t* q) {
   ref::quantize(x, n, inv, p, q);
 }
+DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                                const QuantParams& prow, bool per_row, int8_t* q_rows,
+                                float* row_scale, const HadamardKeep& keep,
+                                const QuantParams& pcol, int8_t* q_cols) {
+  return ref::fwht16_dual_quantize(x, rows, cols, ldx, prow, per_row, q_rows, row_scale, keep, pcol, q_cols);
+}
 #else
 // ============================== AVX-512 kernels ==============================
 namespace {
@@ -206,18 +230,23 @@ inline __mmask16 tail_mask(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
 }
 
-// In-register 16-point FWHT: lane i with bit h clear gets a[i] + a[i+h], the partner
-// a[i] - a[i+h] (a·(-1) + partner: one rounding, as the scalar subtraction).
+// In-register 16-point FWHT: lane i with bit h clear gets a[i] + a[i+h], its partner
+// a[i] - a[i+h] (one add and one masked subtract per stage: the scalar's operations).
 inline __m512 fwht16_reg(__m512 a) {
-  const __m512 s1 = _mm512_setr_ps(1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1);
-  const __m512 s2 = _mm512_setr_ps(1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1);
-  const __m512 s4 = _mm512_setr_ps(1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1);
-  const __m512 s8 = _mm512_setr_ps(1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1);
-  a = _mm512_fmadd_ps(a, s1, _mm512_permute_ps(a, 0xB1));
-  a = _mm512_fmadd_ps(a, s2, _mm512_permute_ps(a, 0x4E));
-  a = _mm512_fmadd_ps(a, s4, _mm512_shuffle_f32x4(a, a, 0xB1));
-  a = _mm512_fmadd_ps(a, s8, _mm512_shuffle_f32x4(a, a, 0x4E));
+  __m512 p = _mm512_permute_ps(a, 0xB1);
+  a = _mm512_mask_sub_ps(_mm512_add_ps(a, p), 0xAAAA, p, a);
+  p = _mm512_permute_ps(a, 0x4E);
+  a = _mm512_mask_sub_ps(_mm512_add_ps(a, p), 0xCCCC, p, a);
+  p = _mm512_shuffle_f32x4(a, a, 0xB1);
+  a = _mm512_mask_sub_ps(_mm512_add_ps(a, p), 0xF0F0, p, a);
+  p = _mm512_shuffle_f32x4(a, a, 0x4E);
+  a = _mm512_mask_sub_ps(_mm512_add_ps(a, p), 0xFF00, p, a);
   return a;
+}
+
+// 16 floats at x (columns c0.. of a row with `cols` columns): full loads except the tail.
+inline __m512 load16(const float* x, int64_t c0, int64_t cols) {
+  return c0 + 16 <= cols ? _mm512_loadu_ps(x + c0) : _mm512_maskz_loadu_ps(tail_mask(cols - c0), x + c0);
 }
 
 // 16 values -> 16 int8 levels (draws: 16 words, stochastic only).
@@ -238,49 +267,66 @@ inline __m128i quant16(__m512 x, __m512 inv, __m512 qm, bool stochastic, const u
   return _mm512_cvtepi32_epi8(qi);
 }
 
-inline __m512i mulhi_epu32(__m512i a, __m512i m) {
-  const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(a, m), 32);
+// 32x32 -> 64-bit products of 16 lanes by a constant: high and low words (vpmuludq on even
+// and odd lanes; cheaper than vpmulld for the low half).
+inline void mul_hilo_epu32(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
+  const __m512i even = _mm512_mul_epu32(a, m);
   const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-  return _mm512_mask_blend_epi32(0xAAAA, even, odd);
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
 }
 
-// Philox4x32-10 on 16 counters at once (lane j: block b0 + j); out: 64 words in stream order.
-inline void philox16(const PhiloxKey& k, uint64_t b0, uint32_t* out) {
+// Philox4x32-10 on G·16 counters at once (group g, lane j: block b0 + 16g + j); out: G·64
+// words in stream order. The G groups are independent chains: one alone is latency-bound.
+template <int G>
+inline void philox_groups(const PhiloxKey& k, uint64_t b0, uint32_t* out) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(b0))), lane);
-  __m512i c1 = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(b0 >> 32)));
-  if (static_cast<uint32_t>(b0) > 0xFFFFFFFFu - 15u) {  // the low word wraps inside the group
-    alignas(64) uint32_t hi[16];
-    for (int j = 0; j < 16; ++j) hi[j] = static_cast<uint32_t>((b0 + j) >> 32);
-    c1 = _mm512_load_si512(hi);
+  __m512i c0[G], c1[G], c2[G], c3[G];
+  for (int g = 0; g < G; ++g) {
+    const uint64_t bg = b0 + 16 * static_cast<uint64_t>(g);
+    c0[g] = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(bg))), lane);
+    c1[g] = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(bg >> 32)));
+    if (static_cast<uint32_t>(bg) > 0xFFFFFFFFu - 15u) {  // the low word wraps inside the group
+      alignas(64) uint32_t hi[16];
+      for (int j = 0; j < 16; ++j) hi[j] = static_cast<uint32_t>((bg + j) >> 32);
+      c1[g] = _mm512_load_si512(hi);
+    }
+    c2[g] = _mm512_set1_epi32(static_cast<int>(k.sub0));
+    c3[g] = _mm512_set1_epi32(static_cast<int>(k.sub1));
   }
-  __m512i c2 = _mm512_set1_epi32(static_cast<int>(k.sub0));
-  __m512i c3 = _mm512_set1_epi32(static_cast<int>(k.sub1));
   const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
   uint32_t key0 = k.key0, key1 = k.key1;
   for (int r = 0; r < 10; ++r) {
-    const __m512i hi0 = mulhi_epu32(c0, m0), lo0 = _mm512_mullo_epi32(c0, m0);
-    const __m512i hi1 = mulhi_epu32(c2, m1), lo1 = _mm512_mullo_epi32(c2, m1);
-    c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32(static_cast<int>(key0)), 0x96);
-    c1 = lo1;
-    c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32(static_cast<int>(key1)), 0x96);
-    c3 = lo0;
+    const __m512i k0 = _mm512_set1_epi32(static_cast<int>(key0)), k1 = _mm512_set1_epi32(static_cast<int>(key1));
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      __m512i hi0, lo0, hi1, lo1;
+      mul_hilo_epu32(c0[g], m0, hi0, lo0);
+      mul_hilo_epu32(c2[g], m1, hi1, lo1);
+      c0[g] = _mm512_ternarylogic_epi32(hi1, c1[g], k0, 0x96);
+      c1[g] = lo1;
+      c2[g] = _mm512_ternarylogic_epi32(hi0, c3[g], k1, 0x96);
+      c3[g] = lo0;
+    }
     key0 += 0x9E3779B9u;
     key1 += 0xBB67AE85u;
   }
-  // (4 words x 16 blocks) -> stream order: block j's words at out[4j .. 4j+3].
-  const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
-  const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
-  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
-  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
-  // u_w lane l holds block 4l + w.
-  const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x88), v1 = _mm512_shuffle_i32x4(u2, u3, 0x88);
-  const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, 0xDD), v3 = _mm512_shuffle_i32x4(u2, u3, 0xDD);
-  _mm512_storeu_si512(out, _mm512_shuffle_i32x4(v0, v1, 0x88));       // blocks 0..3
-  _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(v2, v3, 0x88));  // blocks 4..7
-  _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(v0, v1, 0xDD));  // blocks 8..11
-  _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(v2, v3, 0xDD));  // blocks 12..15
+  for (int g = 0; g < G; ++g) {
+    // (4 words x 16 blocks) -> stream order: block j's words at o[4j .. 4j+3].
+    uint32_t* o = out + 64 * g;
+    const __m512i t0 = _mm512_unpacklo_epi32(c0[g], c1[g]), t1 = _mm512_unpackhi_epi32(c0[g], c1[g]);
+    const __m512i t2 = _mm512_unpacklo_epi32(c2[g], c3[g]), t3 = _mm512_unpackhi_epi32(c2[g], c3[g]);
+    const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+    const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+    // u_w lane l holds block 4l + w.
+    const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x88), v1 = _mm512_shuffle_i32x4(u2, u3, 0x88);
+    const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, 0xDD), v3 = _mm512_shuffle_i32x4(u2, u3, 0xDD);
+    _mm512_storeu_si512(o, _mm512_shuffle_i32x4(v0, v1, 0x88));       // blocks 0..3
+    _mm512_storeu_si512(o + 16, _mm512_shuffle_i32x4(v2, v3, 0x88));  // blocks 4..7
+    _mm512_storeu_si512(o + 32, _mm512_shuffle_i32x4(v0, v1, 0xDD));  // blocks 8..11
+    _mm512_storeu_si512(o + 48, _mm512_shuffle_i32x4(v2, v3, 0xDD));  // blocks 12..15
+  }
 }
 
 // Serial loop over rows unless the work is large (then OpenMP, static schedule).
@@ -298,86 +344,57 @@ void philox_fill(const PhiloxKey& k, uint64_t e0, int64_t n, uint32_t* out) {
     out[i] = quant::philox_draw(k, e0 + static_cast<uint64_t>(i));
     ++i;
   }
-  for (; i + 64 <= n; i += 64) philox16(k, (e0 + static_cast<uint64_t>(i)) >> 2, out + i);
+  for (; i + 256 <= n; i += 256) philox_groups<4>(k, (e0 + static_cast<uint64_t>(i)) >> 2, out + i);
+  for (; i + 64 <= n; i += 64) philox_groups<1>(k, (e0 + static_cast<uint64_t>(i)) >> 2, out + i);
   if (i < n) {
     alignas(64) uint32_t buf[64];
-    philox16(k, (e0 + static_cast<uint64_t>(i)) >> 2, buf);
+    philox_groups<1>(k, (e0 + static_cast<uint64_t>(i)) >> 2, buf);
     std::memcpy(out + i, buf, static_cast<size_t>(n - i) * sizeof(uint32_t));
   }
 }
 
-float fwht16_rows_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
-                         float* row_absmax) {
-  float m = 0.f;
-#pragma omp parallel for reduction(max : m) if (rows * cols > kParallelWork) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    __m512 mv = _mm512_setzero_ps();
-    for (int64_t c0 = 0; c0 < cols; c0 += 16)
-      mv = _mm512_max_ps(mv, _mm512_abs_ps(fwht16_reg(_mm512_maskz_loadu_ps(tail_mask(cols - c0), x + r * ldx + c0))));
-    const float rm = _mm512_reduce_max_ps(mv);
-    if (row_absmax) row_absmax[r] = rm;
-    m = std::max(m, rm);
+namespace {
+// ---- per-row and per-block workers (the public kernels and the fused pass loop over them) ----
+
+inline float transformed_row_absmax(const float* xr, int64_t cols) {
+  __m512 mv = _mm512_setzero_ps();
+  for (int64_t c0 = 0; c0 < cols; c0 += 16)
+    mv = _mm512_max_ps(mv, _mm512_abs_ps(fwht16_reg(load16(xr, c0, cols))));
+  return _mm512_reduce_max_ps(mv);
+}
+
+// Row r of the rows transform, quantised with `inv` (draws: c16 words of scratch).
+inline void row_quantize(const float* xr, int64_t r, int64_t cols, float inv, const QuantParams& p,
+                         int8_t* q, uint32_t* draws) {
+  const int64_t c16 = round_up16(cols);
+  const __m512 qm = _mm512_set1_ps(static_cast<float>(p.qmax)), iv = _mm512_set1_ps(inv);
+  if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(r * c16), c16, draws);
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __m512 a = fwht16_reg(load16(xr, c0, cols));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + r * c16 + c0), quant16(a, iv, qm, p.stochastic, draws + c0));
   }
+}
+
+// Row r with its own scale: transform into t (c16 floats), absmax, quantise from t.
+inline float row_quantize_own_scale(const float* xr, int64_t r, int64_t cols, const QuantParams& p,
+                                    int8_t* q, float* t, uint32_t* draws) {
+  const int64_t c16 = round_up16(cols);
+  __m512 mv = _mm512_setzero_ps();
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __m512 a = fwht16_reg(load16(xr, c0, cols));
+    _mm512_storeu_ps(t + c0, a);
+    mv = _mm512_max_ps(mv, _mm512_abs_ps(a));
+  }
+  const float m = _mm512_reduce_max_ps(mv);
+  const __m512 qm = _mm512_set1_ps(static_cast<float>(p.qmax));
+  const __m512 iv = _mm512_set1_ps(quant::inv_scale_from_absmax(m, p.qmax));
+  if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(r * c16), c16, draws);
+  for (int64_t c0 = 0; c0 < cols; c0 += 16)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + r * c16 + c0),
+                     quant16(_mm512_loadu_ps(t + c0), iv, qm, p.stochastic, draws + c0));
   return m;
 }
 
-void fwht16_rows_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
-                          const float* row_inv, float inv, const QuantParams& p, int8_t* q) {
-  const int64_t c16 = round_up16(cols);
-  const __m512 qm = _mm512_set1_ps(static_cast<float>(p.qmax));
-#pragma omp parallel if (rows * cols > kParallelWork)
-  {
-    std::vector<uint32_t> draws(p.stochastic ? static_cast<size_t>(c16) : 0);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const __m512 iv = _mm512_set1_ps(row_inv ? row_inv[r] : inv);
-      if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(r * c16), c16, draws.data());
-      for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-        const __m512 a = fwht16_reg(_mm512_maskz_loadu_ps(tail_mask(cols - c0), x + r * ldx + c0));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + r * c16 + c0),
-                         quant16(a, iv, qm, p.stochastic, draws.data() + c0));
-      }
-    }
-  }
-}
-
-void fwht16_rows_quantize_per_row(const float* x, int64_t rows, int64_t cols, int64_t ldx,
-                                  const QuantParams& p, int8_t* q, float* row_scale) {
-  const int64_t c16 = round_up16(cols);
-  const __m512 qm = _mm512_set1_ps(static_cast<float>(p.qmax));
-#pragma omp parallel if (rows * cols > kParallelWork)
-  {
-    std::vector<uint32_t> draws(p.stochastic ? static_cast<size_t>(c16) : 0);
-    std::vector<float> t(static_cast<size_t>(c16));  // the transformed row (L1)
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      __m512 mv = _mm512_setzero_ps();
-      for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-        const __m512 a = fwht16_reg(_mm512_maskz_loadu_ps(tail_mask(cols - c0), x + r * ldx + c0));
-        _mm512_storeu_ps(t.data() + c0, a);
-        mv = _mm512_max_ps(mv, _mm512_abs_ps(a));
-      }
-      const float m = _mm512_reduce_max_ps(mv);
-      row_scale[r] = quant::scale_from_absmax(m, p.qmax);
-      const __m512 iv = _mm512_set1_ps(quant::inv_scale_from_absmax(m, p.qmax));
-      if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(r * c16), c16, draws.data());
-      for (int64_t c0 = 0; c0 < cols; c0 += 16)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + r * c16 + c0),
-                         quant16(_mm512_loadu_ps(t.data() + c0), iv, qm, p.stochastic, draws.data() + c0));
-    }
-  }
-}
-
-void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* y) {
-  const int64_t c16 = round_up16(cols);
-  parallel_rows(rows, rows * cols, [&](int64_t r) {
-    for (int64_t c0 = 0; c0 < cols; c0 += 16)
-      _mm512_storeu_ps(y + r * c16 + c0,
-                       fwht16_reg(_mm512_maskz_loadu_ps(tail_mask(cols - c0), x + r * ldx + c0)));
-  });
-}
-
-namespace {
 // The column transform of one 16-row block at columns [c0, c0 + 16): t[j] = kept output j.
 inline void cols_block(const float* x, int64_t rows, int64_t ldx, int64_t b, int64_t c0,
                        __mmask16 mask, const HadamardKeep& keep, __m512* t) {
@@ -398,7 +415,97 @@ inline void cols_block(const float* x, int64_t rows, int64_t ldx, int64_t b, int
       }
   for (int j = 0; j < keep.r; ++j) t[j] = v[keep.idx[j]];
 }
+
+struct BlockStats {
+  float absmax = 0.f;
+  double sum_sq = 0.0, sum_abs = 0.0;
+};
+
+inline BlockStats cols_block_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx, int64_t b,
+                                   const HadamardKeep& keep, bool sums) {
+  __m512 mv = _mm512_setzero_ps(), sq = _mm512_setzero_ps(), ab = _mm512_setzero_ps();
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    __m512 t[16];
+    cols_block(x, rows, ldx, b, c0, tail_mask(cols - c0), keep, t);
+    for (int j = 0; j < keep.r; ++j) {
+      const __m512 a = _mm512_abs_ps(t[j]);
+      mv = _mm512_max_ps(mv, a);
+      if (sums) {
+        sq = _mm512_fmadd_ps(t[j], t[j], sq);
+        ab = _mm512_add_ps(ab, a);
+      }
+    }
+  }
+  BlockStats s;
+  s.absmax = _mm512_reduce_max_ps(mv);
+  if (sums) {
+    s.sum_sq = _mm512_reduce_add_ps(sq);
+    s.sum_abs = _mm512_reduce_add_ps(ab);
+  }
+  return s;
+}
+
+// Block b's r output rows (draws: r·cols + 16 words of scratch).
+inline void cols_block_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx, int64_t b,
+                                const HadamardKeep& keep, float inv, const QuantParams& p, int8_t* q,
+                                uint32_t* draws) {
+  const __m512 qm = _mm512_set1_ps(static_cast<float>(p.qmax)), iv = _mm512_set1_ps(inv);
+  if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(b * keep.r * cols), keep.r * cols, draws);
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __mmask16 mask = tail_mask(cols - c0);
+    __m512 t[16];
+    cols_block(x, rows, ldx, b, c0, mask, keep, t);
+    for (int j = 0; j < keep.r; ++j)
+      _mm_mask_storeu_epi8(q + (b * keep.r + j) * cols + c0, mask,
+                           quant16(t[j], iv, qm, p.stochastic, draws + j * cols + c0));
+  }
+}
 }  // namespace
+
+float fwht16_rows_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                         float* row_absmax) {
+  float m = 0.f;
+#pragma omp parallel for reduction(max : m) if (rows * cols > kParallelWork) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float rm = transformed_row_absmax(x + r * ldx, cols);
+    if (row_absmax) row_absmax[r] = rm;
+    m = std::max(m, rm);
+  }
+  return m;
+}
+
+void fwht16_rows_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                          const float* row_inv, float inv, const QuantParams& p, int8_t* q) {
+#pragma omp parallel if (rows * cols > kParallelWork)
+  {
+    std::vector<uint32_t> draws(p.stochastic ? static_cast<size_t>(round_up16(cols)) : 0);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r)
+      row_quantize(x + r * ldx, r, cols, row_inv ? row_inv[r] : inv, p, q, draws.data());
+  }
+}
+
+void fwht16_rows_quantize_per_row(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                                  const QuantParams& p, int8_t* q, float* row_scale) {
+#pragma omp parallel if (rows * cols > kParallelWork)
+  {
+    std::vector<uint32_t> draws(p.stochastic ? static_cast<size_t>(round_up16(cols)) : 0);
+    std::vector<float> t(static_cast<size_t>(round_up16(cols)));  // the transformed row (L1)
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r)
+      row_scale[r] = quant::scale_from_absmax(
+          row_quantize_own_scale(x + r * ldx, r, cols, p, q, t.data(), draws.data()), p.qmax);
+  }
+}
+
+void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* y) {
+  const int64_t c16 = round_up16(cols);
+  parallel_rows(rows, rows * cols, [&](int64_t r) {
+    for (int64_t c0 = 0; c0 < cols; c0 += 16)
+      _mm512_storeu_ps(y + r * c16 + c0,
+                       fwht16_reg(load16(x + r * ldx, c0, cols)));
+  });
+}
 
 TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                               const HadamardKeep& keep) {
@@ -407,20 +514,10 @@ TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_
   double ssq = 0.0, sab = 0.0;
 #pragma omp parallel for reduction(max : m) reduction(+ : ssq, sab) if (rows * cols > kParallelWork) schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
-    __m512 mv = _mm512_setzero_ps(), sq = _mm512_setzero_ps(), ab = _mm512_setzero_ps();
-    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-      __m512 t[16];
-      cols_block(x, rows, ldx, b, c0, tail_mask(cols - c0), keep, t);
-      for (int j = 0; j < keep.r; ++j) {
-        const __m512 a = _mm512_abs_ps(t[j]);
-        mv = _mm512_max_ps(mv, a);
-        sq = _mm512_fmadd_ps(t[j], t[j], sq);
-        ab = _mm512_add_ps(ab, a);
-      }
-    }
-    m = std::max(m, _mm512_reduce_max_ps(mv));
-    ssq += _mm512_reduce_add_ps(sq);
-    sab += _mm512_reduce_add_ps(ab);
+    const BlockStats bs = cols_block_stats(x, rows, cols, ldx, b, keep, true);
+    m = std::max(m, bs.absmax);
+    ssq += bs.sum_sq;
+    sab += bs.sum_abs;
   }
   TensorStats s;
   s.absmax = m;
@@ -433,23 +530,11 @@ TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_
 void fwht16_cols_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                           const HadamardKeep& keep, float inv, const QuantParams& p, int8_t* q) {
   const int64_t blocks = (rows + 15) / 16;
-  const __m512 qm = _mm512_set1_ps(static_cast<float>(p.qmax)), iv = _mm512_set1_ps(inv);
 #pragma omp parallel if (rows * cols > kParallelWork)
   {
-    // Draws of the block's r output rows (contiguous in the stream), plus a padded tail.
     std::vector<uint32_t> draws(p.stochastic ? static_cast<size_t>(keep.r * cols + 16) : 0);
 #pragma omp for schedule(static)
-    for (int64_t b = 0; b < blocks; ++b) {
-      if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(b * keep.r * cols), keep.r * cols, draws.data());
-      for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-        const __mmask16 mask = tail_mask(cols - c0);
-        __m512 t[16];
-        cols_block(x, rows, ldx, b, c0, mask, keep, t);
-        for (int j = 0; j < keep.r; ++j)
-          _mm_mask_storeu_epi8(q + (b * keep.r + j) * cols + c0, mask,
-                               quant16(t[j], iv, qm, p.stochastic, draws.data() + j * cols + c0));
-      }
-    }
+    for (int64_t b = 0; b < blocks; ++b) cols_block_quantize(x, rows, cols, ldx, b, keep, inv, p, q, draws.data());
   }
 }
 
@@ -464,6 +549,52 @@ void fwht16_cols(const float* x, int64_t rows, int64_t cols, int64_t ldx, const 
       for (int j = 0; j < keep.r; ++j) _mm512_mask_storeu_ps(y + (b * keep.r + j) * cols + c0, mask, t[j]);
     }
   });
+}
+
+DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                                const QuantParams& prow, bool per_row, int8_t* q_rows,
+                                float* row_scale, const HadamardKeep& keep,
+                                const QuantParams& pcol, int8_t* q_cols) {
+  const int64_t blocks = (rows + 15) / 16, c16 = round_up16(cols);
+  float rmax = 0.f, cmax = 0.f;
+  // Pass 1 over x, one 16-row block (L2-resident) at a time: the rows' absmax (or, per row,
+  // their whole quantisation) and the block's column-transform absmax.
+#pragma omp parallel reduction(max : rmax, cmax) if (rows * cols > kParallelWork)
+  {
+    std::vector<uint32_t> draws(prow.stochastic && per_row ? static_cast<size_t>(c16) : 0);
+    std::vector<float> t(per_row ? static_cast<size_t>(c16) : 0);
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int64_t r = 16 * b; r < std::min(rows, 16 * b + 16); ++r) {
+        if (per_row) {
+          const float m = row_quantize_own_scale(x + r * ldx, r, cols, prow, q_rows, t.data(), draws.data());
+          row_scale[r] = quant::scale_from_absmax(m, prow.qmax);
+        } else {
+          rmax = std::max(rmax, transformed_row_absmax(x + r * ldx, cols));
+        }
+      }
+      cmax = std::max(cmax, cols_block_stats(x, rows, cols, ldx, b, keep, false).absmax);
+    }
+  }
+  DualScales s;
+  s.rows = per_row ? 0.f : quant::scale_from_absmax(rmax, prow.qmax);
+  s.cols = quant::scale_from_absmax(cmax, pcol.qmax);
+  const float rinv = quant::inv_scale_from_absmax(rmax, prow.qmax);
+  const float cinv = quant::inv_scale_from_absmax(cmax, pcol.qmax);
+  // Pass 2: quantise both (the rows only when they share one scale).
+#pragma omp parallel if (rows * cols > kParallelWork)
+  {
+    std::vector<uint32_t> rdraws(prow.stochastic && !per_row ? static_cast<size_t>(c16) : 0);
+    std::vector<uint32_t> cdraws(pcol.stochastic ? static_cast<size_t>(keep.r * cols + 16) : 0);
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (!per_row)
+        for (int64_t r = 16 * b; r < std::min(rows, 16 * b + 16); ++r)
+          row_quantize(x + r * ldx, r, cols, rinv, prow, q_rows, rdraws.data());
+      cols_block_quantize(x, rows, cols, ldx, b, keep, cinv, pcol, q_cols, cdraws.data());
+    }
+  }
+  return s;
 }
 
 TensorStats tensor_stats(const float* x, int64_t n) {

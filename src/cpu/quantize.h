@@ -68,6 +68,19 @@ void fwht16_cols_quantize(const float* x, int64_t rows, int64_t cols, int64_t ld
 void fwht16_cols(const float* x, int64_t rows, int64_t cols, int64_t ldx, const HadamardKeep& keep,
                  float* y);
 
+// ---- both at once (HOT's g_y): two passes over x instead of four ----
+// q_rows (rows, cols16): the rows transform, per-row scales (written to row_scale) or one
+// per-tensor absmax scale; q_cols (⌈rows/16⌉·r, cols): the column transform, per-tensor
+// absmax scale. Identical to the separate kernels with absmax scales.
+struct DualScales {
+  float rows = 0.f;  // per-tensor scale of q_rows (0 when per_row)
+  float cols = 0.f;  // scale of q_cols
+};
+DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                                const QuantParams& prow, bool per_row, int8_t* q_rows,
+                                float* row_scale, const HadamardKeep& keep,
+                                const QuantParams& pcol, int8_t* q_cols);
+
 // ---- no transform ----
 TensorStats tensor_stats(const float* x, int64_t n);
 void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t* q);
@@ -89,6 +102,10 @@ void fwht16_cols_quantize(const float* x, int64_t rows, int64_t cols, int64_t ld
                           const HadamardKeep& keep, float inv, const QuantParams& p, int8_t* q);
 void fwht16_cols(const float* x, int64_t rows, int64_t cols, int64_t ldx, const HadamardKeep& keep,
                  float* y);
+DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                                const QuantParams& prow, bool per_row, int8_t* q_rows,
+                                float* row_scale, const HadamardKeep& keep,
+                                const QuantParams& pcol, int8_t* q_cols);
 TensorStats tensor_stats(const float* x, int64_t n);
 void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t* q);
 }  // namespace ref

@@ -39,15 +39,17 @@ struct KernelSet {
   decltype(&cpu::fwht16_rows_quantize_per_row) rows_quantize_per_row;
   decltype(&cpu::fwht16_cols_stats) cols_stats;
   decltype(&cpu::fwht16_cols_quantize) cols_quantize;
+  decltype(&cpu::fwht16_dual_quantize) dual_quantize;
   decltype(&cpu::tensor_stats) tensor_stats;
   decltype(&cpu::quantize) quantize;
 };
 const KernelSet kFast{cpu::fwht16_rows_absmax,  cpu::fwht16_rows_quantize, cpu::fwht16_rows_quantize_per_row,
-                      cpu::fwht16_cols_stats,   cpu::fwht16_cols_quantize, cpu::tensor_stats,
-                      cpu::quantize};
+                      cpu::fwht16_cols_stats,   cpu::fwht16_cols_quantize, cpu::fwht16_dual_quantize,
+                      cpu::tensor_stats,        cpu::quantize};
 const KernelSet kRef{cpu::ref::fwht16_rows_absmax, cpu::ref::fwht16_rows_quantize,
                      cpu::ref::fwht16_rows_quantize_per_row, cpu::ref::fwht16_cols_stats,
-                     cpu::ref::fwht16_cols_quantize, cpu::ref::tensor_stats, cpu::ref::quantize};
+                     cpu::ref::fwht16_cols_quantize, cpu::ref::fwht16_dual_quantize,
+                     cpu::ref::tensor_stats, cpu::ref::quantize};
 
 Tensor workspace(const Shape& shape, DType dtype) {
   return Tensor::empty(shape, dtype, Device::cpu(), MemTag::Workspace);
@@ -200,93 +202,114 @@ void Hot::compress_tokens(const Tensor& x2d, SavedState& s) const {
   s.scalars = {quant::scale_from_absmax(st.absmax, qmax)};
 }
 
-Tensor Hot::grad_input(const Tensor& g2d, const Tensor& w_in) {
-  const Tensor w = detail::contiguous_nograd(w_in);
-  check_f32(w, layer_name_, "w");
-  const int64_t M = g2d.size(0), O = g2d.size(1), I = w.size(1), O16 = cpu::round_up16(O);
-  const float* g = g2d.data<float>();
-  Tensor out = Tensor::empty({M, I});
-  if (!settings_.quantize) {  // the same transforms in f32: g_x = (G̃ W̃) / 16
-    Tensor gt = workspace({M, O16}, DType::F32), wt = workspace({O16, I}, DType::F32);
-    cpu::fwht16_rows(g, M, O, O, gt.data<float>());
-    cpu::fwht16_cols(w.data<float>(), O, I, I, kAll16, wt.data<float>());
-    sgemm(false, M, I, O16, 1.f / 16, gt.data<float>(), O16, wt.data<float>(), I, out.data<float>(), I);
-    return out;
-  }
-  const KernelSet& k = settings_.emulate ? kRef : kFast;
-  const int qmax = quant::qmax_for_bits(settings_.gx_bits);
-  // W̃ = BD(H_16)·w along O, one per-tensor scale, round-to-nearest.
-  const cpu::TensorStats ws = k.cols_stats(w.data<float>(), O, I, I, kAll16);
-  float clip = ws.absmax;
-  if (settings_.w_scale == "sawb" && ws.count > 0) {
-    const float c = quant::sawb_clip(ws.sum_sq / static_cast<double>(ws.count),
-                                     ws.sum_abs / static_cast<double>(ws.count));
-    if (c > 0.f) clip = c;  // SAWB breaks down (c ≤ 0) for near-constant magnitudes
-  }
-  const float s_w = quant::scale_from_absmax(clip, qmax);
-  Tensor wq = workspace({O16, I}, DType::I8);
-  k.cols_quantize(w.data<float>(), O, I, I, kAll16, quant::inv_scale_from_absmax(clip, qmax),
-                  qparams(settings_.gx_bits, false, layer_id_, kGxId), wq.data<int8_t>());
-  // G̃ = g_y·BD(H_16) along O, stochastic rounding, per-token or per-tensor scale.
-  const cpu::QuantParams pg = qparams(settings_.gx_bits, true, layer_id_, kGxId);
-  Tensor gq = workspace({M, O16}, DType::I8);
-  Tensor row_scale;
-  float s_g = 1.f;
-  if (lqs_ == Lqs::PerToken) {
-    row_scale = workspace({M}, DType::F32);
-    k.rows_quantize_per_row(g, M, O, O, pg, gq.data<int8_t>(), row_scale.data<float>());
-  } else {
-    const float m = k.rows_absmax(g, M, O, O, nullptr);
-    s_g = quant::scale_from_absmax(m, qmax);
-    k.rows_quantize(g, M, O, O, nullptr, quant::inv_scale_from_absmax(m, qmax), pg, gq.data<int8_t>());
-  }
-  const float* rs = row_scale.defined() ? row_scale.data<float>() : nullptr;
-  if (settings_.emulate) {
-    const auto a = dequantize_f64(gq.data<int8_t>(), M, O16, rs, s_g);
-    const auto b = dequantize_f64(wq.data<int8_t>(), O16, I, nullptr, s_w);
-    dgemm_to_f32(false, M, I, O16, a, O16, b, I, 1.0 / 16, out.data<float>());
-    return out;
-  }
-  // g_x = acc · s_G(row) · s_W / 16: the row scale in the epilogue, the rest in alpha.
-  cpu::int8_gemm_f32(false, false, M, I, O16, gq.data<int8_t>(), O16, wq.data<int8_t>(), I,
-                     out.data<float>(), I, rs, (rs ? 1.f : s_g) * s_w / 16.f);
-  return out;
-}
-
-Tensor Hot::grad_weight(const Tensor& g2d, const Tensor& xhat, float s_x) const {
-  const int64_t M = g2d.size(0), O = g2d.size(1), Kr = xhat.size(0), I = xhat.size(1);
+Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bool want_gw,
+                         const Tensor& xhat, float s_x) {
+  const int64_t M = g2d.size(0), O = g2d.size(1), O16 = cpu::round_up16(O);
   const cpu::HadamardKeep keep = keep_of(rows_);
-  LB_CHECK(Kr == cpu::cols_out_rows(M, keep), "hot (", layer_name_, "): saved state has ", Kr,
-           " rows for ", M, " tokens");
+  const int64_t Kr = cpu::cols_out_rows(M, keep);
   const float* g = g2d.data<float>();
-  Tensor out = Tensor::empty({O, I});
-  if (!settings_.quantize) {  // g_w = Ĝᵀ X̂ / 16 in f32
-    Tensor gh = workspace({Kr, O}, DType::F32);
-    cpu::fwht16_cols(g, M, O, O, keep, gh.data<float>());
-    sgemm(true, O, I, Kr, 1.f / 16, gh.data<float>(), O, xhat.data<float>(), I, out.data<float>(), I);
+  Tensor w;
+  int64_t I = 0;
+  if (want_gx) {
+    w = detail::contiguous_nograd(w_in);
+    check_f32(w, layer_name_, "w");
+    I = w.size(1);
+    if (lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
+  }
+  if (want_gw) {
+    LB_CHECK(xhat.size(0) == Kr, "hot (", layer_name_, "): saved state has ", xhat.size(0), " rows for ", M,
+             " tokens");
+    I = xhat.size(1);
+  }
+  Gradients out;
+  if (!settings_.quantize) {  // the same transforms in f32: g_x = (G̃ W̃) / 16, g_w = Ĝᵀ X̂ / 16
+    if (want_gx) {
+      Tensor gt = workspace({M, O16}, DType::F32), wt = workspace({O16, I}, DType::F32);
+      cpu::fwht16_rows(g, M, O, O, gt.data<float>());
+      cpu::fwht16_cols(w.data<float>(), O, I, I, kAll16, wt.data<float>());
+      out.grad_input = Tensor::empty({M, I});
+      sgemm(false, M, I, O16, 1.f / 16, gt.data<float>(), O16, wt.data<float>(), I,
+            out.grad_input.data<float>(), I);
+    }
+    if (want_gw) {
+      Tensor gh = workspace({Kr, O}, DType::F32);
+      cpu::fwht16_cols(g, M, O, O, keep, gh.data<float>());
+      out.grad_weight = Tensor::empty({O, I});
+      sgemm(true, O, I, Kr, 1.f / 16, gh.data<float>(), O, xhat.data<float>(), I,
+            out.grad_weight.data<float>(), I);
+    }
     return out;
   }
   const KernelSet& k = settings_.emulate ? kRef : kFast;
-  const int qmax = quant::qmax_for_bits(kGwBits);
-  const cpu::TensorStats st = k.cols_stats(g, M, O, O, keep);
-  const float s_g = quant::scale_from_absmax(st.absmax, qmax);
-  Tensor gq = workspace({Kr, O}, DType::I8);
-  k.cols_quantize(g, M, O, O, keep, quant::inv_scale_from_absmax(st.absmax, qmax),
-                  qparams(kGwBits, true, layer_id_, kGwId), gq.data<int8_t>());
-  const int8_t* xq = xhat.data<int8_t>();
-  if (settings_.emulate) {
-    const auto a = dequantize_f64(gq.data<int8_t>(), Kr, O, nullptr, s_g);
-    const auto b = dequantize_f64(xq, Kr, I, nullptr, s_x);
-    dgemm_to_f32(true, O, I, Kr, a, O, b, I, 1.0 / 16, out.data<float>());
-    return out;
+  // ---- quantise g_y for both paths: G̃ (rows, SR at gx_bits, LQS scales), Ĝ (HLA, SR 8-bit)
+  const cpu::QuantParams pr = qparams(settings_.gx_bits, true, layer_id_, kGxId);
+  const cpu::QuantParams pc = qparams(kGwBits, true, layer_id_, kGwId);
+  const bool per_token = lqs_ == Lqs::PerToken;
+  Tensor gq, row_scale, ghq;
+  float s_g = 0.f, s_gh = 0.f;
+  if (want_gx) gq = workspace({M, O16}, DType::I8);
+  if (want_gx && per_token) row_scale = workspace({M}, DType::F32);
+  if (want_gw) ghq = workspace({Kr, O}, DType::I8);
+  float* rs = row_scale.defined() ? row_scale.data<float>() : nullptr;
+  if (want_gx && want_gw) {  // one fused pair of passes over g_y
+    const cpu::DualScales ds = k.dual_quantize(g, M, O, O, pr, per_token, gq.data<int8_t>(), rs, keep, pc,
+                                               ghq.data<int8_t>());
+    s_g = ds.rows;
+    s_gh = ds.cols;
+  } else if (want_gx) {
+    if (per_token) {
+      k.rows_quantize_per_row(g, M, O, O, pr, gq.data<int8_t>(), rs);
+    } else {
+      const float m = k.rows_absmax(g, M, O, O, nullptr);
+      s_g = quant::scale_from_absmax(m, pr.qmax);
+      k.rows_quantize(g, M, O, O, nullptr, quant::inv_scale_from_absmax(m, pr.qmax), pr, gq.data<int8_t>());
+    }
+  } else if (want_gw) {
+    const float m = k.cols_stats(g, M, O, O, keep).absmax;
+    s_gh = quant::scale_from_absmax(m, pc.qmax);
+    k.cols_quantize(g, M, O, O, keep, quant::inv_scale_from_absmax(m, pc.qmax), pc, ghq.data<int8_t>());
   }
-  // Ĝᵀ X̂ over the reduced token axis, in int32-safe chunks summed in f32.
-  const float alpha = s_g * s_x / 16.f;
-  if (Kr == 0) out.zero_();
-  for (int64_t k0 = 0; k0 < Kr; k0 += kMaxChunk) {
-    const int64_t kc = std::min(kMaxChunk, Kr - k0);
-    cpu::int8_gemm_f32(true, false, O, I, kc, gq.data<int8_t>() + k0 * O, O, xq + k0 * I, I,
-                       out.data<float>(), I, nullptr, alpha, k0 > 0);
+  // ---- g_x = (q_G q_W) · s_G(row) · s_W / 16
+  if (want_gx) {
+    // W̃ = BD(H_16)·w along O, one per-tensor scale, round-to-nearest.
+    const int qmax = quant::qmax_for_bits(settings_.gx_bits);
+    const cpu::TensorStats ws = k.cols_stats(w.data<float>(), O, I, I, kAll16);
+    float clip = ws.absmax;
+    if (settings_.w_scale == "sawb" && ws.count > 0) {
+      const float c = quant::sawb_clip(ws.sum_sq / static_cast<double>(ws.count),
+                                       ws.sum_abs / static_cast<double>(ws.count));
+      if (c > 0.f) clip = c;  // SAWB breaks down (c ≤ 0) for near-constant magnitudes
+    }
+    const float s_w = quant::scale_from_absmax(clip, qmax);
+    Tensor wq = workspace({O16, I}, DType::I8);
+    k.cols_quantize(w.data<float>(), O, I, I, kAll16, quant::inv_scale_from_absmax(clip, qmax),
+                    qparams(settings_.gx_bits, false, layer_id_, kGxId), wq.data<int8_t>());
+    out.grad_input = Tensor::empty({M, I});
+    if (settings_.emulate) {
+      const auto a = dequantize_f64(gq.data<int8_t>(), M, O16, rs, s_g);
+      const auto b = dequantize_f64(wq.data<int8_t>(), O16, I, nullptr, s_w);
+      dgemm_to_f32(false, M, I, O16, a, O16, b, I, 1.0 / 16, out.grad_input.data<float>());
+    } else {  // the row scale in the epilogue, the rest in alpha
+      cpu::int8_gemm_f32(false, false, M, I, O16, gq.data<int8_t>(), O16, wq.data<int8_t>(), I,
+                         out.grad_input.data<float>(), I, rs, (rs ? 1.f : s_g) * s_w / 16.f);
+    }
+  }
+  // ---- g_w = (Ĝᵀ X̂) · s_Ĝ · s_X / 16 over the reduced token axis
+  if (want_gw) {
+    out.grad_weight = Tensor::empty({O, I});
+    float* gw = out.grad_weight.data<float>();
+    const int8_t* xq = xhat.data<int8_t>();
+    if (settings_.emulate) {
+      const auto a = dequantize_f64(ghq.data<int8_t>(), Kr, O, nullptr, s_gh);
+      const auto b = dequantize_f64(xq, Kr, I, nullptr, s_x);
+      dgemm_to_f32(true, O, I, Kr, a, O, b, I, 1.0 / 16, gw);
+    } else {  // int32-safe chunks of the contraction, summed in f32
+      const float alpha = s_gh * s_x / 16.f;
+      if (Kr == 0) out.grad_weight.zero_();
+      for (int64_t k0 = 0; k0 < Kr; k0 += kMaxChunk)
+        cpu::int8_gemm_f32(true, false, O, I, std::min(kMaxChunk, Kr - k0), ghq.data<int8_t>() + k0 * O, O,
+                           xq + k0 * I, I, gw, I, nullptr, alpha, k0 > 0);
+    }
   }
   return out;
 }
@@ -375,11 +398,9 @@ Gradients Hot::backward_impl(const SavedState& s, const Tensor& g_y, const Tenso
                              bool want_gw) {
   check_f32(g_y, layer_name_, "g_y");
   const auto& [B, L, I, O] = s.geom;
-  const Tensor g2d = g_y.view({B * L, O});
-  if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
-  Gradients out;
-  if (want_gx) out.grad_input = grad_input(g2d, w).view({B, L, I});
-  if (want_gw) out.grad_weight = grad_weight(g2d, s.tensors.at(0), static_cast<float>(s.scalars.at(0)));
+  Gradients out = gradients(g_y.view({B * L, O}), w, want_gx, want_gw, want_gw ? s.tensors.at(0) : Tensor(),
+                            want_gw ? static_cast<float>(s.scalars.at(0)) : 0.f);
+  if (want_gx) out.grad_input = out.grad_input.view({B, L, I});
   return out;
 }
 
@@ -423,10 +444,7 @@ Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, cons
   const auto t0 = std::chrono::steady_clock::now();
   check_f32(g_y_tokens, layer_name_, "g_y");
   const auto& [N, L, I, O] = s.geom;
-  const Tensor g2d = g_y_tokens.view({N * L, O});
-  if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
-  Gradients out;
-  if (want_gx) out.grad_input = grad_input(g2d, w2d).view({N, L, I});
+  SavedState xs;
   if (want_gw) {
     // Dequantise the raw input, im2col, then HLA + requantisation as for a Linear input.
     Tensor x = s.tensors[0];
@@ -435,10 +453,11 @@ Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, cons
       cpu::dequantize(s.tensors[0].data<int8_t>(), x.numel(), static_cast<float>(s.scalars[0]), x.data<float>());
     }
     const Tensor tokens = conv_to_tokens(x, cg);  // (N, L, I)
-    SavedState xs;
     compress_tokens(tokens.view({N * L, I}), xs);
-    out.grad_weight = grad_weight(g2d, xs.tensors[0], static_cast<float>(xs.scalars[0]));
   }
+  Gradients out = gradients(g_y_tokens.view({N * L, O}), w2d, want_gx, want_gw,
+                            want_gw ? xs.tensors[0] : Tensor(), want_gw ? static_cast<float>(xs.scalars[0]) : 0.f);
+  if (want_gx) out.grad_input = out.grad_input.view({N, L, I});
   ++calls_;
   backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -93,8 +93,9 @@ class Hot : public Strategy {
  private:
   // X̂ of token rows x2d (M, I): int8 (or f32 when quantize is off) plus its scale.
   void compress_tokens(const Tensor& x2d, SavedState& s) const;
-  Tensor grad_input(const Tensor& g2d, const Tensor& w);                       // (M, I)
-  Tensor grad_weight(const Tensor& g2d, const Tensor& xhat, float s_x) const;  // (O, I)
+  // g_x (M, I) from g_y (M, O) and w; g_w (O, I) from g_y and the saved X̂ with its scale.
+  Gradients gradients(const Tensor& g2d, const Tensor& w, bool want_gx, bool want_gw,
+                      const Tensor& xhat, float s_x);
 
   HotSettings settings_;
   std::vector<int> rows_;  // hla_rows(settings_)
