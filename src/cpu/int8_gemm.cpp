@@ -11,12 +11,13 @@
 //    starts from -128·Σ_k b[k, n] (the offset compensation), so no correction pass is needed.
 //  - Loop order per thread: A block (kMC x kc, L2) outside, B panel (kc x 64, L2) next, then
 //    the micro-panels; B panels are re-read from L3 once per A block.
-// Contractions longer than kKC run block by block with int32 partials in a per-thread tile.
+// Contractions longer than kKC run block by block with int32 partials in an (M, N) workspace.
 #include "src/cpu/int8_gemm.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -72,12 +73,12 @@ struct Epilogue {
 };
 
 // B block [k0, k0 + kc) packed (see the file comment). comp[n] = -128·Σ_k b[k, n].
-void pack_b(bool trans_b, const int8_t* B, int64_t ldb, int64_t N, int64_t k0, int64_t kc,
-            int8_t* dst, int32_t* comp, int64_t panels) {
+// Panel p of the B block [k0, k0 + kc).
+void pack_b_panel(bool trans_b, const int8_t* B, int64_t ldb, int64_t N, int64_t k0, int64_t kc,
+                  int8_t* dst, int32_t* comp, int64_t p) {
   const int64_t kq = (kc + 3) / 4;
   const int64_t kend = k0 + kc;
-#pragma omp parallel for if (panels * kq > 4096) schedule(static)
-  for (int64_t p = 0; p < panels; ++p) {
+  {
     int8_t* d = dst + p * kq * kNR * 4;
     const int64_t n0 = p * kNR;
     for (int64_t q = 0; q < kq; ++q) {
@@ -277,13 +278,24 @@ void gemm_vnni(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
   Tensor apack = Tensor::empty({threads * a_bytes}, DType::U8, Device::cpu(), MemTag::Workspace);
   Tensor part;  // int32 partial tiles kept across contraction blocks (rows padded to kMR)
   if (kblocks > 1) part = Tensor::empty({(M + kMR) * Np}, DType::I32, Device::cpu(), MemTag::Workspace);
+  // Panel p of block kb is ready when ready[p] == kb + 1. Packing and computing share one
+  // parallel region without a barrier between them: with more runnable threads than cores,
+  // a barrier makes the running thread spin while a preempted one holds the rest.
+  std::vector<std::atomic<int64_t>> ready(static_cast<size_t>(panels));
+  for (auto& r : ready) r.store(0, std::memory_order_relaxed);
   const bool parallel = M * N * K > (1 << 22);
 
+#pragma omp parallel if (parallel)
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     const int64_t k0 = kb * kKC, kc = std::min(kKC, K - k0), kq = (kc + 3) / 4;
-    pack_b(trans_b, B, ldb, N, k0, kc, bpack.data<int8_t>(), comp.data<int32_t>(), panels);
     const bool first = kb == 0, last = kb + 1 == kblocks;
-#pragma omp parallel for if (parallel) schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t p = 0; p < panels; ++p) {
+      pack_b_panel(trans_b, B, ldb, N, k0, kc, bpack.data<int8_t>(), comp.data<int32_t>(), p);
+      ready[static_cast<size_t>(p)].store(kb + 1, std::memory_order_release);
+    }
+    // Every panel is claimed once a thread gets here, so waiting for one cannot deadlock.
+#pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t mb = t / nchunks, nc = t % nchunks;
       const int64_t m0 = mb * kMC, mc = std::min(kMC, M - m0);
@@ -291,6 +303,7 @@ void gemm_vnni(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
       pack_a(trans_a, A, lda, M, m0, mc, k0, kc, ap);
       const int64_t p0 = nc * chunk_panels, p1 = std::min(panels, p0 + chunk_panels);
       for (int64_t p = p0; p < p1; ++p) {
+        while (ready[static_cast<size_t>(p)].load(std::memory_order_acquire) != kb + 1) _mm_pause();
         const int8_t* bp = bpack.data<int8_t>() + p * kq * kNR * 4;
         const int32_t* cp = comp.data<int32_t>() + p * kNR;
         const int nv = static_cast<int>(std::min<int64_t>(kNR, N - p * kNR));
@@ -301,7 +314,7 @@ void gemm_vnni(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
           micro_kernel(kq, ap + i * kq * kMR * 4, bp, cp, pt, Np, first, last, ep, m, p * kNR, mv, nv);
         }
       }
-    }
+    }  // implicit barrier: the next block repacks B
   }
 }
 
