@@ -161,6 +161,83 @@ TEST(HotQuantize, KernelsEqualReferenceBitForBit) {
       }
 }
 
+TEST(HotQuantize, RowsKeepEqualsColumnsKernelOnTheTranspose) {
+  // HLA along the contiguous axis of xᵀ gives the transpose of HLA along the rows of x, bit
+  // for bit (the conv fast path relies on it), for RTN and SR (same element indices per
+  // layout are not required: only RTN is compared across layouts).
+  const HadamardKeep keep = keep_of({0, 2, 4, 6, 8, 10, 12, 14});
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{32, 5}, {48, 33}, {21, 16}}) {
+    const auto x = random_f32(static_cast<size_t>(rows * cols), static_cast<uint32_t>(rows * cols));
+    std::vector<float> xt(x.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) xt[c * rows + r] = x[r * cols + c];
+    const int64_t orows = cols_out_rows(rows, keep);
+    const float m = fwht16_rows_keep_absmax(xt.data(), cols, rows, rows, keep);
+    EXPECT_EQ(m, ref::fwht16_rows_keep_absmax(xt.data(), cols, rows, rows, keep));
+    EXPECT_EQ(m, fwht16_cols_stats(x.data(), rows, cols, cols, keep).absmax);
+    for (bool sr : {false, true}) {
+      QuantParams p;
+      p.qmax = 127;
+      p.stochastic = sr;
+      p.key = quant::philox_key(1, 2, 3, 4);
+      const float inv = quant::inv_scale_from_absmax(m, 127);
+      const int64_t ldq = orows + 3;  // written into a wider matrix
+      std::vector<int8_t> qt(static_cast<size_t>(cols * ldq), 9), qtr(qt.size(), 9);
+      fwht16_rows_keep_quantize(xt.data(), cols, rows, rows, keep, inv, p, qt.data(), ldq);
+      ref::fwht16_rows_keep_quantize(xt.data(), cols, rows, rows, keep, inv, p, qtr.data(), ldq);
+      EXPECT_EQ(qt, qtr) << rows << "x" << cols << " sr " << sr;
+      for (int64_t c = 0; c < cols; ++c)
+        for (int64_t j = orows; j < ldq; ++j) EXPECT_EQ(qt[c * ldq + j], 9);  // untouched
+      if (sr) continue;
+      std::vector<int8_t> q(static_cast<size_t>(orows * cols));
+      fwht16_cols_quantize(x.data(), rows, cols, cols, keep, inv, p, q.data());
+      for (int64_t R = 0; R < orows; ++R)
+        for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(q[R * cols + c], qt[c * ldq + R]) << R << "," << c;
+    }
+  }
+}
+
+TEST(HotQuantize, HlaOfIm2colFromInt8EqualsTheColumnsPath) {
+  // The fused kernel (no column matrix) against im2col of the dequantised image followed by
+  // the rows-keep kernels: fast row segments, edges, strides, dilation, L not a multiple of 16.
+  struct G {
+    int64_t C, H, W, k, stride, pad, dil;
+  };
+  const HadamardKeep keep = keep_of({0, 2, 4, 6, 8, 10, 12, 14});
+  for (const G& g : std::vector<G>{{3, 16, 16, 3, 1, 1, 1}, {2, 17, 20, 3, 1, 1, 1}, {2, 32, 33, 3, 2, 1, 1},
+                                   {3, 18, 40, 3, 1, 2, 2}, {4, 9, 9, 1, 1, 0, 1}, {2, 16, 48, 5, 1, 2, 1}}) {
+    std::mt19937 gen(static_cast<uint32_t>(g.H * 100 + g.W));
+    std::uniform_int_distribution<int> d(-127, 127);
+    std::vector<int8_t> q(static_cast<size_t>(g.C * g.H * g.W));
+    for (auto& v : q) v = static_cast<int8_t>(d(gen));
+    Conv2dArgs a;
+    a.stride = {g.stride, g.stride};
+    a.padding = {g.pad, g.pad};
+    a.dilation = {g.dil, g.dil};
+    const float s = 0.037f;
+    const int64_t Ho = (g.H + 2 * g.pad - g.dil * (g.k - 1) - 1) / g.stride + 1;
+    const int64_t Wo = (g.W + 2 * g.pad - g.dil * (g.k - 1) - 1) / g.stride + 1, L = Ho * Wo;
+    const int64_t I = g.C * g.k * g.k, width = (L + 15) / 16 * keep.r;
+    // Independent reference: explicit im2col of the dequantised image, then the scalar kernel.
+    std::vector<float> img(q.size()), cols(static_cast<size_t>(I * L));
+    for (size_t i = 0; i < q.size(); ++i) img[i] = static_cast<float>(q[i]) * s;
+    im2col(img.data(), g.C, g.H, g.W, g.k, g.k, a, cols.data());
+    const float m = hla_im2col_absmax(q.data(), s, g.C, g.H, g.W, g.k, g.k, a, keep);
+    EXPECT_EQ(m, ref::fwht16_rows_keep_absmax(cols.data(), I, L, L, keep)) << g.H << "x" << g.W;
+    EXPECT_EQ(m, ref::hla_im2col_absmax(q.data(), s, g.C, g.H, g.W, g.k, g.k, a, keep));
+    for (bool sr : {false, true}) {
+      QuantParams p;
+      p.stochastic = sr;
+      p.key = quant::philox_key(5, 6, 7, 1);
+      const float inv = quant::inv_scale_from_absmax(m, 127);
+      std::vector<int8_t> o(static_cast<size_t>(I * width)), r(o.size());
+      hla_im2col_quantize(q.data(), s, g.C, g.H, g.W, g.k, g.k, a, keep, inv, p, o.data(), width);
+      ref::fwht16_rows_keep_quantize(cols.data(), I, L, L, keep, inv, p, r.data(), width);
+      EXPECT_EQ(o, r) << g.H << "x" << g.W << " k" << g.k << " s" << g.stride << " sr " << sr;
+    }
+  }
+}
+
 TEST(HotQuantize, RoundToNearestIsNearestAndClamped) {
   const float inv = 2.f;  // scale 0.5
   EXPECT_EQ(quant::quantize_rtn(0.74f, inv, 7), 1);   // 1.48 -> 1

@@ -82,11 +82,18 @@ TEST(Int8Gemm, F32Epilogue) {
   const auto A = random_i8(static_cast<size_t>(c.M * c.K), 11, -7, 7);
   const auto B = random_i8(static_cast<size_t>(c.K * c.N), 12, -7, 7);
   const auto ref = reference(false, false, c, A, c.K, B, c.N);
+  std::vector<int8_t> Bt(B.size());  // B stored (N, K) for the column-scale case
+  for (int64_t k = 0; k < c.K; ++k)
+    for (int64_t n = 0; n < c.N; ++n) Bt[n * c.K + k] = B[k * c.N + n];
   std::vector<float> rs(static_cast<size_t>(c.M));
   for (int64_t m = 0; m < c.M; ++m) rs[m] = 0.01f * static_cast<float>(m + 1);
   const float alpha = 1.f / 16;
   std::vector<float> out(static_cast<size_t>(c.M * c.N), 0.5f);
   int8_gemm_f32(false, false, c.M, c.N, c.K, A.data(), c.K, B.data(), c.N, out.data(), c.N, rs.data(), alpha);
+  std::vector<float> cs(static_cast<size_t>(c.N));
+  for (int64_t n = 0; n < c.N; ++n) cs[n] = 0.5f + 0.125f * static_cast<float>(n % 7);
+  std::vector<float> oc(out.size());
+  int8_gemm_f32(false, true, c.M, c.N, c.K, A.data(), c.K, Bt.data(), c.K, oc.data(), c.N, rs.data(), alpha, false, cs.data());
   std::vector<float> acc(out.size(), 0.25f);
   int8_gemm_f32(false, false, c.M, c.N, c.K, A.data(), c.K, B.data(), c.N, acc.data(), c.N, nullptr, alpha, true);
   int bad = 0;
@@ -95,6 +102,7 @@ TEST(Int8Gemm, F32Epilogue) {
       const float v = static_cast<float>(ref[m * c.N + n]);
       bad += out[m * c.N + n] != v * (rs[m] * alpha);  // the documented rounding, bit for bit
       bad += acc[m * c.N + n] != 0.25f + v * alpha;
+      bad += oc[m * c.N + n] != v * (rs[m] * alpha) * cs[n];
     }
   EXPECT_EQ(bad, 0);
 }

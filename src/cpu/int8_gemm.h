@@ -20,12 +20,13 @@ void int8_gemm_s32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
                    int64_t lda, const int8_t* B, int64_t ldb, int32_t* C, int64_t ldc,
                    bool accumulate = false);
 
-// Dequantising epilogue: out[m, n] (+)= float(Σ_k a·b) · row_scale[m] · alpha, where
-// row_scale may be null (then 1). out is f32 (M, N) with leading dimension ldo. The int32 sum
-// is converted to float once, then multiplied by (row_scale[m] · alpha) computed in float.
+// Dequantising epilogue: out[m, n] (+)= float(Σ_k a·b) · (row_scale[m] · alpha) · col_scale[n],
+// where row_scale and col_scale may be null (then 1). out is f32 (M, N) with leading dimension
+// ldo. The int32 sum is converted to float once, then multiplied in float in that order.
 void int8_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const int8_t* A,
                    int64_t lda, const int8_t* B, int64_t ldb, float* out, int64_t ldo,
-                   const float* row_scale, float alpha, bool accumulate = false);
+                   const float* row_scale, float alpha, bool accumulate = false,
+                   const float* col_scale = nullptr);
 
 // Which kernel runs: "avx512-vnni" or "portable".
 const char* int8_gemm_kernel();

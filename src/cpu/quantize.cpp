@@ -23,6 +23,11 @@ namespace lb::cpu {
 namespace {
 constexpr int64_t kParallelWork = 1 << 15;  // elements below which loops stay serial
 
+// Output size of a convolution along one axis.
+int64_t conv_out(int64_t n, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  return (n + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+}
+
 inline void fwht16_scalar(float* a) {
   for (int h = 1; h < 16; h <<= 1)
     for (int i = 0; i < 16; ++i)
@@ -109,6 +114,64 @@ void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float*
       fwht16_scalar(a);
       std::memcpy(y + r * c16 + c0, a, sizeof a);
     }
+}
+
+float fwht16_rows_keep_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                              const HadamardKeep& keep) {
+  float m = 0.f;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      float a[16];
+      for (int j = 0; j < 16; ++j) a[j] = c0 + j < cols ? x[r * ldx + c0 + j] : 0.f;
+      fwht16_scalar(a);
+      for (int j = 0; j < keep.r; ++j) m = std::max(m, std::fabs(a[keep.idx[j]]));
+    }
+  return m;
+}
+
+void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                               const HadamardKeep& keep, float inv, const QuantParams& p,
+                               int8_t* q, int64_t ldq) {
+  const int64_t width = (cols + 15) / 16 * keep.r;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      float a[16];
+      for (int j = 0; j < 16; ++j) a[j] = c0 + j < cols ? x[r * ldx + c0 + j] : 0.f;
+      fwht16_scalar(a);
+      for (int j = 0; j < keep.r; ++j) {
+        const int64_t oc = c0 / 16 * keep.r + j;
+        q[r * ldq + oc] = quant_one(a[keep.idx[j]], inv, p, static_cast<uint64_t>(r * width + oc));
+      }
+    }
+}
+
+namespace {
+// The dequantised im2col columns of one image (reference path).
+std::vector<float> dequantized_cols(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                                    int64_t kW, const Conv2dArgs& a) {
+  std::vector<float> img(static_cast<size_t>(C * H * W));
+  for (size_t i = 0; i < img.size(); ++i) img[i] = static_cast<float>(q[i]) * s;
+  const int64_t L = conv_out(H, kH, a.stride[0], a.padding[0], a.dilation[0]) *
+                    conv_out(W, kW, a.stride[1], a.padding[1], a.dilation[1]);
+  std::vector<float> cols(static_cast<size_t>(C * kH * kW * L));
+  im2col(img.data(), C, H, W, kH, kW, a, cols.data());
+  return cols;
+}
+}  // namespace
+
+float hla_im2col_absmax(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                        int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep) {
+  const auto cols = dequantized_cols(q, s, C, H, W, kH, kW, a);
+  const int64_t I = C * kH * kW, L = static_cast<int64_t>(cols.size()) / I;
+  return ref::fwht16_rows_keep_absmax(cols.data(), I, L, L, keep);
+}
+
+void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                         int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep, float inv,
+                         const QuantParams& p, int8_t* out, int64_t ldq) {
+  const auto cols = dequantized_cols(q, s, C, H, W, kH, kW, a);
+  const int64_t I = C * kH * kW, L = static_cast<int64_t>(cols.size()) / I;
+  ref::fwht16_rows_keep_quantize(cols.data(), I, L, L, keep, inv, p, out, ldq);
 }
 
 namespace {
@@ -199,6 +262,24 @@ void fwht16_rows_quantize_per_row(const float* x, int64_t rows, int64_t cols, in
 }
 void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* y) {
   ref::fwht16_rows(x, rows, cols, ldx, y);
+}
+float fwht16_rows_keep_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                              const HadamardKeep& keep) {
+  return ref::fwht16_rows_keep_absmax(x, rows, cols, ldx, keep);
+}
+float hla_im2col_absmax(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                        int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep) {
+  return ref::hla_im2col_absmax(q, s, C, H, W, kH, kW, a, keep);
+}
+void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                         int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep, float inv,
+                         const QuantParams& p, int8_t* out, int64_t ldq) {
+  ref::hla_im2col_quantize(q, s, C, H, W, kH, kW, a, keep, inv, p, out, ldq);
+}
+void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                               const HadamardKeep& keep, float inv, const QuantParams& p,
+                               int8_t* q, int64_t ldq) {
+  ref::fwht16_rows_keep_quantize(x, rows, cols, ldx, keep, inv, p, q, ldq);
 }
 TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                               const HadamardKeep& keep) {
@@ -504,6 +585,133 @@ void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float*
     for (int64_t c0 = 0; c0 < cols; c0 += 16)
       _mm512_storeu_ps(y + r * c16 + c0,
                        fwht16_reg(load16(x + r * ldx, c0, cols)));
+  });
+}
+
+namespace {
+// Lane j of the result is lane keep.idx[j] of a (j < keep.r).
+inline __m512i keep_permutation(const HadamardKeep& keep) {
+  alignas(64) int32_t idx[16];
+  for (int j = 0; j < 16; ++j) idx[j] = j < keep.r ? keep.idx[j] : 0;
+  return _mm512_load_si512(idx);
+}
+}  // namespace
+
+float fwht16_rows_keep_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                              const HadamardKeep& keep) {
+  const __m512i perm = keep_permutation(keep);
+  const __mmask16 km = tail_mask(keep.r);
+  __m512 mv = _mm512_setzero_ps();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      const __m512 a = _mm512_permutexvar_ps(perm, fwht16_reg(load16(x + r * ldx, c0, cols)));
+      mv = _mm512_mask_max_ps(mv, km, mv, _mm512_abs_ps(a));
+    }
+  return _mm512_reduce_max_ps(mv);
+}
+
+void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                               const HadamardKeep& keep, float inv, const QuantParams& p,
+                               int8_t* q, int64_t ldq) {
+  const __m512i perm = keep_permutation(keep);
+  const __mmask16 km = tail_mask(keep.r);
+  const int64_t width = (cols + 15) / 16 * keep.r;
+  const __m512 qm = _mm512_set1_ps(static_cast<float>(p.qmax)), iv = _mm512_set1_ps(inv);
+  std::vector<uint32_t> draws(p.stochastic ? static_cast<size_t>(width + 16) : 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(r * width), width, draws.data());
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      const int64_t oc = c0 / 16 * keep.r;
+      const __m512 a = _mm512_permutexvar_ps(perm, fwht16_reg(load16(x + r * ldx, c0, cols)));
+      _mm_mask_storeu_epi8(q + r * ldq + oc, km, quant16(a, iv, qm, p.stochastic, draws.data() + oc));
+    }
+  }
+}
+
+namespace {
+// Calls f(i, b, a) with a = the kept outputs (lanes < keep.r) of 16-block b of im2col row i.
+template <typename F>
+void for_each_im2col_block(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                           int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep, F&& f) {
+  const int64_t sh = a.stride[0], sw = a.stride[1], ph = a.padding[0], pw = a.padding[1];
+  const int64_t dh = a.dilation[0], dw = a.dilation[1];
+  const int64_t Ho = conv_out(H, kH, sh, ph, dh), Wo = conv_out(W, kW, sw, pw, dw), L = Ho * Wo;
+  const int64_t blocks = (L + 15) / 16;
+  const __m512i perm = keep_permutation(keep);
+  const __m512 sv = _mm512_set1_ps(s);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < kH; ++i)
+      for (int64_t j = 0; j < kW; ++j) {
+        const int64_t row = (c * kH + i) * kW + j;
+        const int8_t* plane = q + c * H * W;
+        int64_t oh = 0, ow0 = 0;  // output position of l0 = 16·b, advanced without division
+        for (int64_t b = 0; b < blocks; ++b, ow0 += 16) {
+          while (ow0 >= Wo) {
+            ow0 -= Wo;
+            ++oh;
+          }
+          const int64_t l0 = 16 * b;
+          __m512 v;
+          if (sw == 1 && ow0 + 16 <= Wo) {  // one output row, consecutive input columns
+            const int64_t ih = oh * sh - ph + i * dh, iw0 = ow0 - pw + j * dw;
+            if (ih < 0 || ih >= H) {
+              v = _mm512_setzero_ps();
+            } else {
+              const int64_t lo = std::max<int64_t>(0, -iw0), hi = std::min<int64_t>(16, W - iw0);
+              const __mmask16 m = hi > lo ? static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1)) : 0;
+              const int8_t* src = plane + ih * W;  // lanes t read src[iw0 + t] (masked)
+              const __m128i bytes = _mm_maskz_loadu_epi8(m, reinterpret_cast<const char*>(src) + iw0);
+              v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)), sv);
+              v = _mm512_maskz_mov_ps(m, v);
+            }
+          } else {  // general: gather the block's 16 positions
+            alignas(64) float t[16];
+            int64_t ohk = oh, owk = ow0;
+            for (int k = 0; k < 16; ++k, ++owk) {
+              if (owk == Wo) {
+                owk = 0;
+                ++ohk;
+              }
+              t[k] = 0.f;
+              if (l0 + k >= L) continue;
+              const int64_t ih = ohk * sh - ph + i * dh, iw = owk * sw - pw + j * dw;
+              if (ih >= 0 && ih < H && iw >= 0 && iw < W) t[k] = static_cast<float>(plane[ih * W + iw]) * s;
+            }
+            v = _mm512_load_ps(t);
+          }
+          f(row, b, _mm512_permutexvar_ps(perm, fwht16_reg(v)));
+        }
+      }
+}
+}  // namespace
+
+float hla_im2col_absmax(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                        int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep) {
+  const __mmask16 km = tail_mask(keep.r);
+  __m512 mv = _mm512_setzero_ps();
+  for_each_im2col_block(q, s, C, H, W, kH, kW, a, keep, [&](int64_t, int64_t, __m512 v) {
+    mv = _mm512_mask_max_ps(mv, km, mv, _mm512_abs_ps(v));
+  });
+  return _mm512_reduce_max_ps(mv);
+}
+
+void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                         int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep, float inv,
+                         const QuantParams& p, int8_t* out, int64_t ldq) {
+  const __mmask16 km = tail_mask(keep.r);
+  const int64_t L = conv_out(H, kH, a.stride[0], a.padding[0], a.dilation[0]) *
+                    conv_out(W, kW, a.stride[1], a.padding[1], a.dilation[1]);
+  const int64_t width = (L + 15) / 16 * keep.r;
+  const __m512 qm = _mm512_set1_ps(static_cast<float>(p.qmax)), iv = _mm512_set1_ps(inv);
+  std::vector<uint32_t> draws(p.stochastic ? static_cast<size_t>(width + 16) : 0);
+  int64_t last_row = -1;
+  for_each_im2col_block(q, s, C, H, W, kH, kW, a, keep, [&](int64_t row, int64_t b, __m512 v) {
+    if (p.stochastic && row != last_row) {
+      philox_fill(p.key, static_cast<uint64_t>(row * width), width, draws.data());
+      last_row = row;
+    }
+    _mm_mask_storeu_epi8(out + row * ldq + b * keep.r, km,
+                         quant16(v, iv, qm, p.stochastic, draws.data() + b * keep.r));
   });
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 #include <cstdint>
 
+#include "lb/ops/conv.h"
 #include "lb/ops/quantize_formulas.h"
 
 namespace lb::cpu {
@@ -60,6 +61,25 @@ void fwht16_rows_quantize_per_row(const float* x, int64_t rows, int64_t cols, in
                                   const QuantParams& p, int8_t* q, float* row_scale);
 void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* y);
 
+// ---- along rows keeping keep.r outputs per 16-block (HLA along the contiguous axis) ----
+// Output (rows, ⌈cols/16⌉·r) written with leading dimension ldq; a draw's element index is
+// row·(⌈cols/16⌉·r) + output column. Serial: callers parallelise (e.g. over images).
+float fwht16_rows_keep_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                              const HadamardKeep& keep);
+void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                               const HadamardKeep& keep, float inv, const QuantParams& p,
+                               int8_t* q, int64_t ldq);
+
+// ---- HLA of a convolution's im2col view, straight from int8 levels ----
+// One image q (C, H, W) of levels with scale s: its columns cols (I = C·kH·kW, L = Ho·Wo) of
+// the dequantised values float(q)·s are HLA-transformed along L as fwht16_rows_keep_* does,
+// without materialising cols (bit-identical to im2col + those kernels). Serial.
+float hla_im2col_absmax(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                        int64_t kW, const Conv2dArgs& args, const HadamardKeep& keep);
+void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                         int64_t kW, const Conv2dArgs& args, const HadamardKeep& keep, float inv,
+                         const QuantParams& p, int8_t* out, int64_t ldq);
+
 // ---- along columns (blocks of 16 rows) ----
 TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                               const HadamardKeep& keep);
@@ -96,6 +116,16 @@ void fwht16_rows_quantize(const float* x, int64_t rows, int64_t cols, int64_t ld
 void fwht16_rows_quantize_per_row(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                                   const QuantParams& p, int8_t* q, float* row_scale);
 void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* y);
+float fwht16_rows_keep_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                              const HadamardKeep& keep);
+void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                               const HadamardKeep& keep, float inv, const QuantParams& p,
+                               int8_t* q, int64_t ldq);
+float hla_im2col_absmax(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                        int64_t kW, const Conv2dArgs& args, const HadamardKeep& keep);
+void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                         int64_t kW, const Conv2dArgs& args, const HadamardKeep& keep, float inv,
+                         const QuantParams& p, int8_t* out, int64_t ldq);
 TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                               const HadamardKeep& keep);
 void fwht16_cols_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,

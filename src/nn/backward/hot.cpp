@@ -178,6 +178,69 @@ cpu::QuantParams qparams(int bits, bool stochastic, int64_t layer_id, int tensor
   p.key = quant::philox_key(rc.seed, rc.step, layer_id, tensor_id);
   return p;
 }
+
+// g_y (M, O) quantised for the paths that need it: q_G (M, O16) SR at gx_bits with per-token
+// (row_scale) or per-tensor (s_g) scale, and q_Ĝ (Kr, O) = Q8_sr(BD(Ĥ)·g_y) with scale s_gh.
+struct GyQuant {
+  Tensor gq, row_scale, ghq;
+  float s_g = 0.f, s_gh = 0.f;
+};
+
+GyQuant quantize_grad_output(const KernelSet& k, const HotSettings& st, const cpu::HadamardKeep& keep,
+                             int64_t layer_id, bool per_token, const Tensor& g2d, bool for_gx, bool for_gw) {
+  const int64_t M = g2d.size(0), O = g2d.size(1), O16 = cpu::round_up16(O);
+  const float* g = g2d.data<float>();
+  const cpu::QuantParams pr = qparams(st.gx_bits, true, layer_id, kGxId);
+  const cpu::QuantParams pc = qparams(kGwBits, true, layer_id, kGwId);
+  GyQuant r;
+  if (for_gx) r.gq = workspace({M, O16}, DType::I8);
+  if (for_gx && per_token) r.row_scale = workspace({M}, DType::F32);
+  if (for_gw) r.ghq = workspace({cpu::cols_out_rows(M, keep), O}, DType::I8);
+  float* rs = r.row_scale.defined() ? r.row_scale.data<float>() : nullptr;
+  if (for_gx && for_gw) {  // one fused pair of passes over g_y
+    const cpu::DualScales ds =
+        k.dual_quantize(g, M, O, O, pr, per_token, r.gq.data<int8_t>(), rs, keep, pc, r.ghq.data<int8_t>());
+    r.s_g = ds.rows;
+    r.s_gh = ds.cols;
+  } else if (for_gx) {
+    if (per_token) {
+      k.rows_quantize_per_row(g, M, O, O, pr, r.gq.data<int8_t>(), rs);
+    } else {
+      const float m = k.rows_absmax(g, M, O, O, nullptr);
+      r.s_g = quant::scale_from_absmax(m, pr.qmax);
+      k.rows_quantize(g, M, O, O, nullptr, quant::inv_scale_from_absmax(m, pr.qmax), pr, r.gq.data<int8_t>());
+    }
+  } else if (for_gw) {
+    const float m = k.cols_stats(g, M, O, O, keep).absmax;
+    r.s_gh = quant::scale_from_absmax(m, pc.qmax);
+    k.cols_quantize(g, M, O, O, keep, quant::inv_scale_from_absmax(m, pc.qmax), pc, r.ghq.data<int8_t>());
+  }
+  return r;
+}
+
+// W̃ = BD(H_16)·w along O (O16, I), one per-tensor scale (absmax or SAWB), round-to-nearest.
+struct WeightQuant {
+  Tensor wq;
+  float s_w = 0.f;
+};
+
+WeightQuant quantize_weight(const KernelSet& k, const HotSettings& st, int64_t layer_id, const Tensor& w) {
+  const int64_t O = w.size(0), I = w.size(1);
+  const int qmax = quant::qmax_for_bits(st.gx_bits);
+  const cpu::TensorStats ws = k.cols_stats(w.data<float>(), O, I, I, kAll16);
+  float clip = ws.absmax;
+  if (st.w_scale == "sawb" && ws.count > 0) {
+    const float c = quant::sawb_clip(ws.sum_sq / static_cast<double>(ws.count),
+                                     ws.sum_abs / static_cast<double>(ws.count));
+    if (c > 0.f) clip = c;  // SAWB breaks down (c ≤ 0) for near-constant magnitudes
+  }
+  WeightQuant r;
+  r.s_w = quant::scale_from_absmax(clip, qmax);
+  r.wq = workspace({cpu::round_up16(O), I}, DType::I8);
+  k.cols_quantize(w.data<float>(), O, I, I, kAll16, quant::inv_scale_from_absmax(clip, qmax),
+                  qparams(st.gx_bits, false, layer_id, kGxId), r.wq.data<int8_t>());
+  return r;
+}
 }  // namespace
 
 void Hot::compress_tokens(const Tensor& x2d, SavedState& s) const {
@@ -241,57 +304,19 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
     return out;
   }
   const KernelSet& k = settings_.emulate ? kRef : kFast;
-  // ---- quantise g_y for both paths: G̃ (rows, SR at gx_bits, LQS scales), Ĝ (HLA, SR 8-bit)
-  const cpu::QuantParams pr = qparams(settings_.gx_bits, true, layer_id_, kGxId);
-  const cpu::QuantParams pc = qparams(kGwBits, true, layer_id_, kGwId);
-  const bool per_token = lqs_ == Lqs::PerToken;
-  Tensor gq, row_scale, ghq;
-  float s_g = 0.f, s_gh = 0.f;
-  if (want_gx) gq = workspace({M, O16}, DType::I8);
-  if (want_gx && per_token) row_scale = workspace({M}, DType::F32);
-  if (want_gw) ghq = workspace({Kr, O}, DType::I8);
-  float* rs = row_scale.defined() ? row_scale.data<float>() : nullptr;
-  if (want_gx && want_gw) {  // one fused pair of passes over g_y
-    const cpu::DualScales ds = k.dual_quantize(g, M, O, O, pr, per_token, gq.data<int8_t>(), rs, keep, pc,
-                                               ghq.data<int8_t>());
-    s_g = ds.rows;
-    s_gh = ds.cols;
-  } else if (want_gx) {
-    if (per_token) {
-      k.rows_quantize_per_row(g, M, O, O, pr, gq.data<int8_t>(), rs);
-    } else {
-      const float m = k.rows_absmax(g, M, O, O, nullptr);
-      s_g = quant::scale_from_absmax(m, pr.qmax);
-      k.rows_quantize(g, M, O, O, nullptr, quant::inv_scale_from_absmax(m, pr.qmax), pr, gq.data<int8_t>());
-    }
-  } else if (want_gw) {
-    const float m = k.cols_stats(g, M, O, O, keep).absmax;
-    s_gh = quant::scale_from_absmax(m, pc.qmax);
-    k.cols_quantize(g, M, O, O, keep, quant::inv_scale_from_absmax(m, pc.qmax), pc, ghq.data<int8_t>());
-  }
+  const GyQuant q = quantize_grad_output(k, settings_, keep, layer_id_, lqs_ == Lqs::PerToken, g2d, want_gx, want_gw);
+  const float* rs = q.row_scale.defined() ? q.row_scale.data<float>() : nullptr;
   // ---- g_x = (q_G q_W) · s_G(row) · s_W / 16
   if (want_gx) {
-    // W̃ = BD(H_16)·w along O, one per-tensor scale, round-to-nearest.
-    const int qmax = quant::qmax_for_bits(settings_.gx_bits);
-    const cpu::TensorStats ws = k.cols_stats(w.data<float>(), O, I, I, kAll16);
-    float clip = ws.absmax;
-    if (settings_.w_scale == "sawb" && ws.count > 0) {
-      const float c = quant::sawb_clip(ws.sum_sq / static_cast<double>(ws.count),
-                                       ws.sum_abs / static_cast<double>(ws.count));
-      if (c > 0.f) clip = c;  // SAWB breaks down (c ≤ 0) for near-constant magnitudes
-    }
-    const float s_w = quant::scale_from_absmax(clip, qmax);
-    Tensor wq = workspace({O16, I}, DType::I8);
-    k.cols_quantize(w.data<float>(), O, I, I, kAll16, quant::inv_scale_from_absmax(clip, qmax),
-                    qparams(settings_.gx_bits, false, layer_id_, kGxId), wq.data<int8_t>());
+    const WeightQuant wq = quantize_weight(k, settings_, layer_id_, w);
     out.grad_input = Tensor::empty({M, I});
     if (settings_.emulate) {
-      const auto a = dequantize_f64(gq.data<int8_t>(), M, O16, rs, s_g);
-      const auto b = dequantize_f64(wq.data<int8_t>(), O16, I, nullptr, s_w);
+      const auto a = dequantize_f64(q.gq.data<int8_t>(), M, O16, rs, q.s_g);
+      const auto b = dequantize_f64(wq.wq.data<int8_t>(), O16, I, nullptr, wq.s_w);
       dgemm_to_f32(false, M, I, O16, a, O16, b, I, 1.0 / 16, out.grad_input.data<float>());
     } else {  // the row scale in the epilogue, the rest in alpha
-      cpu::int8_gemm_f32(false, false, M, I, O16, gq.data<int8_t>(), O16, wq.data<int8_t>(), I,
-                         out.grad_input.data<float>(), I, rs, (rs ? 1.f : s_g) * s_w / 16.f);
+      cpu::int8_gemm_f32(false, false, M, I, O16, q.gq.data<int8_t>(), O16, wq.wq.data<int8_t>(), I,
+                         out.grad_input.data<float>(), I, rs, (rs ? 1.f : q.s_g) * wq.s_w / 16.f);
     }
   }
   // ---- g_w = (Ĝᵀ X̂) · s_Ĝ · s_X / 16 over the reduced token axis
@@ -300,14 +325,14 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
     float* gw = out.grad_weight.data<float>();
     const int8_t* xq = xhat.data<int8_t>();
     if (settings_.emulate) {
-      const auto a = dequantize_f64(ghq.data<int8_t>(), Kr, O, nullptr, s_gh);
+      const auto a = dequantize_f64(q.ghq.data<int8_t>(), Kr, O, nullptr, q.s_gh);
       const auto b = dequantize_f64(xq, Kr, I, nullptr, s_x);
       dgemm_to_f32(true, O, I, Kr, a, O, b, I, 1.0 / 16, gw);
     } else {  // int32-safe chunks of the contraction, summed in f32
-      const float alpha = s_gh * s_x / 16.f;
+      const float alpha = q.s_gh * s_x / 16.f;
       if (Kr == 0) out.grad_weight.zero_();
       for (int64_t k0 = 0; k0 < Kr; k0 += kMaxChunk)
-        cpu::int8_gemm_f32(true, false, O, I, std::min(kMaxChunk, Kr - k0), ghq.data<int8_t>() + k0 * O, O,
+        cpu::int8_gemm_f32(true, false, O, I, std::min(kMaxChunk, Kr - k0), q.ghq.data<int8_t>() + k0 * O, O,
                            xq + k0 * I, I, gw, I, nullptr, alpha, k0 > 0);
     }
   }
@@ -351,7 +376,7 @@ void Hot::run_lqs(const Tensor& g2d, const char* how) {
   err_token_ = l2_error(rs.data<float>(), 0.f);
   lqs_ = err_token_ < 0.5 * err_tensor_ ? Lqs::PerToken : Lqs::PerTensor;
   lqs_how_ = how;
-  spdlog::info("hot: layer '{}' LQS chose {} (L2 error per-token {:.4g}, per-tensor {:.4g}; {})",
+  spdlog::debug("hot: layer '{}' LQS chose {} (L2 error per-token {:.4g}, per-tensor {:.4g}; {})",
                layer_name_, lqs_name(lqs_), err_token_, err_tensor_, how);
 }
 
@@ -444,6 +469,15 @@ Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, cons
   const auto t0 = std::chrono::steady_clock::now();
   check_f32(g_y_tokens, layer_name_, "g_y");
   const auto& [N, L, I, O] = s.geom;
+  // Per-image fast path: when 16 | L, HLA blocks never straddle images, so X̂ can be built
+  // image by image from the im2col columns (I, L) without the (N, L, I) token tensor, and
+  // g_x can be produced per image in the columns layout and folded by col2im at once.
+  if (settings_.quantize && !settings_.emulate && L % 16 == 0) {
+    Gradients out = backward_conv_images(s, g_y_tokens, w2d, want_gx, want_gw, cg);
+    ++calls_;
+    backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  }
   SavedState xs;
   if (want_gw) {
     // Dequantise the raw input, im2col, then HLA + requantisation as for a Linear input.
@@ -460,6 +494,70 @@ Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, cons
   if (want_gx) out.grad_input = out.grad_input.view({N, L, I});
   ++calls_;
   backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d_in,
+                                    bool want_gx, bool want_gw, const ConvGeometry& cg) {
+  const auto& [N, L, I, O] = s.geom;
+  const int64_t M = N * L, O16 = cpu::round_up16(O);
+  const cpu::HadamardKeep keep = keep_of(rows_);
+  const int64_t Kr = cpu::cols_out_rows(M, keep), Kn = L / 16 * keep.r;  // HLA rows: total, per image
+  const Tensor g2d = g_y_tokens.view({M, O});
+  if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
+  const GyQuant q = quantize_grad_output(kFast, settings_, keep, layer_id_, lqs_ == Lqs::PerToken, g2d, want_gx, want_gw);
+  const int8_t* xq = s.tensors[0].data<int8_t>();
+  const float s_in = static_cast<float>(s.scalars[0]);
+  Gradients out;
+  if (want_gx) {
+    // Per image: columns (I, L) = W̃ᵀ (I, O16) · q_Gᵀ (O16, L), dequantised in the epilogue
+    // (per-token scales are per column here), then col2im into dx.
+    const int64_t C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3], chw = C * H * W;
+    const Tensor w2d = detail::contiguous_nograd(w2d_in);
+    check_f32(w2d, layer_name_, "w");
+    const WeightQuant wq = quantize_weight(kFast, settings_, layer_id_, w2d);
+    const float* rs = q.row_scale.defined() ? q.row_scale.data<float>() : nullptr;
+    const float alpha = (rs ? 1.f : q.s_g) * wq.s_w / 16.f;
+    Tensor dx = Tensor::zeros(cg.x_shape);
+    float* pdx = dx.data<float>();
+#pragma omp parallel
+    {
+      std::vector<float> cols(static_cast<size_t>(I * L));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t n = 0; n < N; ++n) {
+        cpu::int8_gemm_f32(true, true, I, L, O16, wq.wq.data<int8_t>(), I, q.gq.data<int8_t>() + n * L * O16, O16,
+                           cols.data(), L, nullptr, alpha, false, rs ? rs + n * L : nullptr);
+        col2im(cols.data(), C, H, W, cg.kH, cg.kW, cg.args, pdx + n * chw);
+      }
+    }
+    out.grad_input = dx;  // (N, C, H, W): strategy_conv2d takes it as is
+  }
+  if (want_gw) {
+    // X̂ᵀ (I, Kr): per image, HLA along L of the dequantised im2col columns, computed from the
+    // int8 input without the column matrix; two passes (absmax, then round-to-nearest), equal
+    // to the token path's BD(Ĥ)·tokens.
+    Tensor xht = workspace({I, Kr}, DType::I8);
+    const int qmax = quant::qmax_for_bits(kGwBits);
+    const cpu::QuantParams px = qparams(kGwBits, false, layer_id_, kGwId);
+    const int64_t C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3], chw = C * H * W;
+    float m = 0.f;
+#pragma omp parallel for reduction(max : m) schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      m = std::max(m, cpu::hla_im2col_absmax(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep));
+    const float inv = quant::inv_scale_from_absmax(m, qmax);
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      cpu::hla_im2col_quantize(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep, inv, px,
+                               xht.data<int8_t>() + n * Kn, Kr);
+    // g_wᵀ (I, O) = X̂ᵀ (I, Kr) · q_Ĝ (Kr, O): both operands in their fast layouts.
+    const float alpha = q.s_gh * quant::scale_from_absmax(m, qmax) / 16.f;
+    Tensor gwt = workspace({I, O}, DType::F32);
+    if (Kr == 0) gwt.zero_();
+    for (int64_t k0 = 0; k0 < Kr; k0 += kMaxChunk)
+      cpu::int8_gemm_f32(false, false, I, O, std::min(kMaxChunk, Kr - k0), xht.data<int8_t>() + k0, Kr,
+                         q.ghq.data<int8_t>() + k0 * O, O, gwt.data<float>(), O, nullptr, alpha, k0 > 0);
+    out.grad_weight = detail::contiguous_nograd(gwt.transpose(0, 1));
+  }
   return out;
 }
 

@@ -96,6 +96,9 @@ class Hot : public Strategy {
   // g_x (M, I) from g_y (M, O) and w; g_w (O, I) from g_y and the saved X̂ with its scale.
   Gradients gradients(const Tensor& g2d, const Tensor& w, bool want_gx, bool want_gw,
                       const Tensor& xhat, float s_x);
+  // Conv2d from the int8 raw input, image by image (16 | L): g_x as (N, C, H, W).
+  Gradients backward_conv_images(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
+                                 bool want_gx, bool want_gw, const ConvGeometry& cg);
 
   HotSettings settings_;
   std::vector<int> rows_;  // hla_rows(settings_)
