@@ -22,6 +22,9 @@ const std::vector<BenchWorkload>& bench_workloads() {
        bench_linear_bwd},
       {"conv_bwd", "Conv2d 3x3 64->64 pad 1 (bias) on x (64, 64, 32, 32) f32: forward + backward",
        bench_conv_bwd},
+      {"bert_mini", "BERT L=4 H=256 (B 32, T 128) training step, AdamW", bench_bert_mini},
+      {"vit_tiny", "ViT depth 12 dim 192 patch 4 on 32x32 (B 64) training step, AdamW", bench_vit_tiny},
+      {"resnet18", "ResNet-18 CIFAR stem 32x32 (B 64) training step, SGD momentum", bench_resnet18},
   };
   return w;
 }
@@ -90,7 +93,13 @@ std::string summary(const nlohmann::json& r) {
   os << std::fixed << std::setprecision(2) << r.value("workload", "?") << " ["
      << r.value("strategy", "?") << "]: " << r.value("ms_per_step", 0.0) << " ms/step (forward "
      << r.value("forward_ms", 0.0) << " ms, backward " << r.value("backward_ms", 0.0)
-     << " ms), " << std::setprecision(1) << r.value("gflops", 0.0) << " GFLOP/s, saved "
+     << " ms";
+  if (r.contains("optimizer_ms")) os << ", optimizer " << r.value("optimizer_ms", 0.0) << " ms";
+  os << ")";
+  if (r.contains("gflops")) os << ", " << std::setprecision(1) << r.value("gflops", 0.0) << " GFLOP/s";
+  if (r.contains("peak_bytes"))
+    os << ", peak " << std::setprecision(1) << r.value("peak_bytes", int64_t{0}) / (1024.0 * 1024.0) << " MiB";
+  os << ", saved "
      << std::setprecision(2) << r.value("saved_bytes", int64_t{0}) / (1024.0 * 1024.0)
      << " MiB, median of " << r.value("iters", 0) << " iters, threads omp "
      << r["threads"].value("omp", 0) << " / blas " << r["threads"].value("blas", 0) << " (" << r["threads"].value("blas_core", "?") << ")";

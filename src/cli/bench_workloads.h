@@ -33,6 +33,9 @@ const std::vector<BenchWorkload>& bench_workloads();
 
 nlohmann::json bench_linear_bwd(const BenchOptions& opt);
 nlohmann::json bench_conv_bwd(const BenchOptions& opt);
+nlohmann::json bench_bert_mini(const BenchOptions& opt);  // bench_bert_mini.cpp
+nlohmann::json bench_vit_tiny(const BenchOptions& opt);   // bench_vit_tiny.cpp
+nlohmann::json bench_resnet18(const BenchOptions& opt);   // bench_resnet18.cpp
 
 // ---- timing helpers ----
 using BenchClock = std::chrono::steady_clock;

@@ -1,0 +1,66 @@
+// Timing loop shared by the model workloads (see bench_train_step.h).
+#include "src/cli/bench_train_step.h"
+
+#include "lb/autograd/node.h"
+#include "lb/core/allocator.h"
+
+namespace lb::cli {
+
+TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Tensor()>& forward,
+                                optim::Optimizer& optimizer) {
+  std::vector<double> fwd, bwd, upd, step;
+  TrainStepTimes r;
+  optimizer.zero_grad();
+  for (int it = 0; it < opt.warmup + opt.iters; ++it) {
+    if (it == opt.warmup) cpu_allocator().reset_peak();
+    const auto t0 = BenchClock::now();
+    Tensor loss = forward();
+    const auto t1 = BenchClock::now();
+    // Outside the timed phases: walks the live nodes.
+    if (it == opt.warmup + opt.iters - 1) r.saved_bytes = autograd::saved_bytes();
+    const auto t2 = BenchClock::now();
+    loss.backward();
+    loss = Tensor();  // the graph is freed by backward; drop the last handle too
+    const auto t3 = BenchClock::now();
+    optimizer.step();
+    optimizer.zero_grad();
+    const auto t4 = BenchClock::now();
+    if (it < opt.warmup) continue;
+    fwd.push_back(ms_since(t0, t1));
+    bwd.push_back(ms_since(t2, t3));
+    upd.push_back(ms_since(t3, t4));
+    step.push_back(ms_since(t0, t1) + ms_since(t2, t4));
+  }
+  const MemStats m = cpu_allocator().stats();
+  r.ms_per_step = median(step);
+  r.forward_ms = median(fwd);
+  r.backward_ms = median(bwd);
+  r.optimizer_ms = median(upd);
+  r.peak_bytes = m.total_peak;
+  for (int i = 0; i < kNumMemTags; ++i) r.peak_by_tag[mem_tag_name(static_cast<MemTag>(i))] = m.peak[i];
+  return r;
+}
+
+nlohmann::json train_step_json(const std::string& workload, const BenchOptions& opt,
+                               const TrainStepTimes& t, int64_t parameters,
+                               const nlohmann::json& extra) {
+  nlohmann::json j = {{"workload", workload},
+                      {"strategy", opt.strategy},
+                      {"framework", "leanback"},
+                      {"dtype", "f32"},
+                      {"iters", opt.iters},
+                      {"warmup", opt.warmup},
+                      {"ms_per_step", t.ms_per_step},
+                      {"forward_ms", t.forward_ms},
+                      {"backward_ms", t.backward_ms},
+                      {"optimizer_ms", t.optimizer_ms},
+                      {"saved_bytes", t.saved_bytes},
+                      {"peak_bytes", t.peak_bytes},
+                      {"peak_bytes_by_tag", t.peak_by_tag},
+                      {"parameters", parameters},
+                      {"threads", bench_threads()}};
+  j.update(extra);
+  return j;
+}
+
+}  // namespace lb::cli
