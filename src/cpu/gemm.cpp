@@ -1,14 +1,18 @@
 // Strided batched GEMM on the CPU through OpenBLAS (see gemm.h for the contract).
 // OpenBLAS 0.3.21 has no cblas_?gemm_batch, so batches are a loop of GEMMs unless the layout
 // lets them collapse into one (the common Linear-style cases do).
+// Threads: OpenBLAS is single-threaded (blas_config.h); a loop of independent GEMMs is split
+// over OpenMP threads by batch element, and one large GEMM by blocks of its output.
 #include "src/cpu/gemm.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
+#include "src/cpu/blas_config.h"
 
 namespace lb::cpu {
 
@@ -90,21 +94,70 @@ bool all_broadcast(const Shape& strides, const Shape& batch) {
   return true;
 }
 
-inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                      float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
-inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
-                      int64_t lda, const double* b, int64_t ldb, double beta, double* c,
-                      int64_t ldc) {
+inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                      const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+                      double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
+// Below this many multiply-adds one thread is faster than a fork/join (about 0.1 ms).
+constexpr double kParallelMacs = 1 << 21;
+
+int gemm_threads(double macs) {
+  if (omp_in_parallel() || macs < kParallelMacs) return 1;
+  return omp_get_max_threads();
+}
+
+// One GEMM, split into `nt` blocks of C: row blocks when M >= N (each reads its rows of
+// op(A) and all of op(B)), else column blocks. Block edges are multiples of 16 (the AVX-512
+// kernels' row unroll) so no block gets a ragged kernel tail in the middle of C.
+template <typename T>
+void split_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc, int nt) {
+  const bool by_rows = m >= n;
+  const int64_t len = by_rows ? m : n;
+  const int64_t step = (len / nt + 15) / 16 * 16;
+  if (nt <= 1 || step == 0 || step >= len) {
+    blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const int blocks = static_cast<int>((len + step - 1) / step);
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+  for (int i = 0; i < blocks; ++i) {
+    const int64_t lo = i * step, cnt = std::min(len, lo + step) - lo;
+    if (by_rows)  // rows lo.. of op(A) and of C
+      blas_gemm(ta, tb, cnt, n, k, alpha, ta ? a + lo : a + lo * lda, lda, b, ldb, beta,
+                c + lo * ldc, ldc);
+    else  // columns lo.. of op(B) and of C
+      blas_gemm(ta, tb, m, cnt, k, alpha, a, lda, tb ? b + lo * ldb : b + lo, ldb, beta, c + lo,
+                ldc);
+  }
+}
+
 }  // namespace
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  configure_blas();
+  split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+             gemm_threads(static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)));
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  configure_blas();
+  split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+             gemm_threads(static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)));
+}
 
 void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                const Shape& batch, bool accumulate) {
@@ -138,37 +191,55 @@ void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool t
     // full contiguous stack. One (M·batch) x N GEMM.
     if (nbatch > 1 && !A.trans && all_broadcast(B.batch_strides, batch) &&
         chains(A.batch_strides, batch, M * A.ld) && chains(c_strides, batch, M * ldc)) {
-      blas_gemm(false, B.trans, M * nbatch, N, K, pa, A.ld, pb, B.ld, accumulate ? T(1) : T(0),
-                pc, ldc);
+      gemm(false, B.trans, M * nbatch, N, K, T(1), pa, A.ld, pb, B.ld, accumulate ? T(1) : T(0),
+           pc, ldc);
       return;
     }
     // Fold the batch into K: c is shared by all batch elements (a reduced gradient) and a, b
     // both stack along the inner dim. One M x N GEMM with K·batch.
     if (nbatch > 1 && all_broadcast(c_strides, batch) && A.trans && !B.trans &&
         chains(A.batch_strides, batch, K * A.ld) && chains(B.batch_strides, batch, K * B.ld)) {
-      blas_gemm(true, false, M, N, K * nbatch, pa, A.ld, pb, B.ld, accumulate ? T(1) : T(0), pc,
-                ldc);
+      gemm(true, false, M, N, K * nbatch, T(1), pa, A.ld, pb, B.ld, accumulate ? T(1) : T(0), pc,
+           ldc);
       return;
     }
     // General: one GEMM per batch element. c elements shared across broadcast dims are
     // overwritten on their first visit (all broadcast indices 0) and accumulated after.
     const int64_t nb = static_cast<int64_t>(batch.size());
-    Shape idx(nb, 0);
-    for (int64_t i = 0; i < nbatch; ++i) {
-      int64_t oa = 0, ob = 0, oc = 0;
-      bool first = true;
-      for (int64_t d = 0; d < nb; ++d) {
-        oa += idx[d] * A.batch_strides[d];
-        ob += idx[d] * B.batch_strides[d];
-        oc += idx[d] * c_strides[d];
-        if (c_strides[d] == 0 && idx[d] != 0) first = false;
-      }
-      const T beta = (accumulate || !first) ? T(1) : T(0);
-      blas_gemm(A.trans, B.trans, M, N, K, pa + oa, A.ld, pb + ob, B.ld, beta, pc + oc, ldc);
+    auto offsets = [&](int64_t i, int64_t& oa, int64_t& ob, int64_t& oc, bool& first) {
+      oa = ob = oc = 0;
+      first = true;
       for (int64_t d = nb - 1; d >= 0; --d) {
-        if (++idx[d] < batch[d]) break;
-        idx[d] = 0;
+        const int64_t id = i % batch[d];
+        i /= batch[d];
+        oa += id * A.batch_strides[d];
+        ob += id * B.batch_strides[d];
+        oc += id * c_strides[d];
+        if (c_strides[d] == 0 && id != 0) first = false;
       }
+    };
+    bool c_distinct = true;  // every batch element writes its own c (no reduction)
+    for (int64_t d = 0; d < nb; ++d) c_distinct = c_distinct && (batch[d] == 1 || c_strides[d] != 0);
+    const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+    const int nt = gemm_threads(macs * static_cast<double>(nbatch));
+    if (c_distinct && nt > 1 && nbatch >= nt) {
+      // Independent products (attention's per-head GEMMs): one single-threaded GEMM each.
+#pragma omp parallel for num_threads(nt) schedule(static)
+      for (int64_t i = 0; i < nbatch; ++i) {
+        int64_t oa, ob, oc;
+        bool first;
+        offsets(i, oa, ob, oc, first);
+        blas_gemm(A.trans, B.trans, M, N, K, T(1), pa + oa, A.ld, pb + ob, B.ld,
+                  accumulate ? T(1) : T(0), pc + oc, ldc);
+      }
+      return;
+    }
+    for (int64_t i = 0; i < nbatch; ++i) {
+      int64_t oa, ob, oc;
+      bool first;
+      offsets(i, oa, ob, oc, first);
+      const T beta = (accumulate || !first) ? T(1) : T(0);
+      gemm(A.trans, B.trans, M, N, K, T(1), pa + oa, A.ld, pb + ob, B.ld, beta, pc + oc, ldc);
     }
   });
 }

@@ -24,6 +24,16 @@ namespace lb::cpu {
 void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                const Shape& batch, bool accumulate);
 
+// Row-major C = alpha op(A) op(B) + beta C on raw pointers (cblas argument order, M x N
+// result, K inner). OpenBLAS runs single-threaded (blas_config.h); large products are split
+// here into one block of C per OpenMP thread (rows when M >= N, else columns), unless the
+// caller is already inside a parallel region. Use this instead of cblas_?gemm directly.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+          int64_t ldc);
+
 // FLOPs of one matmul (2·M·N·K per batch element), for benchmark reports.
 inline double gemm_flops(int64_t batch, int64_t m, int64_t n, int64_t k) {
   return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) *

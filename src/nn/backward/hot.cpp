@@ -12,6 +12,7 @@
 #include "lb/core/checks.h"
 #include "lb/core/json_reader.h"
 #include "lb/ops/quantize_formulas.h"
+#include "src/cpu/gemm.h"
 #include "src/cpu/int8_gemm.h"
 #include "src/cpu/quantize.h"
 
@@ -70,9 +71,8 @@ bool is_pointwise(const ConvGeometry& cg) {
 // Row-major float GEMM C (m, n) = alpha · op(A) B.
 void sgemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
-              static_cast<int>(ldb), 0.f, c, static_cast<int>(ldc));
+  // cpu::gemm splits over OpenMP threads (OpenBLAS itself is single-threaded: blas_config.h).
+  cpu::gemm(trans_a, false, m, n, k, alpha, a, lda, b, ldb, 0.f, c, ldc);
 }
 
 // Emulation: C (m, n) = op(A) B with A, B the dequantised levels in f64, then ·alpha to f32.
