@@ -3,6 +3,7 @@
 #include "lb/autograd/grad_mode.h"
 #include "lb/autograd/node.h"
 #include "lb/core/tensor.h"
+#include "lb/ops/attention.h"
 #include "lb/ops/conv.h"
 #include "lb/ops/elementwise.h"
 #include "lb/ops/hadamard.h"

@@ -1,38 +1,18 @@
 // Scaled dot-product self-attention (Vaswani et al. 2017, §3.2), Hugging Face layout.
 #include "lb/nn/attention.h"
 
-#include <cmath>
 #include <limits>
 
 #include "lb/core/random.h"
 
 namespace lb::nn {
 
-namespace {
-// (B, T, heads·d) -> (B, heads, T, d), a view.
-Tensor split_heads(const Tensor& x, int64_t heads) {
-  const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
-  return x.view({B, T, heads, H / heads}).permute({0, 2, 1, 3});
-}
-}  // namespace
-
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     int64_t heads, const Tensor& mask, double dropout_p,
                                     bool training) {
-  LB_CHECK(q.dim() == 3 && k.shape() == q.shape() && v.shape() == q.shape(),
-           "attention: q, k, v must share a (B, T, H) shape, got ", shape_str(q.shape()), ", ",
-           shape_str(k.shape()), ", ", shape_str(v.shape()));
-  const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
-  LB_CHECK(heads > 0 && H % heads == 0, "attention: hidden size ", H,
-           " is not divisible by the number of heads ", heads);
-  const int64_t d = H / heads;
-  const Tensor qh = split_heads(q, heads), kh = split_heads(k, heads), vh = split_heads(v, heads);
-  // scores (B, heads, T, T) = q kᵀ / √d
-  Tensor scores = mul_scalar(matmul(qh, kh, false, true), 1.0 / std::sqrt(static_cast<double>(d)));
-  Tensor probs = softmax(scores, -1, mask);
-  if (training && dropout_p > 0) probs = dropout(probs, dropout_p, true, default_generator());
-  Tensor ctx = matmul(probs, vh);  // (B, heads, T, d)
-  return ctx.permute({0, 2, 1, 3}).reshape({B, T, H});
+  // The fused op (lb/ops/attention.h): per-head GEMMs on the (B, T, H) layout, no permute
+  // copies, probabilities recomputed in backward instead of saved.
+  return attention(q, k, v, heads, mask, dropout_p, training, default_generator());
 }
 
 Tensor additive_attention_mask(const Tensor& keep_mask, DType dtype) {

@@ -13,6 +13,7 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/nn.h"
+#include "src/ops/philox_lanes.h"
 
 namespace lb {
 
@@ -21,46 +22,6 @@ using detail::contiguous_nograd;
 
 // Elements per parallel chunk: a multiple of 8 so threads never share a mask byte.
 constexpr int64_t kChunk = 1 << 13;
-constexpr int kLanes = 16;  // Philox blocks computed together (one AVX-512 register per word)
-
-// Philox4x32-10 (the round function of philox4x32_10 in philox.h, lane-parallel so GCC
-// vectorizes it) for the kLanes blocks b0, b0+1, ...: out[4 l + w] = word w of block b0 + l,
-// i.e. out[k] is draw number 4 b0 + k of the stream.
-void philox_blocks(uint64_t b0, uint64_t subsequence, uint32_t key0, uint32_t key1,
-                   uint32_t out[4 * kLanes]) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-  for (int l = 0; l < kLanes; ++l) {
-    const uint64_t b = b0 + static_cast<uint64_t>(l);
-    c0[l] = static_cast<uint32_t>(b);
-    c1[l] = static_cast<uint32_t>(b >> 32);
-    c2[l] = static_cast<uint32_t>(subsequence);
-    c3[l] = static_cast<uint32_t>(subsequence >> 32);
-  }
-  for (int r = 0; r < 10; ++r) {
-#pragma omp simd
-    for (int l = 0; l < kLanes; ++l) {
-      const uint64_t p0 = static_cast<uint64_t>(kM0) * c0[l];
-      const uint64_t p1 = static_cast<uint64_t>(kM1) * c2[l];
-      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ key0;
-      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ key1;
-      c1[l] = static_cast<uint32_t>(p1);
-      c3[l] = static_cast<uint32_t>(p0);
-      c0[l] = n0;
-      c2[l] = n2;
-    }
-    key0 += kW0;
-    key1 += kW1;
-  }
-  for (int l = 0; l < kLanes; ++l) {
-    out[4 * l] = c0[l];
-    out[4 * l + 1] = c1[l];
-    out[4 * l + 2] = c2[l];
-    out[4 * l + 3] = c3[l];
-  }
-}
-
 template <typename T>
 void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, float p, T scale,
                      uint64_t seed, uint64_t subsequence, uint64_t offset0) {
@@ -72,10 +33,10 @@ void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, float p, T scal
     const uint64_t o0 = offset0 + static_cast<uint64_t>(i0);  // this chunk's draws: [o0, o1)
     const uint64_t o1 = offset0 + static_cast<uint64_t>(i1);
     uint8_t keep[kChunk];
-    for (uint64_t b = o0 >> 2; 4 * b < o1; b += kLanes) {
-      uint32_t words[4 * kLanes];
-      philox_blocks(b, subsequence, key0, key1, words);
-      const uint64_t lo = std::max(o0, 4 * b), hi = std::min(o1, 4 * b + 4 * kLanes);
+    for (uint64_t b = o0 >> 2; 4 * b < o1; b += detail::kPhiloxLanes) {
+      uint32_t words[4 * detail::kPhiloxLanes];
+      detail::philox_blocks(b, subsequence, key0, key1, words);
+      const uint64_t lo = std::max(o0, 4 * b), hi = std::min(o1, 4 * b + 4 * detail::kPhiloxLanes);
       const uint32_t* w = words + (lo - 4 * b);
       const int64_t k0 = static_cast<int64_t>(lo - offset0), len = static_cast<int64_t>(hi - lo);
 #pragma omp simd
