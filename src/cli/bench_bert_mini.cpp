@@ -13,6 +13,7 @@
 namespace lb::cli {
 
 nlohmann::json bench_bert_mini(const BenchOptions& opt) {
+  require_vanilla("bert_mini", opt);
   constexpr int64_t kB = 32, kT = 128;
   models::BertConfig c;
   c.hidden_size = 256;

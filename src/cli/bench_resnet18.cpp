@@ -13,6 +13,7 @@
 namespace lb::cli {
 
 nlohmann::json bench_resnet18(const BenchOptions& opt) {
+  require_vanilla("resnet18", opt);
   constexpr int64_t kB = 64, kHW = 32;
   models::ResNetConfig c;
   c.depth = 18;

@@ -3,8 +3,16 @@
 
 #include "lb/autograd/node.h"
 #include "lb/core/allocator.h"
+#include "src/cli/commands.h"
 
 namespace lb::cli {
+
+void require_vanilla(const std::string& workload, const BenchOptions& opt) {
+  if (opt.strategy != "vanilla" || opt.rank != 0)
+    throw UsageError(workload + " runs the vanilla backward only (got --strategy " + opt.strategy +
+                     (opt.rank ? " --rank " + std::to_string(opt.rank) : std::string()) +
+                     "); strategies are benchmarked per layer by linear_bwd and conv_bwd");
+}
 
 TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Tensor()>& forward,
                                 optim::Optimizer& optimizer) {

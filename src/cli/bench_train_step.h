@@ -23,6 +23,9 @@ struct TrainStepTimes {
   nlohmann::json peak_by_tag;   // per-tag peaks (parameter, gradient, optimizer, saved, ...)
 };
 
+// Model workloads measure the vanilla backward; other --strategy/--rank values are a usage error.
+void require_vanilla(const std::string& workload, const BenchOptions& opt);
+
 // `forward` runs the model on the workload's fixed batch and returns the scalar loss.
 TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Tensor()>& forward,
                                 optim::Optimizer& optimizer);

@@ -13,6 +13,7 @@
 namespace lb::cli {
 
 nlohmann::json bench_vit_tiny(const BenchOptions& opt) {
+  require_vanilla("vit_tiny", opt);
   constexpr int64_t kB = 64;
   models::ViTConfig c;
   c.image_size = 32;
