@@ -1,6 +1,8 @@
 // OpenBLAS configuration (see blas_config.h for why).
 #include "src/cpu/blas_config.h"
 
+#include <omp.h>
+
 #include <mutex>
 
 extern "C" {
@@ -32,6 +34,17 @@ void configure_blas() { std::call_once(g_once, configure_once); }
 const BlasConfig& blas_config() {
   configure_blas();
   return g_config;
+}
+
+BlasThreads::BlasThreads() {
+  configure_blas();
+  if (omp_in_parallel() || omp_get_max_threads() <= 1) return;
+  openblas_set_num_threads(omp_get_max_threads());
+  active_ = true;
+}
+
+BlasThreads::~BlasThreads() {
+  if (active_) openblas_set_num_threads(1);
 }
 
 }  // namespace lb::cpu

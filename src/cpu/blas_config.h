@@ -24,4 +24,18 @@ struct BlasConfig {
 };
 const BlasConfig& blas_config();
 
+// While alive, OpenBLAS may use all OpenMP threads (restored to 1 after): for occasional
+// large BLAS/LAPACK calls that cpu::gemm cannot split (syrk, syevd). A no-op inside an
+// OpenMP parallel region.
+class BlasThreads {
+ public:
+  BlasThreads();
+  ~BlasThreads();
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+
+ private:
+  bool active_ = false;
+};
+
 }  // namespace lb::cpu

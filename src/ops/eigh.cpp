@@ -8,6 +8,7 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/linalg.h"
+#include "src/cpu/blas_config.h"
 
 namespace lb {
 
@@ -40,6 +41,7 @@ EighResult eigh(const Tensor& a) {
       for (int64_t j = i; j < n; ++j)
         LB_CHECK(std::isfinite(pv[i * n + j]), "eigh: a ", shape_str(a.shape()),
                  " has a non-finite entry at (", i, ", ", j, ")");
+    const cpu::BlasThreads threads;  // OpenBLAS is single-threaded otherwise (blas_config.h)
     const lapack_int info = syevd(static_cast<lapack_int>(n), pv, w.data<T>());
     LB_CHECK(info >= 0, "eigh: internal error, LAPACKE ?syevd rejected argument ", -info);
     LB_CHECK(info == 0, "eigh: ?syevd did not converge on a ", shape_str(a.shape()), " ",

@@ -16,6 +16,7 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/linalg.h"
+#include "src/cpu/blas_config.h"
 #include "src/cpu/lowrank.h"
 
 namespace lb::nn::backward {
@@ -53,12 +54,14 @@ std::vector<T*> row_bases(T* base, int64_t R, int64_t B, int64_t C) {
 // sum += alpha · Σ_b op(t_b) op(t_b)ᵀ (upper triangle), BLAS syrk.
 inline void syrk(bool trans, int64_t n, int64_t k, double alpha, const float* a, int64_t lda,
                  float* c) {
+  const cpu::BlasThreads threads;  // OpenBLAS is single-threaded otherwise (blas_config.h)
   cblas_ssyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, static_cast<int>(n),
               static_cast<int>(k), static_cast<float>(alpha), a, static_cast<int>(lda), 1.0f, c,
               static_cast<int>(n));
 }
 inline void syrk(bool trans, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
                  double* c) {
+  const cpu::BlasThreads threads;
   cblas_dsyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, static_cast<int>(n),
               static_cast<int>(k), alpha, a, static_cast<int>(lda), 1.0, c, static_cast<int>(n));
 }
