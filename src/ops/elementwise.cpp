@@ -4,11 +4,13 @@
 #include "lb/ops/elementwise.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/reduce.h"
+#include "src/ops/gelu_f32.h"
 
 namespace lb {
 
@@ -134,20 +136,25 @@ Tensor binary_forward(const Tensor& a, const Tensor& b, BinOp op) {
 }
 
 // Unary op with a backward that needs the saved input (kind=In) or output (kind=Out):
-// grad_in = g * deriv(saved).
-enum class SaveKind { Input, Output };
+// grad_in = g * deriv(saved). Constant derivatives (kind=Nothing) save nothing.
+enum class SaveKind { Input, Output, Nothing };
 template <typename Fwd, typename Deriv>
 Tensor unary_op(const Tensor& a, const char* name, SaveKind kind, Fwd fwd, Deriv deriv) {
   check_unary(a, name);
   Tensor out;
   detail::dispatch_float(a.dtype(), name, [&](auto tag_) { using T = decltype(tag_); out = unary_apply<T>(a, [&](T x) { return static_cast<T>(fwd(x)); }); });
   if (should_record({a})) {
-    const Tensor saved = kind == SaveKind::Input ? a : out.detach();
+    const Tensor saved = kind == SaveKind::Input ? a : kind == SaveKind::Output ? out.detach() : Tensor();
     record(name, out, {a}, {saved},
            [deriv](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
              Tensor r;
              detail::dispatch_float(g.dtype(), "unary backward", [&](auto tag_) { using T = decltype(tag_);
-               r = unary_backward<T>(g, s[0], [&](T gg, T v) { return static_cast<T>(gg * deriv(v)); });
+               if (!s[0].defined()) {
+                 const T d = static_cast<T>(deriv(T(0)));
+                 r = unary_apply<T>(g, [d](T gg) { return gg * d; });
+               } else {
+                 r = unary_backward<T>(g, s[0], [&](T gg, T v) { return static_cast<T>(gg * deriv(v)); });
+               }
              });
              return std::vector<Tensor>{r};
            });
@@ -234,15 +241,15 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add_scalar(const Tensor& a, double s) {
-  return unary_op(a, "add_scalar", SaveKind::Input, [s](auto x) { return x + s; },
+  return unary_op(a, "add_scalar", SaveKind::Nothing, [s](auto x) { return x + s; },
                   [](auto) { return 1.0; });
 }
 Tensor mul_scalar(const Tensor& a, double s) {
-  return unary_op(a, "mul_scalar", SaveKind::Input, [s](auto x) { return x * s; },
+  return unary_op(a, "mul_scalar", SaveKind::Nothing, [s](auto x) { return x * s; },
                   [s](auto) { return s; });
 }
 Tensor rsub_scalar(const Tensor& a, double s) {
-  return unary_op(a, "rsub_scalar", SaveKind::Input, [s](auto x) { return s - x; },
+  return unary_op(a, "rsub_scalar", SaveKind::Nothing, [s](auto x) { return s - x; },
                   [](auto) { return -1.0; });
 }
 Tensor pow_scalar(const Tensor& a, double p) {
@@ -250,7 +257,7 @@ Tensor pow_scalar(const Tensor& a, double p) {
                   [p](auto x) { return p * std::pow(x, p - 1); });
 }
 Tensor neg(const Tensor& a) {
-  return unary_op(a, "neg", SaveKind::Input, [](auto x) { return -x; },
+  return unary_op(a, "neg", SaveKind::Nothing, [](auto x) { return -x; },
                   [](auto) { return -1.0; });
 }
 Tensor exp(const Tensor& a) {
@@ -287,27 +294,41 @@ Tensor gelu(const Tensor& a, GeluApprox approx) {
   constexpr double kInvSqrt2 = 0.70710678118654752440;
   constexpr double kInvSqrt2Pi = 0.39894228040143267794;
   constexpr double kSqrt2OverPi = 0.79788456080286535588;
+  // f32 uses the vectorizable formulas of gelu_f32.h (libm's erf/tanh are scalar calls and
+  // took most of GELU's time); f64 (gradient checks) keeps libm.
   if (approx == GeluApprox::None)
     // gelu(x) = x Φ(x); gelu'(x) = Φ(x) + x φ(x).
     return unary_op(a, "gelu", SaveKind::Input,
-                    [](auto x) { return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2)); },
                     [](auto x) {
-                      const double xd = x;
-                      return 0.5 * (1.0 + std::erf(xd * kInvSqrt2)) +
-                             xd * kInvSqrt2Pi * std::exp(-0.5 * xd * xd);
+                      if constexpr (std::is_same_v<decltype(x), float>) return detail::gelu_f32(x);
+                      else return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2));
+                    },
+                    [](auto x) {
+                      if constexpr (std::is_same_v<decltype(x), float>) {
+                        return detail::gelu_grad_f32(x);
+                      } else {
+                        return 0.5 * (1.0 + std::erf(x * kInvSqrt2)) +
+                               x * kInvSqrt2Pi * std::exp(-0.5 * x * x);
+                      }
                     });
   // tanh form: 0.5 x (1 + tanh(u)), u = √(2/π)(x + 0.044715 x³).
   return unary_op(a, "gelu_tanh", SaveKind::Input,
                   [](auto x) {
-                    const double xd = x;
-                    return 0.5 * xd * (1.0 + std::tanh(kSqrt2OverPi * (xd + 0.044715 * xd * xd * xd)));
+                    if constexpr (std::is_same_v<decltype(x), float>) {
+                      return detail::gelu_tanh_f32(x);
+                    } else {
+                      return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+                    }
                   },
                   [](auto x) {
-                    const double xd = x;
-                    const double u = kSqrt2OverPi * (xd + 0.044715 * xd * xd * xd);
-                    const double t = std::tanh(u);
-                    const double du = kSqrt2OverPi * (1.0 + 3 * 0.044715 * xd * xd);
-                    return 0.5 * (1.0 + t) + 0.5 * xd * (1.0 - t * t) * du;
+                    if constexpr (std::is_same_v<decltype(x), float>) {
+                      return detail::gelu_tanh_grad_f32(x);
+                    } else {
+                      const double u = kSqrt2OverPi * (x + 0.044715 * x * x * x);
+                      const double t = std::tanh(u);
+                      const double du = kSqrt2OverPi * (1.0 + 3 * 0.044715 * x * x);
+                      return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du;
+                    }
                   });
 }
 
