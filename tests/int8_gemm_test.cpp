@@ -77,6 +77,19 @@ TEST(Int8Gemm, ExactAgainstNaive) {
       }
 }
 
+TEST(Int8Gemm, ContractionLongerThanThePackingBudget) {
+  // 3000 columns x 9000: each 4096-deep block of packed B exceeds half the packing budget, so
+  // blocks are packed one round at a time (barrier between rounds) with int32 partials.
+  const Case c{7, 3000, 9000};
+  const auto A = random_i8(static_cast<size_t>(c.M * c.K), 21), B = random_i8(static_cast<size_t>(c.K * c.N), 22);
+  std::vector<int32_t> C(static_cast<size_t>(c.M * c.N));
+  int8_gemm_s32(false, false, c.M, c.N, c.K, A.data(), c.K, B.data(), c.N, C.data(), c.N);
+  const auto ref = reference(false, false, c, A, c.K, B, c.N);
+  int bad = 0;
+  for (int64_t i = 0; i < c.M * c.N; ++i) bad += C[i] != ref[i];
+  EXPECT_EQ(bad, 0);
+}
+
 TEST(Int8Gemm, F32Epilogue) {
   const Case c{37, 70, 45};
   const auto A = random_i8(static_cast<size_t>(c.M * c.K), 11, -7, 7);

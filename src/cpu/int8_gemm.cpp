@@ -68,6 +68,7 @@ constexpr int kNV = 4;          // zmm vectors per row of the tile
 constexpr int kNR = 16 * kNV;   // columns of the register tile (a B panel)
 constexpr int64_t kKC = 4096;   // contraction block (multiple of 4)
 constexpr int64_t kMC = 96;     // rows of an A block (multiple of kMR and of 16)
+constexpr int64_t kBPackBudget = int64_t{16} << 20;  // bytes of packed B held at once
 static_assert(kMC % kMR == 0 && kMC % 16 == 0);
 
 // Where the finished tile goes.
@@ -277,8 +278,12 @@ void gemm_vnni(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
   const int64_t panels = (N + kNR - 1) / kNR, Np = panels * kNR;
   const int64_t kblocks = std::max<int64_t>(1, (K + kKC - 1) / kKC);
   const int64_t kc_max = std::min(K, kKC), kq_max = (kc_max + 3) / 4;
-  Tensor bpack = Tensor::empty({panels * kq_max * kNR * 4}, DType::I8, Device::cpu(), MemTag::Workspace);
-  Tensor comp = Tensor::empty({Np}, DType::I32, Device::cpu(), MemTag::Workspace);
+  // Contraction blocks are packed a group at a time (as many as fit kBPackBudget): within a
+  // group no barrier separates blocks, so a task runs all of them for its rows.
+  const int64_t block_bytes = panels * kq_max * kNR * 4;
+  const int64_t group = std::clamp<int64_t>(kBPackBudget / std::max<int64_t>(1, block_bytes), 1, kblocks);
+  Tensor bpack = Tensor::empty({group * block_bytes}, DType::I8, Device::cpu(), MemTag::Workspace);
+  Tensor comp = Tensor::empty({group * Np}, DType::I32, Device::cpu(), MemTag::Workspace);
   const int64_t mblocks = (M + kMC - 1) / kMC;
   const int threads = omp_get_max_threads();
   // Split columns too when there are few row blocks, so every thread has work.
@@ -289,43 +294,49 @@ void gemm_vnni(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
   Tensor apack = Tensor::empty({threads * a_bytes}, DType::U8, Device::cpu(), MemTag::Workspace);
   Tensor part;  // int32 partial tiles kept across contraction blocks (rows padded to kMR)
   if (kblocks > 1) part = Tensor::empty({(M + kMR) * Np}, DType::I32, Device::cpu(), MemTag::Workspace);
-  // Panel p of block kb is ready when ready[p] == kb + 1. Packing and computing share one
-  // parallel region without a barrier between them: with more runnable threads than cores,
-  // a barrier makes the running thread spin while a preempted one holds the rest.
-  std::vector<std::atomic<int64_t>> ready(static_cast<size_t>(panels));
+  // Slot (block j of the group, panel p) holds packed data of group round r when
+  // ready[j·panels + p] == r. Packing and computing share one parallel region without a
+  // barrier between them: with more runnable threads than cores, a barrier makes the running
+  // thread spin while a preempted one holds the rest.
+  std::vector<std::atomic<int64_t>> ready(static_cast<size_t>(group * panels));
   for (auto& r : ready) r.store(0, std::memory_order_relaxed);
   const bool parallel = M * N * K > (1 << 22);
 
 #pragma omp parallel if (parallel)
-  for (int64_t kb = 0; kb < kblocks; ++kb) {
-    const int64_t k0 = kb * kKC, kc = std::min(kKC, K - k0), kq = (kc + 3) / 4;
-    const bool first = kb == 0, last = kb + 1 == kblocks;
+  for (int64_t g0 = 0; g0 < kblocks; g0 += group) {
+    const int64_t g1 = std::min(kblocks, g0 + group), round = g0 / group + 1;
 #pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t p = 0; p < panels; ++p) {
-      pack_b_panel(trans_b, B, ldb, N, k0, kc, bpack.data<int8_t>(), comp.data<int32_t>(), p);
-      ready[static_cast<size_t>(p)].store(kb + 1, std::memory_order_release);
+    for (int64_t u = 0; u < (g1 - g0) * panels; ++u) {  // block-major: early blocks first
+      const int64_t j = u / panels, p = u % panels, k0 = (g0 + j) * kKC;
+      pack_b_panel(trans_b, B, ldb, N, k0, std::min(kKC, K - k0), bpack.data<int8_t>() + j * block_bytes,
+                   comp.data<int32_t>() + j * Np, p);
+      ready[static_cast<size_t>(u)].store(round, std::memory_order_release);
     }
-    // Every panel is claimed once a thread gets here, so waiting for one cannot deadlock.
+    // Every slot is claimed once a thread gets here, so waiting for one cannot deadlock.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t mb = t / nchunks, nc = t % nchunks;
       const int64_t m0 = mb * kMC, mc = std::min(kMC, M - m0);
-      uint8_t* ap = apack.data<uint8_t>() + omp_get_thread_num() * a_bytes;
-      pack_a(trans_a, A, lda, M, m0, mc, k0, kc, ap);
       const int64_t p0 = nc * chunk_panels, p1 = std::min(panels, p0 + chunk_panels);
-      for (int64_t p = p0; p < p1; ++p) {
-        while (ready[static_cast<size_t>(p)].load(std::memory_order_acquire) != kb + 1) _mm_pause();
-        const int8_t* bp = bpack.data<int8_t>() + p * kq * kNR * 4;
-        const int32_t* cp = comp.data<int32_t>() + p * kNR;
-        const int nv = static_cast<int>(std::min<int64_t>(kNR, N - p * kNR));
-        for (int64_t i = 0; i * kMR < mc; ++i) {
-          const int64_t m = m0 + i * kMR;
-          const int mv = static_cast<int>(std::min<int64_t>(kMR, M - m));
-          int32_t* pt = kblocks > 1 ? part.data<int32_t>() + m * Np + p * kNR : nullptr;
-          micro_kernel(kq, ap + i * kq * kMR * 4, bp, cp, pt, Np, first, last, ep, m, p * kNR, mv, nv);
+      uint8_t* ap = apack.data<uint8_t>() + omp_get_thread_num() * a_bytes;
+      for (int64_t kb = g0; kb < g1; ++kb) {
+        const int64_t j = kb - g0, k0 = kb * kKC, kc = std::min(kKC, K - k0), kq = (kc + 3) / 4;
+        const bool first = kb == 0, last = kb + 1 == kblocks;
+        pack_a(trans_a, A, lda, M, m0, mc, k0, kc, ap);
+        for (int64_t p = p0; p < p1; ++p) {
+          while (ready[static_cast<size_t>(j * panels + p)].load(std::memory_order_acquire) != round) _mm_pause();
+          const int8_t* bp = bpack.data<int8_t>() + j * block_bytes + p * kq * kNR * 4;
+          const int32_t* cp = comp.data<int32_t>() + j * Np + p * kNR;
+          const int nv = static_cast<int>(std::min<int64_t>(kNR, N - p * kNR));
+          for (int64_t i = 0; i * kMR < mc; ++i) {
+            const int64_t m = m0 + i * kMR;
+            const int mv = static_cast<int>(std::min<int64_t>(kMR, M - m));
+            int32_t* pt = kblocks > 1 ? part.data<int32_t>() + m * Np + p * kNR : nullptr;
+            micro_kernel(kq, ap + i * kq * kMR * 4, bp, cp, pt, Np, first, last, ep, m, p * kNR, mv, nv);
+          }
         }
       }
-    }  // implicit barrier: the next block repacks B
+    }  // implicit barrier: the next group reuses the slots
   }
 }
 

@@ -546,7 +546,7 @@ inline void cols_block_quantize(const float* x, int64_t rows, int64_t cols, int6
 float fwht16_rows_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                          float* row_absmax) {
   float m = 0.f;
-#pragma omp parallel for reduction(max : m) if (rows * cols > kParallelWork) schedule(static)
+#pragma omp parallel for reduction(max : m) if (rows * cols > kParallelWork) schedule(dynamic, 16)
   for (int64_t r = 0; r < rows; ++r) {
     const float rm = transformed_row_absmax(x + r * ldx, cols);
     if (row_absmax) row_absmax[r] = rm;
@@ -560,7 +560,7 @@ void fwht16_rows_quantize(const float* x, int64_t rows, int64_t cols, int64_t ld
 #pragma omp parallel if (rows * cols > kParallelWork)
   {
     std::vector<uint32_t> draws(p.stochastic ? static_cast<size_t>(round_up16(cols)) : 0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
     for (int64_t r = 0; r < rows; ++r)
       row_quantize(x + r * ldx, r, cols, row_inv ? row_inv[r] : inv, p, q, draws.data());
   }
@@ -572,7 +572,7 @@ void fwht16_rows_quantize_per_row(const float* x, int64_t rows, int64_t cols, in
   {
     std::vector<uint32_t> draws(p.stochastic ? static_cast<size_t>(round_up16(cols)) : 0);
     std::vector<float> t(static_cast<size_t>(round_up16(cols)));  // the transformed row (L1)
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
     for (int64_t r = 0; r < rows; ++r)
       row_scale[r] = quant::scale_from_absmax(
           row_quantize_own_scale(x + r * ldx, r, cols, p, q, t.data(), draws.data()), p.qmax);
@@ -741,7 +741,7 @@ void fwht16_cols_quantize(const float* x, int64_t rows, int64_t cols, int64_t ld
 #pragma omp parallel if (rows * cols > kParallelWork)
   {
     std::vector<uint32_t> draws(p.stochastic ? static_cast<size_t>(keep.r * cols + 16) : 0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
     for (int64_t b = 0; b < blocks; ++b) cols_block_quantize(x, rows, cols, ldx, b, keep, inv, p, q, draws.data());
   }
 }
@@ -771,7 +771,7 @@ DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int6
   {
     std::vector<uint32_t> draws(prow.stochastic && per_row ? static_cast<size_t>(c16) : 0);
     std::vector<float> t(per_row ? static_cast<size_t>(c16) : 0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
     for (int64_t b = 0; b < blocks; ++b) {
       for (int64_t r = 16 * b; r < std::min(rows, 16 * b + 16); ++r) {
         if (per_row) {
@@ -794,7 +794,7 @@ DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int6
   {
     std::vector<uint32_t> rdraws(prow.stochastic && !per_row ? static_cast<size_t>(c16) : 0);
     std::vector<uint32_t> cdraws(pcol.stochastic ? static_cast<size_t>(keep.r * cols + 16) : 0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
     for (int64_t b = 0; b < blocks; ++b) {
       if (!per_row)
         for (int64_t r = 16 * b; r < std::min(rows, 16 * b + 16); ++r)
@@ -836,7 +836,7 @@ void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t
 #pragma omp parallel if (n > kParallelWork)
   {
     std::vector<uint32_t> draws(p.stochastic ? 4096 + 16 : 0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t i0 = ch * 4096, i1 = std::min(n, i0 + 4096);
       if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(i0), i1 - i0, draws.data());

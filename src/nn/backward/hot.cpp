@@ -541,11 +541,11 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
     const cpu::QuantParams px = qparams(kGwBits, false, layer_id_, kGwId);
     const int64_t C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3], chw = C * H * W;
     float m = 0.f;
-#pragma omp parallel for reduction(max : m) schedule(static)
+#pragma omp parallel for reduction(max : m) schedule(dynamic, 1)
     for (int64_t n = 0; n < N; ++n)
       m = std::max(m, cpu::hla_im2col_absmax(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep));
     const float inv = quant::inv_scale_from_absmax(m, qmax);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1)
     for (int64_t n = 0; n < N; ++n)
       cpu::hla_im2col_quantize(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep, inv, px,
                                xht.data<int8_t>() + n * Kn, Kr);
