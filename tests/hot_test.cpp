@@ -13,6 +13,8 @@
 #include "lb/ops.h"
 #include "lb/ops/quantize_formulas.h"
 #include "lb/optim/optimizer.h"
+#include "lb/train/checkpoint.h"
+#include "lb/nn/layers.h"
 #include "testing/testing.h"
 
 namespace lb::nn::backward {
@@ -279,6 +281,20 @@ TEST(Hot, LqsRunsOnceInCalibrationAndPersists) {
   EXPECT_FALSE(restored->needs_calibration(0));
   EXPECT_EQ(restored->state_json(), st);
   EXPECT_THROW(restored->load_state_json({{"lqs", {{"choice", "sometimes"}}}}), Error);
+  // Through a checkpoint: the layer's LQS choice is saved with the model and restored.
+  {
+    auto model = std::make_shared<Container>("Model");
+    auto fc = model->add("fc", std::make_shared<Linear>(24, 32));
+    fc->set_backward(s);
+    const std::string dir = ::testing::TempDir() + "/hot_ckpt";
+    train::save_checkpoint(dir, *model, nullptr, nullptr);
+    auto fresh = make({});
+    fc->set_backward(fresh);
+    EXPECT_TRUE(fresh->needs_calibration(0));
+    train::load_checkpoint(dir, *model, nullptr);
+    EXPECT_FALSE(fresh->needs_calibration(0));
+    EXPECT_EQ(fresh->state_json()["lqs"]["choice"], "per_token");
+  }
   // Without calibration the first backward decides.
   auto lazy = make({});
   run_linear(lazy, x, w, b, gy);
