@@ -370,6 +370,14 @@ TEST(Hot, IntegerPathMatchesEmulationOracle) {
       EXPECT_GT(err, 1e-4) << cfg.dump();  // it is quantised
     }
   }
+  // A larger layer, so the kernels' multi-threaded paths run (g_y has 2048 x 200 elements).
+  {
+    const Tensor xl = randn32({8, 256, 96}, 60), wl = randn32({200, 96}, 61), bl = randn32({200}, 62);
+    const Tensor gl = randn32({8, 256, 200}, 63);
+    const Grads r = run_linear(make({}), xl, wl, bl, gl), e = run_linear(make({{"emulate", true}}), xl, wl, bl, gl);
+    EXPECT_TRUE(close_scaled(r.gx, e.gx, 2e-6));
+    EXPECT_TRUE(close_scaled(r.gw, e.gw, 2e-6));
+  }
   // Conv2d on the raw-input path: L = 81 (token path), L = 64 (image-by-image path), with
   // and without an outlier token (per-token scales become column scales per image).
   Conv2dArgs a;

@@ -41,7 +41,8 @@ TEST(Int8Gemm, ExactAgainstNaive) {
   std::printf("kernel: %s\n", int8_gemm_kernel());
   const std::vector<Case> cases = {{1, 1, 1},    {7, 5, 3},     {6, 64, 4},   {13, 70, 17},
                                    {96, 64, 16}, {100, 130, 259}, {5, 200, 66}, {193, 17, 31},
-                                   {33, 65, 4099}, {0, 3, 5},    {4, 3, 0}};
+                                   {33, 65, 4099}, {0, 3, 5},    {4, 3, 0},
+                                   {200, 300, 700}};  // the last one runs multi-threaded
   uint32_t seed = 1;
   for (const Case& c : cases)
     for (int ta = 0; ta < 2; ++ta)

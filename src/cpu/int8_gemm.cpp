@@ -300,7 +300,7 @@ void gemm_vnni(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
   // thread spin while a preempted one holds the rest.
   std::vector<std::atomic<int64_t>> ready(static_cast<size_t>(group * panels));
   for (auto& r : ready) r.store(0, std::memory_order_relaxed);
-  const bool parallel = M * N * K > (1 << 22);
+  const bool parallel = M * N * K > (int64_t{1} << 25);  // ~0.1 ms of work
 
 #pragma omp parallel if (parallel)
   for (int64_t g0 = 0; g0 < kblocks; g0 += group) {

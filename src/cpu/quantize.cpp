@@ -21,7 +21,9 @@
 namespace lb::cpu {
 
 namespace {
-constexpr int64_t kParallelWork = 1 << 15;  // elements below which loops stay serial
+// Elements below which loops stay serial (~0.1 ms of work): with more runnable threads than
+// cores, every parallel region risks waiting for a preempted thread.
+constexpr int64_t kParallelWork = 1 << 18;
 
 // Output size of a convolution along one axis.
 int64_t conv_out(int64_t n, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
