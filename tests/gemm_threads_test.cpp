@@ -3,6 +3,7 @@
 // transpose combination, row and column splits, ragged block edges, alpha/beta, and the
 // per-batch-element threading of independent products. Also checks the BLAS configuration
 // (OpenBLAS single-threaded: our OpenMP loops are the only pool).
+// Splits: rows of C (M >= N), columns (M < N), the inner dimension (K ≥ 4 max(M, N)).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -55,6 +56,8 @@ TEST(GemmThreads, RawGemmSplitsMatchNaive) {
       check_gemm<double>(ta, tb, 37, 290, 210, 1e-12);  // column split
       check_gemm<float>(ta, tb, 301, 45, 170, 1e-4);
       check_gemm<float>(ta, tb, 8, 9, 7, 1e-5);         // below the threading threshold
+      check_gemm<double>(ta, tb, 60, 50, 1003, 1e-12);  // inner dim split, partial sums
+      check_gemm<float>(ta, tb, 60, 50, 1003, 1e-3);
     }
 }
 

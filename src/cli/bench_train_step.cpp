@@ -1,6 +1,8 @@
 // Timing loop shared by the model workloads (see bench_train_step.h).
 #include "src/cli/bench_train_step.h"
 
+#include <sys/resource.h>
+
 #include "lb/autograd/node.h"
 #include "lb/core/allocator.h"
 #include "src/cli/commands.h"
@@ -46,6 +48,10 @@ TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Ten
   r.optimizer_ms = median(upd);
   r.peak_bytes = m.total_peak;
   for (int i = 0; i < kNumMemTags; ++i) r.peak_by_tag[mem_tag_name(static_cast<MemTag>(i))] = m.peak[i];
+  r.cached_bytes = m.cached;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  r.peak_rss_bytes = static_cast<int64_t>(ru.ru_maxrss) * 1024;
   return r;
 }
 
@@ -65,6 +71,8 @@ nlohmann::json train_step_json(const std::string& workload, const BenchOptions& 
                       {"saved_bytes", t.saved_bytes},
                       {"peak_bytes", t.peak_bytes},
                       {"peak_bytes_by_tag", t.peak_by_tag},
+                      {"cached_bytes", t.cached_bytes},
+                      {"peak_rss_bytes", t.peak_rss_bytes},
                       {"parameters", parameters},
                       {"threads", bench_threads()}};
   j.update(extra);

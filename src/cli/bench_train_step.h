@@ -21,6 +21,8 @@ struct TrainStepTimes {
   int64_t saved_bytes = 0;
   int64_t peak_bytes = 0;       // allocator total peak over the timed steps
   nlohmann::json peak_by_tag;   // per-tag peaks (parameter, gradient, optimizer, saved, ...)
+  int64_t cached_bytes = 0;     // freed blocks the allocator keeps for reuse, after the steps
+  int64_t peak_rss_bytes = 0;   // the process's peak resident set (as the PyTorch twins report)
 };
 
 // Model workloads measure the vanilla backward; other --strategy/--rank values are a usage error.

@@ -2,7 +2,10 @@
 #include "lb/core/allocator.h"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <new>
+#include <string>
 
 #include "lb/core/error.h"
 
@@ -64,18 +67,82 @@ void Allocator::reset_peak() {
 namespace {
 class CpuAllocator final : public Allocator {
  public:
+  CpuAllocator() {
+    if (const char* env = std::getenv("LEANBACK_CPU_CACHE_MB")) {
+      try {
+        limit_ = static_cast<size_t>(std::stoull(env)) << 20;
+      } catch (const std::exception&) {
+        LB_FAIL("LEANBACK_CPU_CACHE_MB must be a number of MiB, got '", env, "'");
+      }
+    }
+  }
+  // No destructor: storages of other static objects may be freed after this one is gone;
+  // cached blocks go back to the system with the process.
+
   void* allocate(size_t nbytes, MemTag tag) override {
-    const size_t rounded = (nbytes + 63) / 64 * 64;
-    void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+    const size_t rounded = block_size(nbytes);
+    void* p = nullptr;
+    if (rounded >= kCacheMin) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(rounded);
+      if (it != free_.end()) {
+        p = it->second;
+        free_.erase(it);
+        cached_ -= rounded;
+      }
+    }
+    if (p == nullptr) {
+      p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+      if (p == nullptr && rounded != 0) {  // maybe the cache holds the memory we need
+        release_cached();
+        p = std::aligned_alloc(64, rounded);
+      }
+    }
     LB_CHECK(p != nullptr || rounded == 0, "out of host memory allocating ", nbytes, " bytes (",
              mem_tag_name(tag), ")");
     count_alloc(nbytes, tag);
     return p;
   }
   void deallocate(void* p, size_t nbytes, MemTag tag) override {
-    std::free(p);
     count_free(nbytes, tag);
+    if (p == nullptr) return;
+    const size_t rounded = block_size(nbytes);
+    if (rounded >= kCacheMin) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_ + rounded <= limit_) {
+        free_.emplace(rounded, p);
+        cached_ += rounded;
+        return;
+      }
+    }
+    std::free(p);
   }
+  MemStats stats() const override {
+    MemStats s = Allocator::stats();
+    std::lock_guard<std::mutex> lock(mu_);
+    s.cached = static_cast<int64_t>(cached_);
+    return s;
+  }
+  void release_cached() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [size, p] : free_) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+
+ private:
+  static constexpr size_t kCacheMin = 64 << 10;
+  // 64-byte multiples (AVX-512 loads); cached sizes are page multiples so that a block serves
+  // every request that rounds to it.
+  static size_t block_size(size_t n) {
+    const size_t r = (n + 63) / 64 * 64;
+    return r >= kCacheMin ? (r + 4095) / 4096 * 4096 : r;
+  }
+
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;  // rounded size -> free block
+  size_t cached_ = 0;
+  size_t limit_ = size_t{4096} << 20;
 };
 }  // namespace
 

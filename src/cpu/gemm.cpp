@@ -117,12 +117,43 @@ int gemm_threads(double macs) {
   return omp_get_max_threads();
 }
 
-// One GEMM, split into `nt` blocks of C: row blocks when M >= N (each reads its rows of
-// op(A) and all of op(B)), else column blocks. Block edges are multiples of 16 (the AVX-512
-// kernels' row unroll) so no block gets a ragged kernel tail in the middle of C.
+// One GEMM over `nt` threads. Normally split into blocks of C: row blocks when M >= N (each
+// reads its rows of op(A) and all of op(B)), else column blocks; block edges are multiples of
+// 16 (the kernels' unroll) so no block gets a ragged kernel tail in the middle of C. When the
+// inner dimension dominates (a weight gradient g_yᵀ x: K = batch·tokens, C small), blocks of
+// C would each pack the whole of the other, large operand; then K is split instead, each
+// thread packs only its slice of both, and the partial products are summed.
 template <typename T>
 void split_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
                 int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc, int nt) {
+  if (nt > 1 && k >= 4 * std::max(m, n) && k >= 64 * nt) {
+    const int64_t step = (k / nt + 15) / 16 * 16;
+    const int parts = static_cast<int>((k + step - 1) / step);
+    // Partials of parts 1.. (part 0 goes straight into C with beta).
+    Tensor partial_t = Tensor::empty({(parts - 1) * m * n}, DTypeOf<T>::value, Device::cpu(),
+                                     MemTag::Workspace);
+    T* partial = partial_t.data<T>();
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (int i = 0; i < parts; ++i) {
+      const int64_t lo = i * step, cnt = std::min(k, lo + step) - lo;
+      const T* ai = ta ? a + lo * lda : a + lo;  // columns lo.. of op(A)
+      const T* bi = tb ? b + lo : b + lo * ldb;  // rows lo.. of op(B)
+      if (i == 0)
+        blas_gemm(ta, tb, m, n, cnt, alpha, ai, lda, bi, ldb, beta, c, ldc);
+      else
+        blas_gemm(ta, tb, m, n, cnt, alpha, ai, lda, bi, ldb, T(0),
+                  partial + static_cast<size_t>(i - 1) * m * n, n);
+    }
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < m; ++r)
+      for (int i = 1; i < parts; ++i) {
+        const T* src = partial + static_cast<size_t>(i - 1) * m * n + r * n;
+        T* dst = c + r * ldc;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
+      }
+    return;
+  }
   const bool by_rows = m >= n;
   const int64_t len = by_rows ? m : n;
   const int64_t step = (len / nt + 15) / 16 * 16;

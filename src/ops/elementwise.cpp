@@ -153,7 +153,9 @@ Tensor unary_op(const Tensor& a, const char* name, SaveKind kind, Fwd fwd, Deriv
                  const T d = static_cast<T>(deriv(T(0)));
                  r = unary_apply<T>(g, [d](T gg) { return gg * d; });
                } else {
-                 r = unary_backward<T>(g, s[0], [&](T gg, T v) { return static_cast<T>(gg * deriv(v)); });
+                 // The derivative rounded to T first: the multiply stays in T and vectorizes
+                 // (deriv often returns double for a float argument).
+                 r = unary_backward<T>(g, s[0], [&](T gg, T v) { return gg * static_cast<T>(deriv(v)); });
                }
              });
              return std::vector<Tensor>{r};

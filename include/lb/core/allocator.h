@@ -19,6 +19,7 @@ struct MemStats {
   std::array<int64_t, kNumMemTags> peak{};
   int64_t total_current = 0;
   int64_t total_peak = 0;
+  int64_t cached = 0;  // bytes of freed blocks a caching allocator keeps for reuse (not in current)
 };
 
 class Allocator {
@@ -26,8 +27,10 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual void* allocate(size_t nbytes, MemTag tag) = 0;
   virtual void deallocate(void* p, size_t nbytes, MemTag tag) = 0;
-  MemStats stats() const;
+  virtual MemStats stats() const;
   void reset_peak();  // peaks := current
+  // Returns the blocks a caching allocator keeps to the system (no-op otherwise).
+  virtual void release_cached() {}
   // Moves accounted bytes from one tag to another (e.g. an activation becomes "saved").
   void retag(size_t nbytes, MemTag from, MemTag to);
 
@@ -42,6 +45,11 @@ class Allocator {
   std::atomic<int64_t> total_peak_{0};
 };
 
+// The CPU allocator caches freed blocks of 64 KiB and more by exact size (rounded to 4 KiB) and
+// hands them out again: training steps allocate the same sizes every step, and fresh large
+// blocks cost a mmap, page faults on first touch and a munmap each. The cache holds at most
+// LEANBACK_CPU_CACHE_MB MiB (environment, default 4096; 0 disables it); release_cached()
+// empties it. Accounting (current/peak) counts live tensors only; MemStats::cached the rest.
 Allocator& cpu_allocator();
 
 }  // namespace lb
