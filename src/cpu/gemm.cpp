@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
@@ -208,6 +209,12 @@ void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool t
   if (M == 0 || N == 0) return;
   int64_t nbatch = 1;
   for (int64_t s : batch) nbatch *= s;
+  // BLAS takes 32-bit sizes; a larger single matrix needs a 64-bit-index BLAS.
+  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  LB_CHECK(M <= kMaxInt && N <= kMaxInt && K <= kMaxInt && A.ld <= kMaxInt && B.ld <= kMaxInt &&
+               ldc <= kMaxInt,
+           "matmul: a matrix dimension exceeds 2^31 - 1 (a ", shape_str(a.shape()), ", b ",
+           shape_str(b.shape()), "); OpenBLAS here uses 32-bit indices");
   if (K == 0 || nbatch == 0) {
     if (!accumulate) c.zero_();
     return;
@@ -220,16 +227,18 @@ void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool t
     T* pc = static_cast<T*>(c.raw_data());
     // Fold the batch into M: a's rows (…, M) form one strided axis, b is shared and c is a
     // full contiguous stack. One (M·batch) x N GEMM.
-    if (nbatch > 1 && !A.trans && all_broadcast(B.batch_strides, batch) &&
-        chains(A.batch_strides, batch, M * A.ld) && chains(c_strides, batch, M * ldc)) {
+    if (nbatch > 1 && M * nbatch <= kMaxInt && !A.trans &&
+        all_broadcast(B.batch_strides, batch) && chains(A.batch_strides, batch, M * A.ld) &&
+        chains(c_strides, batch, M * ldc)) {
       gemm(false, B.trans, M * nbatch, N, K, T(1), pa, A.ld, pb, B.ld, accumulate ? T(1) : T(0),
            pc, ldc);
       return;
     }
     // Fold the batch into K: c is shared by all batch elements (a reduced gradient) and a, b
     // both stack along the inner dim. One M x N GEMM with K·batch.
-    if (nbatch > 1 && all_broadcast(c_strides, batch) && A.trans && !B.trans &&
-        chains(A.batch_strides, batch, K * A.ld) && chains(B.batch_strides, batch, K * B.ld)) {
+    if (nbatch > 1 && K * nbatch <= kMaxInt && all_broadcast(c_strides, batch) && A.trans &&
+        !B.trans && chains(A.batch_strides, batch, K * A.ld) &&
+        chains(B.batch_strides, batch, K * B.ld)) {
       gemm(true, false, M, N, K * nbatch, T(1), pa, A.ld, pb, B.ld, accumulate ? T(1) : T(0), pc,
            ldc);
       return;

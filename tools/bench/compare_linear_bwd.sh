@@ -6,14 +6,34 @@
 #
 # Usage: tools/bench/compare_linear_bwd.sh [ROUNDS] [OUT]
 #   LEANBACK=build/leanback  TORCH_PYTHONS="/usr/bin/python3 /work/venv-torch/bin/python"
+#   WAIT_IDLE=SECONDS: before each round, wait up to SECONDS for the CPUs to be >= 90% idle
+#   over 3 s (on a shared machine, rounds then run in quiet spells).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${1:-5}
 OUT=${2:-/tmp/linear_bwd_compare.jsonl}
 LEANBACK=${LEANBACK:-build/leanback}
 TORCH_PYTHONS=${TORCH_PYTHONS:-/usr/bin/python3}
+WAIT_IDLE=${WAIT_IDLE:-0}
+
+# Percent idle of all CPUs over 3 s, from /proc/stat.
+idle_pct() {
+  local a b
+  a=($(head -1 /proc/stat)); sleep 3; b=($(head -1 /proc/stat))
+  local idle=$(( (b[4] + b[5]) - (a[4] + a[5]) )) total=0 i
+  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
+  echo $(( total > 0 ? 100 * idle / total : 0 ))
+}
+wait_idle() {
+  local deadline=$(( SECONDS + WAIT_IDLE ))
+  while (( SECONDS < deadline )); do
+    (( $(idle_pct) >= 90 )) && return 0
+  done
+  echo "compare_linear_bwd: no idle spell within ${WAIT_IDLE}s, measuring anyway" >&2
+}
 : > "$OUT"
 for r in $(seq 1 "$ROUNDS"); do
+  (( WAIT_IDLE > 0 )) && wait_idle
   "$LEANBACK" bench linear_bwd --iters 10 --warmup 3 --json >> "$OUT"
   for py in $TORCH_PYTHONS; do
     "$py" tools/bench/linear_bwd.py --iters 10 --warmup 3 --json 2>/dev/null >> "$OUT"
