@@ -52,40 +52,41 @@ void check_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double tol) {
 TEST(GemmThreads, RawGemmSplitsMatchNaive) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      check_gemm<double>(ta, tb, 301, 45, 170, 1e-12);  // row split, ragged last block
-      check_gemm<double>(ta, tb, 37, 290, 210, 1e-12);  // column split
-      check_gemm<float>(ta, tb, 301, 45, 170, 1e-4);
+      check_gemm<double>(ta, tb, 701, 61, 200, 1e-12);  // row blocks, ragged last block
+      check_gemm<double>(ta, tb, 61, 701, 200, 1e-12);  // column blocks
+      check_gemm<double>(ta, tb, 60, 50, 3001, 1e-12);  // inner dim split, partial sums
+      check_gemm<float>(ta, tb, 701, 61, 200, 1e-4);
+      check_gemm<float>(ta, tb, 60, 50, 3001, 1e-3);
       check_gemm<float>(ta, tb, 8, 9, 7, 1e-5);         // below the threading threshold
-      check_gemm<double>(ta, tb, 60, 50, 1003, 1e-12);  // inner dim split, partial sums
-      check_gemm<float>(ta, tb, 60, 50, 1003, 1e-3);
     }
 }
 
 // Batched matmul whose per-batch products are independent (threaded by batch element), and
 // a broadcast operand whose gradient sums over the batch (the serial loop).
 TEST(GemmThreads, BatchedMatmulAndBroadcastGradient) {
-  Tensor a = testing::randn({6, 70, 90}, 4), b = testing::randn({6, 90, 80}, 5);
-  Tensor w = testing::randn({90, 80}, 6);
+  // 6 x 170·90·180 MACs: above the threading threshold, threaded by batch element.
+  Tensor a = testing::randn({6, 170, 90}, 4), b = testing::randn({6, 90, 180}, 5);
+  Tensor w = testing::randn({90, 180}, 6);
   a.set_requires_grad(true);
   w.set_requires_grad(true);
   const Tensor y = matmul(a, b);
   const auto av = a.to_double_vector(), bv = b.to_double_vector();
-  std::vector<double> ref(6 * 70 * 80);
+  std::vector<double> ref(6 * 170 * 180);
   for (int64_t i = 0; i < 6; ++i) {
-    const std::vector<double> ai(av.begin() + i * 70 * 90, av.begin() + (i + 1) * 70 * 90);
-    const std::vector<double> bi(bv.begin() + i * 90 * 80, bv.begin() + (i + 1) * 90 * 80);
-    const auto ci = naive(false, false, 70, 80, 90, 1.0, ai, 90, bi, 80, 0.0,
-                          std::vector<double>(70 * 80, 0.0), 80);
-    std::copy(ci.begin(), ci.end(), ref.begin() + i * 70 * 80);
+    const std::vector<double> ai(av.begin() + i * 170 * 90, av.begin() + (i + 1) * 170 * 90);
+    const std::vector<double> bi(bv.begin() + i * 90 * 180, bv.begin() + (i + 1) * 90 * 180);
+    const auto ci = naive(false, false, 170, 180, 90, 1.0, ai, 90, bi, 180, 0.0,
+                          std::vector<double>(170 * 180, 0.0), 180);
+    std::copy(ci.begin(), ci.end(), ref.begin() + i * 170 * 180);
   }
   EXPECT_TRUE(testing::all_close(y, Tensor::from_vector(ref, y.shape()), 1e-12, 1e-12));
   // Transposed per-batch operand (a strided view) and a shared, broadcast right operand.
-  const Tensor z = matmul(a.transpose(1, 2), testing::randn({70, 30}, 7));
-  const Tensor zr = matmul(a.transpose(1, 2).contiguous(), testing::randn({70, 30}, 7));
+  const Tensor z = matmul(a.transpose(1, 2), testing::randn({170, 30}, 7));
+  const Tensor zr = matmul(a.transpose(1, 2).contiguous(), testing::randn({170, 30}, 7));
   EXPECT_TRUE(testing::all_close(z, zr, 1e-12, 1e-12));
-  // g_w of a broadcast (90, 80) weight sums the 6 per-batch products.
+  // g_w of a broadcast (90, 180) weight sums the 6 per-batch products.
   sum(matmul(a, w)).backward();
-  const Tensor ones = Tensor::ones({6, 70, 80}, DType::F64);
+  const Tensor ones = Tensor::ones({6, 170, 180}, DType::F64);
   const Tensor gw_ref = sum(matmul(a.detach().transpose(1, 2), ones), {0});
   EXPECT_TRUE(testing::all_close(w.grad(), gw_ref, 1e-12, 1e-10));
 }

@@ -110,8 +110,11 @@ inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double 
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
-// Below this many multiply-adds one thread is faster than a fork/join (about 0.1 ms).
-constexpr double kParallelMacs = 1 << 21;
+// Below this many multiply-adds (about 0.1 ms of one core) one thread does the product: a
+// fork/join costs little on an idle machine, but under oversubscription every parallel
+// region risks waiting for a preempted thread.
+constexpr double kParallelMacs = 1 << 23;
+constexpr int64_t kBlocksPerThread = 3;
 
 int gemm_threads(double macs) {
   if (omp_in_parallel() || macs < kParallelMacs) return 1;
@@ -128,13 +131,14 @@ template <typename T>
 void split_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
                 int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc, int nt) {
   if (nt > 1 && k >= 4 * std::max(m, n) && k >= 64 * nt) {
-    const int64_t step = (k / nt + 15) / 16 * 16;
+    const int64_t want = std::max<int64_t>(nt, std::min<int64_t>(kBlocksPerThread * nt, k / 256));
+    const int64_t step = (k / want + 15) / 16 * 16;
     const int parts = static_cast<int>((k + step - 1) / step);
     // Partials of parts 1.. (part 0 goes straight into C with beta).
     Tensor partial_t = Tensor::empty({(parts - 1) * m * n}, DTypeOf<T>::value, Device::cpu(),
                                      MemTag::Workspace);
     T* partial = partial_t.data<T>();
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int i = 0; i < parts; ++i) {
       const int64_t lo = i * step, cnt = std::min(k, lo + step) - lo;
       const T* ai = ta ? a + lo * lda : a + lo;  // columns lo.. of op(A)
@@ -157,13 +161,17 @@ void split_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, cons
   }
   const bool by_rows = m >= n;
   const int64_t len = by_rows ? m : n;
-  const int64_t step = (len / nt + 15) / 16 * 16;
+  // kBlocksPerThread blocks per thread, handed out dynamically: on a shared machine a thread
+  // may be preempted, and the others then take its remaining blocks instead of waiting.
+  // Each block packs the shared operand again, which costs little next to its product.
+  const int64_t per = len >= kBlocksPerThread * nt * 64 ? kBlocksPerThread * nt : nt;
+  const int64_t step = (len / per + 15) / 16 * 16;
   if (nt <= 1 || step == 0 || step >= len) {
     blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   const int blocks = static_cast<int>((len + step - 1) / step);
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
   for (int i = 0; i < blocks; ++i) {
     const int64_t lo = i * step, cnt = std::min(len, lo + step) - lo;
     if (by_rows)  // rows lo.. of op(A) and of C
@@ -263,8 +271,9 @@ void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool t
     const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
     const int nt = gemm_threads(macs * static_cast<double>(nbatch));
     if (c_distinct && nt > 1 && nbatch >= nt) {
-      // Independent products (attention's per-head GEMMs): one single-threaded GEMM each.
-#pragma omp parallel for num_threads(nt) schedule(static)
+      // Independent products (per-head GEMMs): one single-threaded GEMM each, handed out
+      // dynamically (robust to a preempted thread).
+#pragma omp parallel for num_threads(nt) schedule(dynamic)
       for (int64_t i = 0; i < nbatch; ++i) {
         int64_t oa, ob, oc;
         bool first;

@@ -1,5 +1,6 @@
 // Fused multi-head attention (see lb/ops/attention.h), forward and backward side by side.
-// Work is split into B·heads independent tiles (one batch element, one head); a thread takes
+// Work is split into B·heads independent tiles (one batch element, one head), handed out to
+// threads dynamically (a preempted thread does not hold the others up); a thread takes
 // whole tiles and keeps the tile's (Tq, Tk) scores in L2 between the GEMM that makes them,
 // the masked softmax and dropout, and the GEMM that consumes them.
 //
@@ -143,7 +144,7 @@ void attention_forward(const Geometry& g, const RowsView& q, const RowsView& k, 
   {
     std::vector<T> P(static_cast<size_t>(Tq * Tk));
     std::vector<uint8_t> keep(g.p > 0 ? static_cast<size_t>(Tk) : 0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t b = tile / g.heads, h = tile % g.heads;
       scores(g, q, k, b, h, P.data());
@@ -189,7 +190,7 @@ void attention_backward(const Geometry& g, const RowsView& q, const RowsView& k,
   {
     std::vector<T> P(static_cast<size_t>(Tq * Tk)), dP(static_cast<size_t>(Tq * Tk));
     std::vector<T> Pd(bits ? static_cast<size_t>(Tq * Tk) : 0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t b = tile / g.heads, h = tile % g.heads;
       const T* g_bh = grad + b * Tq * H + h * g.d;
