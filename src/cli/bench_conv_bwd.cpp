@@ -33,54 +33,14 @@ nlohmann::json bench_conv_bwd(const BenchOptions& opt) {
   auto forward = [&] {
     return strategy ? nn::backward::strategy_conv2d(x, w, b, args, strategy) : conv2d(x, w, b, args);
   };
-  const double calib_ms = strategy ? bench_calibrate(*strategy, [&] {
-    forward().backward(g);
-    x.zero_grad();
-    w.zero_grad();
-    b.zero_grad();
-  }) : 0.0;
-
-  std::vector<double> fwd, bwd, step;
-  int64_t saved = 0;
-  for (int it = 0; it < opt.warmup + opt.iters; ++it) {
-    x.zero_grad();
-    w.zero_grad();
-    b.zero_grad();
-    const auto t0 = BenchClock::now();
-    Tensor y = forward();
-    const auto t1 = BenchClock::now();
-    saved = autograd::saved_bytes();  // after forward, before backward
-    const auto t2 = BenchClock::now();
-    y.backward(g);
-    const auto t3 = BenchClock::now();
-    LB_CHECK(x.grad().defined() && w.grad().defined() && b.grad().defined(),
-             "bench conv_bwd: a gradient is missing");
-    if (it < opt.warmup) continue;
-    fwd.push_back(ms_since(t0, t1));
-    bwd.push_back(ms_since(t2, t3));
-    step.push_back(fwd.back() + bwd.back());
-  }
-  const double ms = median(step);
   constexpr int64_t kL = kH * kH, kI = kC * kK * kK;
   // Forward and the two backward GEMMs of the im2col view, (N·L, I, O) each (vanilla work
   // over the measured time for compressed strategies: an effective rate).
   const double flops = 3 * 2.0 * kN * kL * kI * kO;
-  nlohmann::json r = {{"workload", "conv_bwd"},
-                      {"strategy", opt.strategy},
-                      {"framework", "leanback"},
-                      {"shape", {{"x", {kN, kC, kH, kH}}, {"w", {kO, kC, kK, kK}}, {"bias", true},
-                                 {"stride", 1}, {"padding", 1}}},
-                      {"dtype", "f32"},
-                      {"iters", opt.iters},
-                      {"warmup", opt.warmup},
-                      {"ms_per_step", ms},
-                      {"forward_ms", median(fwd)},
-                      {"backward_ms", median(bwd)},
-                      {"saved_bytes", saved},
-                      {"gflops", ms > 0 ? flops / (ms * 1e6) : 0.0},
-                      {"calibration_ms", calib_ms},
-                      {"threads", bench_threads()}};
-  bench_strategy_fields(r, strategy.get(), {kN, kL, kI, kO});
+  nlohmann::json r = bench_layer("conv_bwd", opt, strategy, forward, g, {x, w, b}, flops,
+                                 {kN, kL, kI, kO});
+  r["shape"] = {{"x", {kN, kC, kH, kH}}, {"w", {kO, kC, kK, kK}}, {"bias", true},
+                {"stride", 1}, {"padding", 1}};
   return r;
 }
 

@@ -33,52 +33,12 @@ nlohmann::json bench_linear_bwd(const BenchOptions& opt) {
   auto forward = [&] {
     return strategy ? nn::backward::strategy_linear(x, w, b, strategy) : linear(x, w, b);
   };
-  const double calib_ms = strategy ? bench_calibrate(*strategy, [&] {
-    forward().backward(g);
-    x.zero_grad();
-    w.zero_grad();
-    b.zero_grad();
-  }) : 0.0;
-
-  std::vector<double> fwd, bwd, step;
-  int64_t saved = 0;
-  for (int it = 0; it < opt.warmup + opt.iters; ++it) {
-    x.zero_grad();
-    w.zero_grad();
-    b.zero_grad();
-    const auto t0 = BenchClock::now();
-    Tensor y = forward();
-    const auto t1 = BenchClock::now();
-    saved = autograd::saved_bytes();  // after forward, before backward
-    const auto t2 = BenchClock::now();
-    y.backward(g);
-    const auto t3 = BenchClock::now();
-    LB_CHECK(x.grad().defined() && w.grad().defined() && b.grad().defined(),
-             "bench linear_bwd: a gradient is missing");
-    if (it < opt.warmup) continue;
-    fwd.push_back(ms_since(t0, t1));
-    bwd.push_back(ms_since(t2, t3));
-    step.push_back(fwd.back() + bwd.back());
-  }
-  const double ms = median(step);
   // Forward x wᵀ, backward g_y w and g_yᵀ x: three (M, 768, 3072) GEMMs (for a compressed
   // strategy this is the vanilla work over its time: an effective rate).
   const double flops = 3 * 2.0 * kB * kT * kIn * kOut;
-  nlohmann::json r = {{"workload", "linear_bwd"},
-          {"strategy", opt.strategy},
-          {"framework", "leanback"},
-          {"shape", {{"x", {kB, kT, kIn}}, {"w", {kOut, kIn}}, {"bias", true}}},
-          {"dtype", "f32"},
-          {"iters", opt.iters},
-          {"warmup", opt.warmup},
-          {"ms_per_step", ms},
-          {"forward_ms", median(fwd)},
-          {"backward_ms", median(bwd)},
-          {"saved_bytes", saved},
-          {"gflops", ms > 0 ? flops / (ms * 1e6) : 0.0},
-          {"calibration_ms", calib_ms},
-          {"threads", bench_threads()}};
-  bench_strategy_fields(r, strategy.get(), {kB, kT, kIn, kOut});
+  nlohmann::json r = bench_layer("linear_bwd", opt, strategy, forward, g, {x, w, b}, flops,
+                                 {kB, kT, kIn, kOut});
+  r["shape"] = {{"x", {kB, kT, kIn}}, {"w", {kOut, kIn}}, {"bias", true}};
   return r;
 }
 

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "lb/autograd/node.h"
 #include "lb/nn/backward/factory.h"
 
 namespace lb::cli {
@@ -50,6 +51,54 @@ void bench_strategy_fields(nlohmann::json& r, const nn::backward::Strategy* s,
                   {"x_axis", rep["instant"]["x"].value("axis", std::string("none"))},
                   {"g_y_axis", rep["instant"]["g_y"].value("axis", std::string("none"))}};
   r["strategy_report"] = rep;
+}
+
+nlohmann::json bench_layer(const std::string& workload, const BenchOptions& opt,
+                           const std::shared_ptr<nn::backward::Strategy>& strategy,
+                           const std::function<Tensor()>& forward, const Tensor& g_y,
+                           std::vector<Tensor> leaves, double flops_per_step,
+                           const nn::backward::LayerGeometry& geom) {
+  auto drop_grads = [&] {
+    for (Tensor& t : leaves) t.zero_grad();
+  };
+  const double calib_ms = strategy ? bench_calibrate(*strategy, [&] {
+    forward().backward(g_y);
+    drop_grads();
+  }) : 0.0;
+  std::vector<double> fwd, bwd, step;
+  int64_t saved = 0;
+  for (int it = 0; it < opt.warmup + opt.iters; ++it) {
+    drop_grads();
+    const auto t0 = BenchClock::now();
+    Tensor y = forward();
+    const auto t1 = BenchClock::now();
+    saved = autograd::saved_bytes();  // after forward, before backward
+    const auto t2 = BenchClock::now();
+    y.backward(g_y);
+    const auto t3 = BenchClock::now();
+    for (const Tensor& t : leaves)
+      LB_CHECK(t.grad().defined(), "bench ", workload, ": a gradient is missing");
+    if (it < opt.warmup) continue;
+    fwd.push_back(ms_since(t0, t1));
+    bwd.push_back(ms_since(t2, t3));
+    step.push_back(fwd.back() + bwd.back());
+  }
+  const double ms = median(step);
+  nlohmann::json r = {{"workload", workload},
+                      {"strategy", opt.strategy},
+                      {"framework", "leanback"},
+                      {"dtype", "f32"},
+                      {"iters", opt.iters},
+                      {"warmup", opt.warmup},
+                      {"ms_per_step", ms},
+                      {"forward_ms", median(fwd)},
+                      {"backward_ms", median(bwd)},
+                      {"saved_bytes", saved},
+                      {"gflops", ms > 0 ? flops_per_step / (ms * 1e6) : 0.0},
+                      {"calibration_ms", calib_ms},
+                      {"threads", bench_threads()}};
+  bench_strategy_fields(r, strategy.get(), geom);
+  return r;
 }
 
 }  // namespace lb::cli

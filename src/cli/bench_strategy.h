@@ -28,4 +28,15 @@ double bench_calibrate(nn::backward::Strategy& s, const std::function<void()>& p
 void bench_strategy_fields(nlohmann::json& r, const nn::backward::Strategy* s,
                            const nn::backward::LayerGeometry& g);
 
+// The timing loop shared by the layer benchmarks: calibrates `strategy` if it asks, then for
+// warmup + iters iterations drops the leaves' grads, times forward() and backward(g_y), and
+// checks every leaf got a gradient. Returns the common JSON fields (workload, strategy,
+// iters, medians, saved_bytes measured after forward, gflops from `flops_per_step`,
+// calibration_ms, threads) with the strategy's fields for geometry `geom`.
+nlohmann::json bench_layer(const std::string& workload, const BenchOptions& opt,
+                           const std::shared_ptr<nn::backward::Strategy>& strategy,
+                           const std::function<Tensor()>& forward, const Tensor& g_y,
+                           std::vector<Tensor> leaves, double flops_per_step,
+                           const nn::backward::LayerGeometry& geom);
+
 }  // namespace lb::cli
