@@ -16,6 +16,7 @@
 #include <immintrin.h>
 // GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace lb::cpu {
