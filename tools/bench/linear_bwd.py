@@ -6,7 +6,6 @@ forward and backward times. Prints one JSON line with the same fields as the C++
 Usage: python3 tools/bench/linear_bwd.py [--iters N] [--warmup N] [--threads N] [--json]
 (run with /usr/bin/python3 for Debian's torch, or a venv's python for PyPI's CPU build).
 """
-import argparse
 import json
 import statistics
 import sys
@@ -15,18 +14,11 @@ import time
 import torch
 import torch.nn.functional as F
 
+from train_step_common import parse_args
+
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--iters", type=int, default=10)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", action="store_true")
-    a = p.parse_args()
-    if a.iters < 1 or a.warmup < 0:
-        p.error("--iters must be >= 1 and --warmup >= 0")
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
+    a = parse_args(__doc__)  # shared with the model benchmarks
 
     B, T, I, O = 32, 128, 768, 3072
     lin = torch.nn.Linear(I, O)  # kaiming-uniform weight, uniform bias, requires grad
