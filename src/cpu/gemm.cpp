@@ -5,7 +5,6 @@
 // over OpenMP threads by batch element, and one large GEMM by blocks of its output.
 #include "src/cpu/gemm.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "src/cpu/blas_config.h"
+#include "src/cpu/gemm_serial.h"
 
 namespace lb::cpu {
 
@@ -95,19 +95,10 @@ bool all_broadcast(const Shape& strides, const Shape& batch) {
   return true;
 }
 
-inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                      float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-}
-inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-                      const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
-                      double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+template <typename T>
+inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                      int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  gemm_serial(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Below this many multiply-adds (about 0.1 ms of one core) one thread does the product: a

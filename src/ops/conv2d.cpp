@@ -18,7 +18,7 @@
 // Small convolutions run on the calling thread, with OpenBLAS threading its GEMMs as it sees
 // fit. (Letting OpenBLAS thread each GEMM between OpenMP im2col loops instead was measured
 // far slower: OpenMP workers spin-wait after each loop and starve the BLAS threads.)
-#include <cblas.h>
+#include <cblas.h>  // openblas_set_num_threads
 #include <omp.h>
 
 #include <algorithm>
@@ -28,6 +28,7 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/conv.h"
+#include "src/cpu/gemm_serial.h"
 #include "src/ops/im2col.h"
 
 namespace lb {
@@ -97,17 +98,7 @@ ConvPlan make_plan(const Shape& xs, const Shape& ws, const Conv2dArgs& args, siz
   return p;
 }
 
-// Row-major GEMM C = alpha·op(A)·op(B) + beta·C.
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-                 int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
+using cpu::gemm_serial;
 
 // A tile of the column matrix: images [n0, n0+m), output rows [oh0, oh1) of each, so
 // pt = (oh1 − oh0)·Wo columns per image and cols (K, m·pt) with image n at column n·pt.
@@ -176,8 +167,8 @@ void forward_chunk(const ConvPlan& p, const T* x, const T* w, const T* b, T* y, 
     if (p.direct) {
       const T* xn = x + n0 * p.C * P;
       for (int64_t grp = 0; grp < p.G; ++grp)
-        gemm(false, false, p.Cog, P, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg, xn + grp * p.Kg * P,
-             P, beta, yn + grp * p.Cog * P, P);
+        gemm_serial(false, false, p.Cog, P, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg,
+                    xn + grp * p.Kg * P, P, beta, yn + grp * p.Cog * P, P);
       return;
     }
     for (int64_t oh0 = 0; oh0 < p.g.Ho; oh0 += p.rows) {
@@ -185,8 +176,8 @@ void forward_chunk(const ConvPlan& p, const T* x, const T* w, const T* b, T* y, 
       const int64_t ld = (t.oh1 - t.oh0) * Wo;
       im2col_tile(p, x, t, cols, par);
       for (int64_t grp = 0; grp < p.G; ++grp)
-        gemm(false, false, p.Cog, ld, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg,
-             cols + grp * p.Kg * ld, ld, beta, yn + grp * p.Cog * P + oh0 * Wo, P);
+        gemm_serial(false, false, p.Cog, ld, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg,
+                    cols + grp * p.Kg * ld, ld, beta, yn + grp * p.Cog * P + oh0 * Wo, P);
     }
     return;
   }
@@ -195,8 +186,8 @@ void forward_chunk(const ConvPlan& p, const T* x, const T* w, const T* b, T* y, 
   const int64_t ld = m * P;
   im2col_tile(p, x, Tile{n0, m, 0, p.g.Ho}, cols, par);
   for (int64_t grp = 0; grp < p.G; ++grp)
-    gemm(false, false, p.Cog, ld, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg, cols + grp * p.Kg * ld,
-         ld, T(0), tmp + grp * p.Cog * ld, ld);
+    gemm_serial(false, false, p.Cog, ld, p.Kg, T(1), w + grp * p.Cog * p.Kg, p.Kg,
+                cols + grp * p.Kg * ld, ld, T(0), tmp + grp * p.Cog * ld, ld);
 #pragma omp parallel for collapse(2) if (par && m * p.Co * P > kParallelMin) schedule(static)
   for (int64_t n = 0; n < m; ++n)
     for (int64_t co = 0; co < p.Co; ++co) {
@@ -218,14 +209,14 @@ void backward_tile(const ConvPlan& p, const T* Gm, int64_t ldg, const T* x, cons
     // Filter part: dw_g (Cog, Kg) += G_g (Cog, cols) · cols_gᵀ (cols, Kg).
     im2col_tile(p, x, t, cols, par);
     for (int64_t grp = 0; grp < p.G; ++grp)
-      gemm(false, true, p.Cog, p.Kg, ld, T(1), Gm + grp * p.Cog * ldg, ldg, cols + grp * p.Kg * ld,
-           ld, T(1), dw + grp * p.Cog * p.Kg, p.Kg);
+      gemm_serial(false, true, p.Cog, p.Kg, ld, T(1), Gm + grp * p.Cog * ldg, ldg,
+                  cols + grp * p.Kg * ld, ld, T(1), dw + grp * p.Cog * p.Kg, p.Kg);
   }
   if (dx) {
     // Data part: dcols_g (Kg, cols) = w_gᵀ (Kg, Cog) · G_g (Cog, cols), then col2im.
     for (int64_t grp = 0; grp < p.G; ++grp)
-      gemm(true, false, p.Kg, ld, p.Cog, T(1), w + grp * p.Cog * p.Kg, p.Kg, Gm + grp * p.Cog * ldg,
-           ldg, T(0), cols + grp * p.Kg * ld, ld);
+      gemm_serial(true, false, p.Kg, ld, p.Cog, T(1), w + grp * p.Cog * p.Kg, p.Kg,
+                  Gm + grp * p.Cog * ldg, ldg, T(0), cols + grp * p.Kg * ld, ld);
     col2im_tile(p, cols, t, dx, par);
   }
 }
@@ -243,11 +234,11 @@ void backward_chunk(const ConvPlan& p, const T* dy, const T* x, const T* w, T* d
       const T* xn = x + n0 * p.C * P;
       for (int64_t grp = 0; grp < p.G; ++grp) {
         if (dw)
-          gemm(false, true, p.Cog, p.Kg, P, T(1), G + grp * p.Cog * P, P, xn + grp * p.Kg * P, P,
-               T(1), dw + grp * p.Cog * p.Kg, p.Kg);
+          gemm_serial(false, true, p.Cog, p.Kg, P, T(1), G + grp * p.Cog * P, P,
+                      xn + grp * p.Kg * P, P, T(1), dw + grp * p.Cog * p.Kg, p.Kg);
         if (dx)
-          gemm(true, false, p.Kg, P, p.Cog, T(1), w + grp * p.Cog * p.Kg, p.Kg, G + grp * p.Cog * P,
-               P, T(0), dx + n0 * p.C * P + grp * p.Kg * P, P);
+          gemm_serial(true, false, p.Kg, P, p.Cog, T(1), w + grp * p.Cog * p.Kg, p.Kg,
+                      G + grp * p.Cog * P, P, T(0), dx + n0 * p.C * P + grp * p.Kg * P, P);
       }
       return;
     }
