@@ -9,6 +9,8 @@
 // the GEMMs read and write the tensors in place (no permute copies) and the image goes in
 // tiles of output rows (~512 KiB of columns) that are still in L2 when the GEMM reads them.
 // A 1×1 stride-1 unpadded convolution of one image skips im2col: x is its column matrix.
+// 3×3 stride-1 convolutions with enough channels go to Winograd F(2×2, 3×3) instead
+// (winograd_conv.h; LEANBACK_CONV_ALGO=im2col forces this file's path for them).
 //
 // Threads: with enough work, chunks of images are split over OpenMP threads and each thread
 // runs im2col, single-threaded GEMMs and col2im for its chunks (OpenBLAS is set to one thread
@@ -30,6 +32,7 @@
 #include "lb/ops/conv.h"
 #include "src/cpu/gemm_serial.h"
 #include "src/ops/im2col.h"
+#include "src/ops/winograd_conv.h"
 
 namespace lb {
 
@@ -61,6 +64,8 @@ struct ConvPlan {
   int64_t rows;      // with nb = 1: output rows per tile of one image
   int64_t cols_max;  // widest column tile (0 when none is built: direct with nb = 1)
   int threads;  // > 1: chunks split over OpenMP threads, each running single-threaded GEMMs
+  bool winograd;  // computed by winograd_conv instead (the fields above then go unused)
+  detail::WinogradShape ws;
 };
 
 ConvPlan make_plan(const Shape& xs, const Shape& ws, const Conv2dArgs& args, size_t elem) {
@@ -95,6 +100,8 @@ ConvPlan make_plan(const Shape& xs, const Shape& ws, const Conv2dArgs& args, siz
                     (kMinTileCols + p.g.Wo - 1) / p.g.Wo);
   p.rows = std::clamp<int64_t>(p.rows, 1, p.g.Ho);
   p.cols_max = p.nb > 1 ? p.nb * p.P : p.direct ? 0 : p.rows * p.g.Wo;
+  p.winograd = detail::use_winograd(xs, ws, args);
+  if (p.winograd) p.ws = detail::winograd_shape(xs, ws, args);
   return p;
 }
 
@@ -274,6 +281,7 @@ struct Scratch {
 // y (N, Co, P) = conv(x, w) + b.
 template <typename T>
 void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* b, T* y) {
+  if (p.winograd) return detail::winograd_conv_forward(p.ws, x, w, b, y);
   const int64_t nc = num_chunks(p);
   if (p.threads > 1) {
     BlasSingleThread single(true);
@@ -310,6 +318,7 @@ void conv2d_backward(const ConvPlan& p, const T* dy, const T* x, const T* w, T* 
     }
   }
   if (!dx && !dw) return;
+  if (p.winograd) return detail::winograd_conv_backward(p.ws, dy, x, w, dx, dw);
   const int64_t nc = num_chunks(p), dw_size = p.Co * p.Kg;
   if (dx && !(p.direct && p.nb == 1)) std::memset(dx, 0, sizeof(T) * p.N * p.C * p.g.H * p.g.W);
   if (dw) std::fill(dw, dw + dw_size, T(0));

@@ -1,0 +1,551 @@
+// Winograd F(2×2, 3×3) convolution (Lavin & Gray 2016, "Fast Algorithms for Convolutional
+// Neural Networks", §4), forward and backward, for conv2d's 3×3 stride-1 convolutions.
+//
+// With Bᵀ = [1 0 −1 0; 0 1 1 0; 0 −1 1 0; 0 1 0 −1], G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1] and
+// Aᵀ = [1 1 1 0; 0 1 −1 −1], one 2×2 output tile y_t from its 4×4 input tile d_t (input tiles
+// step by 2 and overlap by 2; reads outside the image are the zero padding) is
+//   y_t = Aᵀ [Σ_ci U_ci ⊙ V_ci,t] A,   U = G w Gᵀ (per co, ci),   V = Bᵀ d B (per ci, t).
+// Indexing the 16 positions of a 4×4 tile by ξ, the sum is 16 GEMMs M[ξ] (Co, T) =
+// U[ξ] (Co, C) · V[ξ] (C, T) over the T tiles of a chunk: 16 multiplications per 4 outputs
+// instead of 36.
+//
+// Backward is the transpose of the same bilinear map. With Ĝ_t = A dy_t Aᵀ (4×4 from the 2×2
+// output-gradient tile; outputs past the image edge count as zero):
+//   data:   dd_t = B [Σ_co U_co,ci ⊙ Ĝ_co,t] Bᵀ, i.e. Z[ξ] (C, T) = U[ξ]ᵀ · Ĝ[ξ], then the
+//           overlapping 4×4 tiles dd_t are scatter-added into dx (the padding border dropped);
+//   filter: dw = Gᵀ [Σ_t Ĝ_t ⊙ V_t] G, i.e. dU[ξ] (Co, C) += Ĝ[ξ] · V[ξ]ᵀ over all tiles,
+//           then the 4×4 → 3×3 transform per (co, ci).
+// (<Ĝ, X> = <dy, Aᵀ X A> etc.: each line is the adjoint of a forward factor.) Ĝ is shared by
+// both parts; V is rebuilt from x (it is 4× the size of x, so never saved).
+//
+// Chunks: the tiles of a chunk are whole tile rows (2 output rows × the image width), counted
+// over (image, tile row), so a chunk may hold many small images (keeps the GEMMs wide on the
+// 4×4 ResNet stage) or a slice of one large image; the transformed buffers, 16·(C + Co)·T
+// values, stay about kChunkBytes (L2/L3-resident between the transforms and the GEMMs).
+// Threads as in conv2d: chunks handed out dynamically over OpenMP threads, each running
+// single-threaded GEMMs (cpu::gemm_serial) on its own scratch, the filter gradient summed
+// per thread. Two chunks that split one image write overlapping dx rows (tiles overlap), so
+// then even and odd chunks run in two rounds.
+//
+// Layouts: V (16, C, T), M and Ĝ (16, Co, T), U and dU (16, Co, C); tile t of a chunk is
+// (tile row − first row)·TW + tile column. The transforms run along tile columns (unit
+// stride in V/M/Ĝ, even/odd deinterleaved image rows), which the compiler vectorises.
+#include "src/ops/winograd_conv.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "lb/core/error.h"
+#include "src/cpu/gemm_serial.h"
+#include "src/ops/im2col.h"
+
+namespace lb::detail {
+
+namespace {
+
+constexpr int64_t kXi = 16;  // positions of a 4×4 tile
+// Transformed buffers per chunk (V and M, or Ĝ and V), in bytes.
+constexpr int64_t kChunkBytes = 4 << 20;
+// Below this many (direct-convolution) FLOPs the work stays on the calling thread.
+constexpr int64_t kParallelFlops = 1 << 22;
+// Auto: Winograd only with at least this many input and output channels (the GEMMs get
+// depth C and Co; the transforms cost per channel what a few GEMM columns do).
+constexpr int64_t kMinChannels = 16;
+
+std::atomic<int> g_algo{-1};
+
+ConvAlgo algo_from_env() {
+  const char* env = std::getenv("LEANBACK_CONV_ALGO");
+  if (!env || !*env) return ConvAlgo::Auto;
+  const std::string v(env);
+  if (v == "auto") return ConvAlgo::Auto;
+  if (v == "im2col") return ConvAlgo::Im2col;
+  if (v == "winograd") return ConvAlgo::Winograd;
+  LB_FAIL("LEANBACK_CONV_ALGO=", v, " is not one of auto, im2col, winograd");
+}
+
+template <typename T>
+Tensor workspace(int64_t n) {
+  return Tensor::empty({std::max<int64_t>(n, 1)}, DTypeOf<T>::value, Device::cpu(),
+                       MemTag::Workspace);
+}
+
+struct Plan {
+  WinogradShape s;
+  int64_t TH, TW;  // tile rows per image, tiles per tile row
+  int64_t rows;    // N·TH tile rows in all
+  int64_t rpc;     // tile rows per chunk
+  int64_t nc;      // chunks
+  int64_t tmax;    // tiles of the largest chunk, rpc·TW
+  int threads;
+};
+
+Plan make_plan(const WinogradShape& s, int64_t elem) {
+  Plan p{};
+  p.s = s;
+  p.TH = (s.Ho + 1) / 2;
+  p.TW = (s.Wo + 1) / 2;
+  p.rows = s.N * p.TH;
+  const int64_t row_bytes = kXi * (s.C + s.Co) * p.TW * elem;
+  p.rpc = std::clamp<int64_t>(kChunkBytes / row_bytes, 1, p.rows);
+  p.threads = 1;
+  const int64_t nt = omp_get_max_threads();
+  if (nt > 1 && p.rows > 1 && 18 * s.N * s.Co * s.C * s.Ho * s.Wo > kParallelFlops) {
+    p.rpc = std::min(p.rpc, (p.rows + nt - 1) / nt);
+    p.threads = static_cast<int>(std::min<int64_t>(nt, (p.rows + p.rpc - 1) / p.rpc));
+  }
+  if (p.rpc > p.TH) p.rpc -= p.rpc % p.TH;  // whole images when more than one fits
+  p.nc = (p.rows + p.rpc - 1) / p.rpc;
+  p.tmax = p.rpc * p.TW;
+  return p;
+}
+
+// Per-thread line buffers for the transforms: one padded image row (2·TW + 4), its even and
+// odd halves (TW + 1 each), and 16 lines (row stride ld = TW + 1) of per-tile values along a
+// tile row.
+template <typename T>
+struct Lines {
+  T* pad;
+  T* e;
+  T* o;
+  T* v;
+  int64_t ld;
+};
+
+// U[ξ] (Co, C) = (G w Gᵀ)[ξ] for every (co, ci).
+template <typename T>
+void transform_weights(const WinogradShape& s, const T* w, T* U) {
+  const int64_t CC = s.Co * s.C;
+#pragma omp parallel for if (CC > (1 << 14)) schedule(static)
+  for (int64_t k = 0; k < CC; ++k) {
+    const T* g = w + k * 9;
+    T t[4][3];  // G w
+    for (int c = 0; c < 3; ++c) {
+      t[0][c] = g[c];
+      t[1][c] = T(0.5) * (g[c] + g[3 + c] + g[6 + c]);
+      t[2][c] = T(0.5) * (g[c] - g[3 + c] + g[6 + c]);
+      t[3][c] = g[6 + c];
+    }
+    for (int i = 0; i < 4; ++i) {
+      T* u = U + i * 4 * CC + k;
+      u[0] = t[i][0];
+      u[CC] = T(0.5) * (t[i][0] + t[i][1] + t[i][2]);
+      u[2 * CC] = T(0.5) * (t[i][0] - t[i][1] + t[i][2]);
+      u[3 * CC] = t[i][2];
+    }
+  }
+}
+
+// dw (Co, C, 3, 3) = Gᵀ dU G for every (co, ci).
+template <typename T>
+void inverse_weights(const WinogradShape& s, const T* dU, T* dw) {
+  const int64_t CC = s.Co * s.C;
+  for (int64_t k = 0; k < CC; ++k) {
+    T r[3][4];  // Gᵀ X
+    for (int j = 0; j < 4; ++j) {
+      const T x0 = dU[j * CC + k], x1 = dU[(4 + j) * CC + k], x2 = dU[(8 + j) * CC + k],
+              x3 = dU[(12 + j) * CC + k];
+      r[0][j] = x0 + T(0.5) * (x1 + x2);
+      r[1][j] = T(0.5) * (x1 - x2);
+      r[2][j] = T(0.5) * (x1 + x2) + x3;
+    }
+    T* g = dw + k * 9;
+    for (int i = 0; i < 3; ++i) {
+      g[i * 3 + 0] = r[i][0] + T(0.5) * (r[i][1] + r[i][2]);
+      g[i * 3 + 1] = T(0.5) * (r[i][1] - r[i][2]);
+      g[i * 3 + 2] = T(0.5) * (r[i][1] + r[i][2]) + r[i][3];
+    }
+  }
+}
+
+// Row ih of a plane (H, W), zero-padded: pad[j] = x[ih, j − pw] for j in [0, 2·TW + 2),
+// split into even e[k] = pad[2k] and odd o[k] = pad[2k + 1], k in [0, TW].
+template <typename T>
+void load_row(const T* plane, int64_t ih, const Plan& p, T* pad, T* __restrict e,
+              T* __restrict o) {
+  const WinogradShape& s = p.s;
+  const int64_t len = 2 * p.TW + 2;
+  if (ih < 0 || ih >= s.H) {
+    std::fill(e, e + p.TW + 1, T(0));
+    std::fill(o, o + p.TW + 1, T(0));
+    return;
+  }
+  // 2·TW ≥ Wo = W + 2·pw − 2, so the row always fits: [pw, pw + W) ⊂ [0, len).
+  std::fill(pad, pad + s.pw, T(0));
+  std::memcpy(pad + s.pw, plane + ih * s.W, sizeof(T) * s.W);
+  std::fill(pad + s.pw + s.W, pad + len, T(0));
+  for (int64_t k = 0; k <= p.TW; ++k) {
+    e[k] = pad[2 * k];
+    o[k] = pad[2 * k + 1];
+  }
+}
+
+// V[ξ] (C, T) of the tile rows [r0, r1): V_t = Bᵀ d_t B.
+template <typename T>
+void transform_input(const Plan& p, const T* x, int64_t r0, int64_t r1, T* V, const Lines<T>& L) {
+  const WinogradShape& s = p.s;
+  const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.C * nT, ld = L.ld;
+  T* h = L.v;  // h[i][j] (16 lines): row i of d_t B
+  for (int64_t ci = 0; ci < s.C; ++ci) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p.TH, th = r % p.TH;
+      const T* plane = x + (n * s.C + ci) * s.H * s.W;
+      for (int i = 0; i < 4; ++i) {
+        const T* __restrict e = L.e;
+        const T* __restrict o = L.o;
+        load_row(plane, 2 * th - s.ph + i, p, L.pad, L.e, L.o);
+        T* __restrict h0 = h + (4 * i) * ld;
+        T* __restrict h1 = h0 + ld;
+        T* __restrict h2 = h1 + ld;
+        T* __restrict h3 = h2 + ld;
+        // d = (e[k], o[k], e[k+1], o[k+1]); d B = (d0 − d2, d1 + d2, d2 − d1, d1 − d3).
+        #pragma omp simd
+        for (int64_t k = 0; k < TW; ++k) {
+          h0[k] = e[k] - e[k + 1];
+          h1[k] = o[k] + e[k + 1];
+          h2[k] = e[k + 1] - o[k];
+          h3[k] = o[k] - o[k + 1];
+        }
+      }
+      T* dst = V + ci * nT + (r - r0) * TW;
+      for (int j = 0; j < 4; ++j) {
+        const T* __restrict a0 = h + j * ld;  // row 0 of d B, column j
+        const T* __restrict a1 = h + (4 + j) * ld;
+        const T* __restrict a2 = h + (8 + j) * ld;
+        const T* __restrict a3 = h + (12 + j) * ld;
+        T* __restrict v0 = dst + j * CT;
+        T* __restrict v1 = dst + (4 + j) * CT;
+        T* __restrict v2 = dst + (8 + j) * CT;
+        T* __restrict v3 = dst + (12 + j) * CT;
+        #pragma omp simd
+        for (int64_t k = 0; k < TW; ++k) {
+          v0[k] = a0[k] - a2[k];
+          v1[k] = a1[k] + a2[k];
+          v2[k] = a2[k] - a1[k];
+          v3[k] = a1[k] - a3[k];
+        }
+      }
+    }
+  }
+}
+
+// y of the tile rows [r0, r1) from M[ξ] (Co, T): y_t = Aᵀ M_t A (+ b).
+template <typename T>
+void transform_output(const Plan& p, const T* M, const T* b, int64_t r0, int64_t r1, T* y,
+                      const Lines<T>& L) {
+  const WinogradShape& s = p.s;
+  const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.Co * nT;
+  T* __restrict y0 = L.pad;  // output row 2·th, 2·TW values
+  T* __restrict y1 = L.v;    // output row 2·th + 1
+  for (int64_t co = 0; co < s.Co; ++co) {
+    const T bias = b ? b[co] : T(0);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p.TH, th = r % p.TH;
+      const T* src = M + co * nT + (r - r0) * TW;
+      const T* __restrict m[16];
+      for (int q = 0; q < 16; ++q) m[q] = src + q * CT;
+      #pragma omp simd
+      for (int64_t k = 0; k < TW; ++k) {
+        // Rows: Aᵀ M = (M0 + M1 + M2, M1 − M2 − M3), per column j.
+        T a[4], c[4];
+        for (int j = 0; j < 4; ++j) {
+          a[j] = m[j][k] + m[4 + j][k] + m[8 + j][k];
+          c[j] = m[4 + j][k] - m[8 + j][k] - m[12 + j][k];
+        }
+        y0[2 * k] = a[0] + a[1] + a[2] + bias;
+        y0[2 * k + 1] = a[1] - a[2] - a[3] + bias;
+        y1[2 * k] = c[0] + c[1] + c[2] + bias;
+        y1[2 * k + 1] = c[1] - c[2] - c[3] + bias;
+      }
+      T* plane = y + (n * s.Co + co) * s.Ho * s.Wo;
+      std::memcpy(plane + 2 * th * s.Wo, y0, sizeof(T) * s.Wo);
+      if (2 * th + 1 < s.Ho) std::memcpy(plane + (2 * th + 1) * s.Wo, y1, sizeof(T) * s.Wo);
+    }
+  }
+}
+
+// Ĝ[ξ] (Co, T) of the tile rows [r0, r1): Ĝ_t = A dy_t Aᵀ, outputs past the edge zero.
+template <typename T>
+void transform_grad(const Plan& p, const T* dy, int64_t r0, int64_t r1, T* Gh,
+                    const Lines<T>& L) {
+  const WinogradShape& s = p.s;
+  const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.Co * nT, ld = L.ld;
+  T* pad = L.pad;  // one dy row padded to 2·TW
+  T* __restrict g00 = L.v;  // dy_t[a][b] along the tile row, a, b in {0, 1}
+  T* __restrict g01 = g00 + ld;
+  T* __restrict g10 = g01 + ld;
+  T* __restrict g11 = g10 + ld;
+  for (int64_t co = 0; co < s.Co; ++co) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p.TH, th = r % p.TH;
+      const T* plane = dy + (n * s.Co + co) * s.Ho * s.Wo;
+      for (int a = 0; a < 2; ++a) {
+        T* __restrict ge = a == 0 ? g00 : g10;
+        T* __restrict go = a == 0 ? g01 : g11;
+        const int64_t oh = 2 * th + a;
+        if (oh >= s.Ho) {
+          std::fill(ge, ge + TW, T(0));
+          std::fill(go, go + TW, T(0));
+          continue;
+        }
+        pad[2 * TW - 1] = T(0);  // past the edge when Wo is odd
+        std::memcpy(pad, plane + oh * s.Wo, sizeof(T) * s.Wo);
+        for (int64_t k = 0; k < TW; ++k) {
+          ge[k] = pad[2 * k];
+          go[k] = pad[2 * k + 1];
+        }
+      }
+      T* dst = Gh + co * nT + (r - r0) * TW;
+      #pragma omp simd
+      for (int64_t k = 0; k < TW; ++k) {
+        // Columns: g Aᵀ = (g0, g0 + g1, g0 − g1, −g1) per row; then the same down the rows.
+        const T q0[4] = {g00[k], g00[k] + g01[k], g00[k] - g01[k], -g01[k]};
+        const T q1[4] = {g10[k], g10[k] + g11[k], g10[k] - g11[k], -g11[k]};
+        for (int j = 0; j < 4; ++j) {
+          dst[j * CT + k] = q0[j];
+          dst[(4 + j) * CT + k] = q0[j] + q1[j];
+          dst[(8 + j) * CT + k] = q0[j] - q1[j];
+          dst[(12 + j) * CT + k] = -q1[j];
+        }
+      }
+    }
+  }
+}
+
+// dx (pre-zeroed) += the tiles dd_t = B Z_t Bᵀ of the tile rows [r0, r1), Z[ξ] (C, T).
+template <typename T>
+void inverse_input(const Plan& p, const T* Z, int64_t r0, int64_t r1, T* dx, const Lines<T>& L) {
+  const WinogradShape& s = p.s;
+  const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.C * nT, ld = L.ld;
+  T* dd = L.v;  // dd[k][l] (16 lines of TW)
+  T* line = L.pad;  // one padded dx row, 2·TW + 2
+  for (int64_t ci = 0; ci < s.C; ++ci) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p.TH, th = r % p.TH;
+      const T* src = Z + ci * nT + (r - r0) * TW;
+      const T* __restrict z[16];
+      for (int q = 0; q < 16; ++q) z[q] = src + q * CT;
+      T* __restrict d[16];
+      for (int q = 0; q < 16; ++q) d[q] = dd + q * ld;
+      #pragma omp simd
+      for (int64_t t = 0; t < TW; ++t) {
+        // Rows: B Z = (Z0, Z1 − Z2 + Z3, −Z0 + Z1 + Z2, −Z3), per column j; then columns.
+        T w[4][4];
+        for (int j = 0; j < 4; ++j) {
+          const T a0 = z[j][t], a1 = z[4 + j][t], a2 = z[8 + j][t], a3 = z[12 + j][t];
+          w[0][j] = a0;
+          w[1][j] = a1 - a2 + a3;
+          w[2][j] = -a0 + a1 + a2;
+          w[3][j] = -a3;
+        }
+        for (int k = 0; k < 4; ++k) {
+          d[4 * k][t] = w[k][0];
+          d[4 * k + 1][t] = w[k][1] - w[k][2] + w[k][3];
+          d[4 * k + 2][t] = -w[k][0] + w[k][1] + w[k][2];
+          d[4 * k + 3][t] = -w[k][3];
+        }
+      }
+      T* plane = dx + (n * s.C + ci) * s.H * s.W;
+      for (int k = 0; k < 4; ++k) {
+        const int64_t ih = 2 * th - s.ph + k;
+        if (ih < 0 || ih >= s.H) continue;
+        const T* __restrict d0 = dd + 4 * k * ld;
+        const T* __restrict d1 = d0 + ld;
+        const T* __restrict d2 = d1 + ld;
+        const T* __restrict d3 = d2 + ld;
+        // Tile t covers padded columns 2t .. 2t + 3: even column 2t gets d0[t] + d2[t − 1],
+        // odd column 2t + 1 gets d1[t] + d3[t − 1].
+        line[0] = d0[0];
+        line[1] = d1[0];
+        for (int64_t t = 1; t < TW; ++t) {
+          line[2 * t] = d0[t] + d2[t - 1];
+          line[2 * t + 1] = d1[t] + d3[t - 1];
+        }
+        line[2 * TW] = d2[TW - 1];
+        line[2 * TW + 1] = d3[TW - 1];
+        T* __restrict row = plane + ih * s.W;
+        const T* __restrict src_line = line + s.pw;
+        for (int64_t iw = 0; iw < s.W; ++iw) row[iw] += src_line[iw];
+      }
+    }
+  }
+}
+
+// Scratch of one thread: two transformed buffers (16, max(C, Co), tmax) and the lines.
+template <typename T>
+struct Scratch {
+  Tensor buf, lines;
+  T* a;
+  T* b;
+  Lines<T> L;
+  explicit Scratch(const Plan& p) {
+    const int64_t cmax = std::max(p.s.C, p.s.Co), n = kXi * cmax * p.tmax;
+    buf = workspace<T>(2 * n);
+    a = buf.data<T>();
+    b = a + n;
+    L.ld = p.TW + 1;
+    lines = workspace<T>(2 * p.TW + 4 + 2 * L.ld + kXi * L.ld);
+    L.pad = lines.data<T>();
+    L.e = L.pad + 2 * p.TW + 4;
+    L.o = L.e + L.ld;
+    L.v = L.o + L.ld;
+  }
+};
+
+template <typename T>
+void forward_chunk(const Plan& p, const T* x, const T* U, const T* b, T* y, int64_t c,
+                   Scratch<T>& sc) {
+  const WinogradShape& s = p.s;
+  const int64_t r0 = c * p.rpc, r1 = std::min(p.rows, r0 + p.rpc), nT = (r1 - r0) * p.TW;
+  T* V = sc.a;
+  T* M = sc.b;
+  transform_input(p, x, r0, r1, V, sc.L);
+  for (int64_t q = 0; q < kXi; ++q)
+    cpu::gemm_serial(false, false, s.Co, nT, s.C, T(1), U + q * s.Co * s.C, s.C, V + q * s.C * nT,
+                     nT, T(0), M + q * s.Co * nT, nT);
+  transform_output(p, M, b, r0, r1, y, sc.L);
+}
+
+template <typename T>
+void backward_chunk(const Plan& p, const T* dy, const T* x, const T* U, T* dx, T* dU, int64_t c,
+                    Scratch<T>& sc) {
+  const WinogradShape& s = p.s;
+  const int64_t r0 = c * p.rpc, r1 = std::min(p.rows, r0 + p.rpc), nT = (r1 - r0) * p.TW;
+  T* Gh = sc.a;
+  T* V = sc.b;
+  transform_grad(p, dy, r0, r1, Gh, sc.L);
+  if (dU) {
+    transform_input(p, x, r0, r1, V, sc.L);
+    for (int64_t q = 0; q < kXi; ++q)
+      cpu::gemm_serial(false, true, s.Co, s.C, nT, T(1), Gh + q * s.Co * nT, nT,
+                       V + q * s.C * nT, nT, T(1), dU + q * s.Co * s.C, s.C);
+  }
+  if (dx) {
+    for (int64_t q = 0; q < kXi; ++q)
+      cpu::gemm_serial(true, false, s.C, nT, s.Co, T(1), U + q * s.Co * s.C, s.C,
+                       Gh + q * s.Co * nT, nT, T(0), V + q * s.C * nT, nT);
+    inverse_input(p, V, r0, r1, dx, sc.L);
+  }
+}
+
+}  // namespace
+
+ConvAlgo conv_algo() {
+  int a = g_algo.load(std::memory_order_relaxed);
+  if (a < 0) {
+    int expected = -1;
+    g_algo.compare_exchange_strong(expected, static_cast<int>(algo_from_env()));
+    a = g_algo.load(std::memory_order_relaxed);
+  }
+  return static_cast<ConvAlgo>(a);
+}
+
+void set_conv_algo(ConvAlgo algo) { g_algo.store(static_cast<int>(algo)); }
+
+bool winograd_applies(const Shape& xs, const Shape& ws, const Conv2dArgs& a) {
+  if (xs.size() != 4 || ws.size() != 4) return false;
+  if (ws[2] != 3 || ws[3] != 3 || a.groups != 1) return false;
+  if (a.stride[0] != 1 || a.stride[1] != 1 || a.dilation[0] != 1 || a.dilation[1] != 1)
+    return false;
+  if (a.padding[0] < 0 || a.padding[1] < 0) return false;
+  return xs[2] + 2 * a.padding[0] - 2 >= 1 && xs[3] + 2 * a.padding[1] - 2 >= 1 && xs[0] > 0 &&
+         xs[1] == ws[1];
+}
+
+bool use_winograd(const Shape& xs, const Shape& ws, const Conv2dArgs& a) {
+  if (!winograd_applies(xs, ws, a)) return false;
+  switch (conv_algo()) {
+    case ConvAlgo::Im2col: return false;
+    case ConvAlgo::Winograd: return true;
+    case ConvAlgo::Auto: break;
+  }
+  return xs[1] >= kMinChannels && ws[0] >= kMinChannels;
+}
+
+WinogradShape winograd_shape(const Shape& xs, const Shape& ws, const Conv2dArgs& a) {
+  WinogradShape s{};
+  s.N = xs[0];
+  s.C = xs[1];
+  s.Co = ws[0];
+  s.H = xs[2];
+  s.W = xs[3];
+  s.ph = a.padding[0];
+  s.pw = a.padding[1];
+  s.Ho = s.H + 2 * s.ph - 2;
+  s.Wo = s.W + 2 * s.pw - 2;
+  return s;
+}
+
+template <typename T>
+void winograd_conv_forward(const WinogradShape& s, const T* x, const T* w, const T* b, T* y) {
+  const Plan p = make_plan(s, sizeof(T));
+  Tensor ut = workspace<T>(kXi * s.Co * s.C);
+  T* U = ut.data<T>();
+  transform_weights(s, w, U);
+  if (p.threads > 1) {
+#pragma omp parallel num_threads(p.threads)
+    {
+      Scratch<T> sc(p);
+#pragma omp for schedule(dynamic)
+      for (int64_t c = 0; c < p.nc; ++c) forward_chunk(p, x, U, b, y, c, sc);
+    }
+    return;
+  }
+  Scratch<T> sc(p);
+  for (int64_t c = 0; c < p.nc; ++c) forward_chunk(p, x, U, b, y, c, sc);
+}
+
+template <typename T>
+void winograd_conv_backward(const WinogradShape& s, const T* dy, const T* x, const T* w, T* dx,
+                            T* dw) {
+  if (!dx && !dw) return;
+  const Plan p = make_plan(s, sizeof(T));
+  const int64_t usize = kXi * s.Co * s.C;
+  Tensor ut = dx ? workspace<T>(usize) : Tensor();
+  T* U = dx ? ut.data<T>() : nullptr;
+  if (dx) {
+    transform_weights(s, w, U);
+    std::memset(dx, 0, sizeof(T) * s.N * s.C * s.H * s.W);
+  }
+  // dU per thread (thread 0's first), summed before the inverse transform.
+  Tensor dut = dw ? workspace<T>(usize * p.threads) : Tensor();
+  T* dU = dw ? dut.data<T>() : nullptr;
+  if (dw) std::fill(dU, dU + usize * p.threads, T(0));
+  // Chunks that split an image write overlapping dx rows: then even chunks before odd ones.
+  const int64_t rounds = dx && p.threads > 1 && p.rpc % p.TH != 0 ? 2 : 1;
+  if (p.threads > 1) {
+#pragma omp parallel num_threads(p.threads)
+    {
+      Scratch<T> sc(p);
+      T* my_dU = dw ? dU + omp_get_thread_num() * usize : nullptr;
+      for (int64_t round = 0; round < rounds; ++round) {
+#pragma omp for schedule(dynamic)
+        for (int64_t c = round; c < p.nc; c += rounds)
+          backward_chunk(p, dy, x, U, dx, my_dU, c, sc);
+      }
+    }
+    if (dw)
+      for (int t = 1; t < p.threads; ++t)
+        for (int64_t i = 0; i < usize; ++i) dU[i] += dU[t * usize + i];
+  } else {
+    Scratch<T> sc(p);
+    for (int64_t c = 0; c < p.nc; ++c) backward_chunk(p, dy, x, U, dx, dU, c, sc);
+  }
+  if (dw) inverse_weights(s, dU, dw);
+}
+
+template void winograd_conv_forward<float>(const WinogradShape&, const float*, const float*,
+                                           const float*, float*);
+template void winograd_conv_forward<double>(const WinogradShape&, const double*, const double*,
+                                            const double*, double*);
+template void winograd_conv_backward<float>(const WinogradShape&, const float*, const float*,
+                                            const float*, float*, float*);
+template void winograd_conv_backward<double>(const WinogradShape&, const double*, const double*,
+                                             const double*, double*, double*);
+
+}  // namespace lb::detail
