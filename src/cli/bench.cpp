@@ -40,7 +40,7 @@ namespace {
 std::string workload_names() {
   std::string s;
   for (const auto& w : bench_workloads()) s += (s.empty() ? "" : ", ") + w.name;
-  return s;
+  return s + ", gemm";
 }
 
 int parse_count(const std::vector<std::string>& args, size_t& i, int min) {
@@ -120,6 +120,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (args.empty() || args[0].rfind("--", 0) == 0)
     throw UsageError("bench needs a workload first (" + workload_names() + ")");
   const std::string& name = args[0];
+  if (name == "gemm") return cmd_bench_gemm(args);  // its own flags (bench_gemm.cpp)
   for (const auto& w : bench_workloads()) {
     if (w.name != name) continue;
     const BenchOptions opt = parse_options(args);

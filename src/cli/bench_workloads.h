@@ -37,6 +37,9 @@ nlohmann::json bench_bert_mini(const BenchOptions& opt);  // bench_bert_mini.cpp
 nlohmann::json bench_vit_tiny(const BenchOptions& opt);   // bench_vit_tiny.cpp
 nlohmann::json bench_resnet18(const BenchOptions& opt);   // bench_resnet18.cpp
 
+// `bench gemm`: float GEMM kernel throughput, ours vs OpenBLAS (own flags; bench_gemm.cpp).
+int cmd_bench_gemm(const std::vector<std::string>& args);
+
 // ---- timing helpers ----
 using BenchClock = std::chrono::steady_clock;
 

@@ -5,6 +5,7 @@
 
 #include "lb/core/cuda_runtime_info.h"
 #include "src/cli/commands.h"
+#include "src/cpu/sgemm_avx512.h"
 
 extern "C" char* openblas_get_config();
 extern "C" int openblas_get_num_threads();
@@ -16,7 +17,9 @@ std::string usage() {
          "  info                         version, build, BLAS, threads, CUDA devices\n"
          "  bench WORKLOAD [--strategy vanilla|instant|hot] [--rank N] [--iters N] [--json]\n"
          "                               benchmarks printing one line (JSON with --json);\n"
-         "                               `leanback bench` lists the workloads\n";
+         "                               `leanback bench` lists the workloads\n"
+         "  bench gemm [--m M --n N --k K [--ta] [--tb]] [--iters N] [--threads T] [--json]\n"
+         "                               float GEMM GFLOP/s, ours vs OpenBLAS\n";
 }
 
 int cmd_info(const std::vector<std::string>& args) {
@@ -25,6 +28,7 @@ int cmd_info(const std::vector<std::string>& args) {
             << "build type: " << LEANBACK_BUILD_TYPE << "\n"
             << "BLAS: " << openblas_get_config() << " (" << openblas_get_num_threads()
             << " threads)\n"
+            << "float GEMM kernel: " << cpu::sgemm_kernel_name() << "\n"
             << "OpenMP threads: " << omp_get_max_threads() << "\n";
   if (!cuda_compiled()) {
     std::cout << "CUDA: not compiled in\n";

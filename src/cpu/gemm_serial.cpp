@@ -1,15 +1,24 @@
-// gemm_serial through OpenBLAS (configured single-threaded, blas_config.h).
+// gemm_serial: floats through our AVX-512 kernel (sgemm_avx512.h) where the build has it,
+// everything else through OpenBLAS (configured single-threaded, blas_config.h).
 #include "src/cpu/gemm_serial.h"
 
 #include <cblas.h>
 
 #include "src/cpu/blas_config.h"
+#include "src/cpu/sgemm_avx512.h"
 
 namespace lb::cpu {
 
 void gemm_serial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb,
                  float beta, float *c, int64_t ldc) {
+  // A single column (a matrix-vector product) is OpenBLAS's gemv territory: our kernel
+  // would fill 1 of its 48 columns.
+  if (m <= 0 || n <= 0) return;
+  if (sgemm_avx512_available() && n > 1) {
+    sgemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a,

@@ -1,0 +1,173 @@
+// `leanback bench gemm [--m M --n N --k K] [--ta] [--tb] [--iters N] [--threads T] [--json]`:
+// single-threaded float GEMM throughput of gemm_serial (our kernel, sgemm_avx512.h) against
+// cblas_sgemm (OpenBLAS, whatever OPENBLAS_CORETYPE selects) on the same buffers, in GFLOP/s.
+// Without --m/--n/--k: a table over the shapes the models issue (ResNet-18 im2col convolution
+// forward NN, data gradient TN, filter gradient NT; Winograd-sized products; Linear layers).
+// --threads T runs T copies at once (one per OpenMP thread, own buffers) and reports the mean
+// per-thread rate, to see whether concurrent products slow each other down.
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "src/cli/bench_workloads.h"
+#include "src/cli/commands.h"
+#include "src/cpu/blas_config.h"
+#include "src/cpu/gemm_serial.h"
+#include "src/cpu/sgemm_avx512.h"
+
+namespace lb::cli {
+
+namespace {
+
+struct GemmShape {
+  int64_t m, n, k;
+  bool ta, tb;
+  const char* what;
+};
+
+const std::vector<GemmShape>& default_shapes() {
+  static const std::vector<GemmShape> s = {
+      {64, 1024, 576, false, false, "conv fwd 64ch"},
+      {128, 1024, 1152, false, false, "conv fwd 128ch"},
+      {256, 1024, 2304, false, false, "conv fwd 256ch"},
+      {512, 1024, 4608, false, false, "conv fwd 512ch"},
+      {64, 256, 576, false, false, "conv fwd N=256"},
+      {512, 256, 4608, false, false, "conv fwd N=256"},
+      {64, 4096, 576, false, false, "conv fwd N=4096"},
+      {256, 4096, 2304, false, false, "conv fwd N=4096"},
+      {576, 1024, 64, true, false, "conv data grad"},
+      {1152, 1024, 128, true, false, "conv data grad"},
+      {4608, 1024, 512, true, false, "conv data grad"},
+      {64, 576, 1024, false, true, "conv filter grad"},
+      {512, 4608, 1024, false, true, "conv filter grad"},
+      {64, 576, 8192, false, true, "conv filter grad"},
+      {64, 256, 64, false, false, "winograd"},
+      {128, 1024, 128, false, true, "winograd"},
+      {256, 512, 256, true, false, "winograd"},
+      {512, 2048, 512, true, true, "winograd"},
+      {4096, 3072, 768, false, false, "linear fwd"},
+      {4096, 768, 3072, false, true, "linear grad x"},
+      {3072, 768, 4096, true, false, "linear grad w"},
+  };
+  return s;
+}
+
+struct Rates {
+  double ours = 0, openblas = 0;
+};
+
+// Median GFLOP/s of `iters` timed runs, each long enough (>= ~20 ms) to time reliably.
+template <typename F>
+double rate(const GemmShape& s, int iters, F&& f) {
+  const double flops = 2.0 * s.m * s.n * s.k;
+  const int reps = std::max(1, static_cast<int>(2e9 * 0.02 / std::max(1.0, flops)));
+  f();  // warm-up: packing buffers, page faults
+  std::vector<double> r;
+  for (int it = 0; it < iters; ++it) {
+    const auto t0 = BenchClock::now();
+    for (int i = 0; i < reps; ++i) f();
+    r.push_back(flops * reps / (ms_since(t0, BenchClock::now()) * 1e6));
+  }
+  return median(r);
+}
+
+Rates measure(const GemmShape& s, int iters, int threads) {
+  double ours = 0, blas = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : ours, blas)
+  {
+    std::mt19937 g(static_cast<uint32_t>(1 + omp_get_thread_num()));
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)),
+        c(static_cast<size_t>(s.m * s.n));
+    for (auto& x : a) x = d(g);
+    for (auto& x : b) x = d(g);
+    const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+    ours += rate(s, iters, [&] {
+      cpu::gemm_serial(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
+    });
+#pragma omp barrier
+    blas += rate(s, iters, [&] {
+      cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
+                  static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.f, a.data(),
+                  static_cast<int>(lda), b.data(), static_cast<int>(ldb), 0.f, c.data(),
+                  static_cast<int>(s.n));
+    });
+  }
+  return {ours / threads, blas / threads};
+}
+
+int64_t parse_dim(const std::vector<std::string>& args, size_t& i) {
+  const std::string flag = args[i];
+  if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
+  const std::string& v = args[++i];
+  size_t used = 0;
+  long long x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || x < 1 || x > (1 << 20))
+    throw UsageError(flag + " needs an integer in [1, 2^20], got '" + v + "'");
+  return x;
+}
+
+}  // namespace
+
+int cmd_bench_gemm(const std::vector<std::string>& args) {
+  GemmShape one{0, 0, 0, false, false, "custom"};
+  int iters = 5, threads = 1;
+  bool json = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--m") one.m = parse_dim(args, i);
+    else if (a == "--n") one.n = parse_dim(args, i);
+    else if (a == "--k") one.k = parse_dim(args, i);
+    else if (a == "--ta") one.ta = true;
+    else if (a == "--tb") one.tb = true;
+    else if (a == "--iters") iters = static_cast<int>(std::min<int64_t>(parse_dim(args, i), 1000));
+    else if (a == "--threads") threads = static_cast<int>(std::min<int64_t>(parse_dim(args, i), 64));
+    else if (a == "--json") json = true;
+    else
+      throw UsageError("unknown flag '" + a + "' for bench gemm; valid: --m M, --n N, --k K, --ta, "
+                       "--tb, --iters N, --threads T, --json");
+  }
+  const bool custom = one.m || one.n || one.k;
+  if (custom && !(one.m && one.n && one.k)) throw UsageError("bench gemm: give all of --m, --n, --k");
+  if (!custom && (one.ta || one.tb)) throw UsageError("bench gemm: --ta/--tb need --m, --n, --k");
+  cpu::configure_blas();  // OpenBLAS single-threaded, like every product in the library
+  const std::vector<GemmShape> shapes = custom ? std::vector<GemmShape>{one} : default_shapes();
+
+  nlohmann::json rows = nlohmann::json::array();
+  if (!json)
+    std::printf("float GEMM, GFLOP/s per thread (%d thread%s at once): ours = %s, OpenBLAS = %s\n"
+                "    M     N     K op  ours  openblas  ratio  what\n",
+                threads, threads > 1 ? "s" : "", cpu::sgemm_kernel_name(),
+                cpu::blas_config().core.c_str());
+  for (const GemmShape& s : shapes) {
+    const Rates r = measure(s, iters, threads);
+    rows.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"ta", s.ta}, {"tb", s.tb},
+                    {"ours_gflops", r.ours}, {"openblas_gflops", r.openblas}, {"what", s.what}});
+    if (!json)
+      std::printf("%5lld %5lld %5lld %c%c %6.1f %8.1f %6.2f  %s\n", static_cast<long long>(s.m),
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), s.ta ? 'T' : 'N',
+                  s.tb ? 'T' : 'N', r.ours, r.openblas, r.ours / r.openblas, s.what);
+    std::fflush(stdout);
+  }
+  if (json)
+    std::cout << nlohmann::json{{"workload", "gemm"},
+                                {"kernel", cpu::sgemm_kernel_name()},
+                                {"openblas_core", cpu::blas_config().core},
+                                {"threads", threads},
+                                {"iters", iters},
+                                {"results", rows}}
+                     .dump()
+              << std::endl;
+  return 0;
+}
+
+}  // namespace lb::cli

@@ -1,0 +1,264 @@
+// Single-threaded AVX-512 float GEMM (contract in sgemm_avx512.h).
+//
+// Why our own: this machine class runs OpenBLAS with OPENBLAS_CORETYPE=Haswell (AVX2 kernels,
+// ymm FMAs), which caps sgemm at about half of what the Zen 5 cores do with zmm FMAs.
+//
+// Goto/BLIS layout, all four transpositions handled by the packing, so the micro-kernel sees
+// one layout:
+//  - B is packed per (kc, nc) block into panels of kNR = 48 columns: row k of a panel is 48
+//    consecutive floats (zero past N).
+//  - A is packed per (mc, kc) block into micro-panels of kMR = 8 rows: for each k, the 8
+//    values a[m..m+7, k] (zero past M).
+//  - The micro-kernel keeps an 8 x 48 tile of C in 24 zmm accumulators (3 vectors per row):
+//    per k, 3 loads of B, 8 broadcasts of A, 24 FMAs.
+//  - Loop order (BLIS with the roles of A and B swapped, since C is row-major and vectors run
+//    along n): A block (kMC x kc) in L2/L3, B block (kc x nc) in L2, one A micro-panel
+//    (kc x 8, 12 KiB) stays in L1 while the B panels of the block stream past it.
+// Transposed sources (A not transposed: rows of A are k-contiguous; B transposed likewise)
+// are packed with 8 x 8 register transposes.
+#include "src/cpu/sgemm_avx512.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+#define LB_SGEMM_AVX512 1
+#include <immintrin.h>
+// GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace lb::cpu {
+
+#if LB_SGEMM_AVX512
+namespace {
+
+constexpr int kMR = 8;               // rows of the register tile (broadcast from packed A)
+constexpr int kNV = 3;               // zmm vectors per tile row
+constexpr int kNR = 16 * kNV;        // columns of the register tile (a packed B panel)
+constexpr int64_t kKC = 384;         // contraction block
+constexpr int64_t kNC = 480;         // columns of a packed B block (multiple of kNR)
+constexpr int64_t kMC = 1536;        // rows of a packed A block (multiple of kMR)
+static_assert(kNC % kNR == 0 && kMC % kMR == 0);
+
+// Per-thread packing buffers, 64-byte aligned, grown on demand and kept for the thread's life.
+struct PackBuffer {
+  float* p = nullptr;
+  size_t cap = 0;  // floats
+  ~PackBuffer() { std::free(p); }
+  float* get(size_t n) {
+    if (n > cap) {
+      std::free(p);
+      const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+      p = static_cast<float*>(std::aligned_alloc(64, bytes));
+      cap = p ? bytes / sizeof(float) : 0;
+      if (!p) std::abort();
+    }
+    return p;
+  }
+};
+thread_local PackBuffer t_apack, t_bpack;
+
+// 8 rows of 8 floats (src rows `ls` apart) -> 8 rows of 8 floats (dst rows `ld` apart),
+// transposed.
+inline void transpose8x8(const float* src, int64_t ls, float* dst, int64_t ld) {
+  const __m256 r0 = _mm256_loadu_ps(src + 0 * ls), r1 = _mm256_loadu_ps(src + 1 * ls);
+  const __m256 r2 = _mm256_loadu_ps(src + 2 * ls), r3 = _mm256_loadu_ps(src + 3 * ls);
+  const __m256 r4 = _mm256_loadu_ps(src + 4 * ls), r5 = _mm256_loadu_ps(src + 5 * ls);
+  const __m256 r6 = _mm256_loadu_ps(src + 6 * ls), r7 = _mm256_loadu_ps(src + 7 * ls);
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(dst + 0 * ld, _mm256_permute2f128_ps(s0, s4, 0x20));
+  _mm256_storeu_ps(dst + 1 * ld, _mm256_permute2f128_ps(s1, s5, 0x20));
+  _mm256_storeu_ps(dst + 2 * ld, _mm256_permute2f128_ps(s2, s6, 0x20));
+  _mm256_storeu_ps(dst + 3 * ld, _mm256_permute2f128_ps(s3, s7, 0x20));
+  _mm256_storeu_ps(dst + 4 * ld, _mm256_permute2f128_ps(s0, s4, 0x31));
+  _mm256_storeu_ps(dst + 5 * ld, _mm256_permute2f128_ps(s1, s5, 0x31));
+  _mm256_storeu_ps(dst + 6 * ld, _mm256_permute2f128_ps(s2, s6, 0x31));
+  _mm256_storeu_ps(dst + 7 * ld, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
+inline __mmask16 tail_mask(int64_t count) {  // the first min(count, 16) lanes (count >= 0)
+  return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1);
+}
+
+// One panel of width W (kMR for A, kNR for B): dst[k·W + i] = src[k·sk + i·si] for
+// k < kc, i < w, and 0 for w <= i < W. One of sk, si is 1.
+template <int W>
+void pack_panel(const float* src, int64_t sk, int64_t si, int64_t kc, int w, float* dst) {
+  static_assert(W % 16 == 0 || W == 8);
+  if (si == 1) {  // rows along i are contiguous: masked row copies
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* s = src + k * sk;
+      float* d = dst + k * W;
+      if constexpr (W == 8) {
+        _mm256_store_ps(d, _mm256_maskz_loadu_ps(static_cast<__mmask8>(tail_mask(w)), s));
+      } else {
+        for (int v = 0; v < W / 16; ++v)
+          _mm512_store_ps(d + 16 * v, _mm512_maskz_loadu_ps(tail_mask(w - 16 * v), s + 16 * v));
+      }
+    }
+    return;
+  }
+  // sk == 1: each i is a contiguous run along k; 8 x 8 blocks go through registers.
+  const int wfull = w / 8 * 8;
+  const int64_t kfull = kc / 8 * 8;
+  for (int i0 = 0; i0 < wfull; i0 += 8)
+    for (int64_t k0 = 0; k0 < kfull; k0 += 8) transpose8x8(src + i0 * si + k0, si, dst + k0 * W + i0, W);
+  for (int i = 0; i < wfull; ++i)  // the last kc % 8 values of k
+    for (int64_t k = kfull; k < kc; ++k) dst[k * W + i] = src[i * si + k];
+  for (int i = wfull; i < W; ++i) {  // the last w % 8 rows, then zero padding
+    if (i < w) {
+      for (int64_t k = 0; k < kc; ++k) dst[k * W + i] = src[i * si + k];
+    } else {
+      for (int64_t k = 0; k < kc; ++k) dst[k * W + i] = 0.f;
+    }
+  }
+}
+
+// The kMR x (16·NV) tile at c (rows mr <= kMR, columns nr <= 16·NV valid) from kc steps of
+// packed a (kMR per k) and b (kNR per k; the first 16·NV used):
+// C = alpha·acc + beta·C, where beta_zero means C is not read.
+template <int NV>
+void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr,
+                  int nr, float alpha, float beta, bool beta_zero) {
+  __m512 acc[kMR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int r = 0; r < mr; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+    a += kMR;
+    b += kNR;
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < kMR; ++r) {
+    if (r >= mr) break;
+    float* cr = c + r * ldc;
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 mask = tail_mask(nr - 16 * v);
+      __m512 y = _mm512_mul_ps(acc[r][v], va);
+      if (!beta_zero) y = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, cr + 16 * v), vb, y);
+      _mm512_mask_storeu_ps(cr + 16 * v, mask, y);
+    }
+  }
+}
+
+// C = beta·C (k = 0 or alpha = 0); beta = 0 writes zeros without reading.
+void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
+  if (beta == 1.f) return;
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    if (beta == 0.f)
+      std::memset(row, 0, static_cast<size_t>(n) * sizeof(float));
+    else
+      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+  }
+}
+
+// Splits `len` into ceil(len / max_block) near-equal blocks, each a multiple of `unit`
+// (but never more than max_block), so no block is a thin leftover.
+inline int64_t balanced_block(int64_t len, int64_t max_block, int64_t unit) {
+  const int64_t blocks = (len + max_block - 1) / max_block;
+  const int64_t per = (len + blocks - 1) / blocks;
+  return std::min(max_block, (per + unit - 1) / unit * unit);
+}
+
+}  // namespace
+#endif  // LB_SGEMM_AVX512
+
+bool sgemm_avx512_available() {
+#if LB_SGEMM_AVX512
+  return true;
+#else
+  return false;
+#endif
+}
+
+const char* sgemm_kernel_name() {
+#if LB_SGEMM_AVX512
+  return "avx512 (8x48)";
+#else
+  return "openblas";
+#endif
+}
+
+void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                  int64_t ldc) {
+#if LB_SGEMM_AVX512
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.f) {
+    scale_c(m, n, beta, c, ldc);
+    return;
+  }
+  // op(A)[i, p] = a[i·a_si + p·a_sk]; op(B)[p, j] = b[p·b_sk + j·b_sj].
+  const int64_t a_si = trans_a ? 1 : lda, a_sk = trans_a ? lda : 1;
+  const int64_t b_sk = trans_b ? 1 : ldb, b_sj = trans_b ? ldb : 1;
+  const int64_t kc_max = balanced_block(k, kKC, 8);
+  const int64_t nc_max = balanced_block(n, kNC, kNR);
+  const int64_t mc_max = balanced_block(m, kMC, kMR);
+  float* apack = t_apack.get(static_cast<size_t>((mc_max + kMR - 1) / kMR * kMR * kc_max));
+  float* bpack = t_bpack.get(static_cast<size_t>((nc_max + kNR - 1) / kNR * kNR * kc_max));
+
+  for (int64_t ic = 0; ic < m; ic += mc_max) {
+    const int64_t mc = std::min(mc_max, m - ic);
+    for (int64_t pc = 0; pc < k; pc += kc_max) {
+      const int64_t kc = std::min(kc_max, k - pc);
+      const bool first = pc == 0;
+      const float beta_k = first ? beta : 1.f;
+      const bool beta_zero = first && beta == 0.f;
+      for (int64_t i = 0; i < mc; i += kMR)
+        pack_panel<kMR>(a + (ic + i) * a_si + pc * a_sk, a_sk, a_si, kc,
+                        static_cast<int>(std::min<int64_t>(kMR, mc - i)), apack + i * kc);
+      for (int64_t jc = 0; jc < n; jc += nc_max) {
+        const int64_t nc = std::min(nc_max, n - jc);
+        for (int64_t j = 0; j < nc; j += kNR)
+          pack_panel<kNR>(b + pc * b_sk + (jc + j) * b_sj, b_sk, b_sj, kc,
+                          static_cast<int>(std::min<int64_t>(kNR, nc - j)), bpack + j * kc);
+        for (int64_t i = 0; i < mc; i += kMR) {
+          const int mr = static_cast<int>(std::min<int64_t>(kMR, mc - i));
+          const float* ap = apack + i * kc;
+          for (int64_t j = 0; j < nc; j += kNR) {
+            const int nr = static_cast<int>(std::min<int64_t>(kNR, nc - j));
+            const float* bp = bpack + j * kc;
+            float* cp = c + (ic + i) * ldc + jc + j;
+            if (nr > 32)
+              micro_kernel<3>(kc, ap, bp, cp, ldc, mr, nr, alpha, beta_k, beta_zero);
+            else if (nr > 16)
+              micro_kernel<2>(kc, ap, bp, cp, ldc, mr, nr, alpha, beta_k, beta_zero);
+            else
+              micro_kernel<1>(kc, ap, bp, cp, ldc, mr, nr, alpha, beta_k, beta_zero);
+          }
+        }
+      }
+    }
+  }
+#else
+  (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda;
+  (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+  std::abort();  // callers check sgemm_avx512_available()
+#endif
+}
+
+}  // namespace lb::cpu
