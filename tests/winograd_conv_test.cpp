@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 
 #include "lb/ops.h"
@@ -138,6 +140,17 @@ void expect_matches(const Case& c, uint64_t seed) {
 TEST(WinogradConv, MatchesIm2col) {
   uint64_t seed = 1000;
   for (const Case& c : cases()) expect_matches(c, seed += 10);
+}
+
+// One thread: chunks run in order (no rounds), still splitting the large images.
+TEST(WinogradConv, MatchesIm2colSingleThread) {
+  const int prev = omp_get_max_threads();
+  omp_set_num_threads(1);
+  uint64_t seed = 5000;
+  for (const Case& c : {Case{{9, 24, 8, 8}, 24, 1, 1, true}, Case{{2, 40, 66, 66}, 40, 1, 1, true},
+                        Case{{3, 17, 13, 7}, 18, 2, 0, false}})
+    expect_matches(c, seed += 10);
+  omp_set_num_threads(prev);
 }
 
 TEST(WinogradConv, Gradcheck) {

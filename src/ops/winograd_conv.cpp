@@ -105,132 +105,166 @@ Plan make_plan(const WinogradShape& s, int64_t elem) {
   return p;
 }
 
-// Per-thread line buffers for the transforms: one padded image row (2·TW + 4), its even and
-// odd halves (TW + 1 each), and 16 lines (row stride ld = TW + 1) of per-tile values along a
-// tile row.
+// Per-thread line buffers for the transforms: one padded image row (2·TW + 4) and kLines
+// lines of TW + 1 values (row stride ld) along a tile row.
+constexpr int kLines = 36;
 template <typename T>
 struct Lines {
   T* pad;
-  T* e;
-  T* o;
-  T* v;
+  T* v;  // line i at v + i·ld
   int64_t ld;
+  T* line(int i) const { return v + i * ld; }
 };
 
-// U[ξ] (Co, C) = (G w Gᵀ)[ξ] for every (co, ci).
-template <typename T>
-void transform_weights(const WinogradShape& s, const T* w, T* U) {
-  const int64_t CC = s.Co * s.C;
-#pragma omp parallel for if (CC > (1 << 14)) schedule(static)
-  for (int64_t k = 0; k < CC; ++k) {
-    const T* g = w + k * 9;
-    T t[4][3];  // G w
-    for (int c = 0; c < 3; ++c) {
-      t[0][c] = g[c];
-      t[1][c] = T(0.5) * (g[c] + g[3 + c] + g[6 + c]);
-      t[2][c] = T(0.5) * (g[c] - g[3 + c] + g[6 + c]);
-      t[3][c] = g[6 + c];
-    }
-    for (int i = 0; i < 4; ++i) {
-      T* u = U + i * 4 * CC + k;
-      u[0] = t[i][0];
-      u[CC] = T(0.5) * (t[i][0] + t[i][1] + t[i][2]);
-      u[2 * CC] = T(0.5) * (t[i][0] - t[i][1] + t[i][2]);
-      u[3 * CC] = t[i][2];
-    }
+// Calls f(n, tha, thb, t0) for each run of tile rows [tha, thb) of image n within the chunk's
+// rows [r0, r1); t0 is the run's first tile within the chunk.
+template <typename F>
+void for_each_run(const Plan& p, int64_t r0, int64_t r1, F&& f) {
+  for (int64_t r = r0; r < r1;) {
+    const int64_t n = r / p.TH, tha = r % p.TH, thb = std::min(p.TH, tha + (r1 - r));
+    f(n, tha, thb, (r - r0) * p.TW);
+    r += thb - tha;
   }
 }
 
-// dw (Co, C, 3, 3) = Gᵀ dU G for every (co, ci).
+// U[ξ] (Co, C) = (G w Gᵀ)[ξ] for every (co, ci); 16 filters at a time, transposed to
+// (9, 16) so that each of the 16 outputs is one vector. Work-shared (omp for) when called
+// inside a parallel region.
 template <typename T>
-void inverse_weights(const WinogradShape& s, const T* dU, T* dw) {
+void transform_weights(const WinogradShape& s, const T* w, T* U) {
   const int64_t CC = s.Co * s.C;
-  for (int64_t k = 0; k < CC; ++k) {
-    T r[3][4];  // Gᵀ X
-    for (int j = 0; j < 4; ++j) {
-      const T x0 = dU[j * CC + k], x1 = dU[(4 + j) * CC + k], x2 = dU[(8 + j) * CC + k],
-              x3 = dU[(12 + j) * CC + k];
-      r[0][j] = x0 + T(0.5) * (x1 + x2);
-      r[1][j] = T(0.5) * (x1 - x2);
-      r[2][j] = T(0.5) * (x1 + x2) + x3;
+  constexpr int kB = 16;
+#pragma omp for schedule(static)
+  for (int64_t k0 = 0; k0 < CC; k0 += kB) {
+    const int nb = static_cast<int>(std::min<int64_t>(kB, CC - k0));
+    T g[9][kB] = {};
+    for (int k = 0; k < nb; ++k)
+      for (int e = 0; e < 9; ++e) g[e][k] = w[(k0 + k) * 9 + e];
+    T u[16][kB];
+#pragma omp simd
+    for (int k = 0; k < kB; ++k) {
+      T t[4][3];  // G w
+      for (int c = 0; c < 3; ++c) {
+        t[0][c] = g[c][k];
+        t[1][c] = T(0.5) * (g[c][k] + g[3 + c][k] + g[6 + c][k]);
+        t[2][c] = T(0.5) * (g[c][k] - g[3 + c][k] + g[6 + c][k]);
+        t[3][c] = g[6 + c][k];
+      }
+      for (int i = 0; i < 4; ++i) {
+        u[4 * i][k] = t[i][0];
+        u[4 * i + 1][k] = T(0.5) * (t[i][0] + t[i][1] + t[i][2]);
+        u[4 * i + 2][k] = T(0.5) * (t[i][0] - t[i][1] + t[i][2]);
+        u[4 * i + 3][k] = t[i][2];
+      }
     }
-    T* g = dw + k * 9;
-    for (int i = 0; i < 3; ++i) {
-      g[i * 3 + 0] = r[i][0] + T(0.5) * (r[i][1] + r[i][2]);
-      g[i * 3 + 1] = T(0.5) * (r[i][1] - r[i][2]);
-      g[i * 3 + 2] = T(0.5) * (r[i][1] + r[i][2]) + r[i][3];
+    for (int q = 0; q < 16; ++q) std::memcpy(U + q * CC + k0, u[q], sizeof(T) * nb);
+  }
+}
+
+// dw (Co, C, 3, 3) = Gᵀ dU G for every (co, ci), dU the sum of `parts` partial sums
+// (16, Co, C) spaced `stride` apart. Blocked and work-shared like transform_weights.
+template <typename T>
+void inverse_weights(const WinogradShape& s, const T* dU, int parts, int64_t stride, T* dw) {
+  const int64_t CC = s.Co * s.C;
+  constexpr int kB = 16;
+#pragma omp for schedule(static)
+  for (int64_t k0 = 0; k0 < CC; k0 += kB) {
+    const int nb = static_cast<int>(std::min<int64_t>(kB, CC - k0));
+    T x[16][kB] = {};
+    for (int t = 0; t < parts; ++t)
+      for (int q = 0; q < 16; ++q) {
+        const T* src = dU + t * stride + q * CC + k0;
+        for (int k = 0; k < nb; ++k) x[q][k] += src[k];
+      }
+    T g[9][kB];
+#pragma omp simd
+    for (int k = 0; k < kB; ++k) {
+      T r[3][4];  // Gᵀ X
+      for (int j = 0; j < 4; ++j) {
+        r[0][j] = x[j][k] + T(0.5) * (x[4 + j][k] + x[8 + j][k]);
+        r[1][j] = T(0.5) * (x[4 + j][k] - x[8 + j][k]);
+        r[2][j] = T(0.5) * (x[4 + j][k] + x[8 + j][k]) + x[12 + j][k];
+      }
+      for (int i = 0; i < 3; ++i) {
+        g[3 * i][k] = r[i][0] + T(0.5) * (r[i][1] + r[i][2]);
+        g[3 * i + 1][k] = T(0.5) * (r[i][1] - r[i][2]);
+        g[3 * i + 2][k] = T(0.5) * (r[i][1] + r[i][2]) + r[i][3];
+      }
     }
+    for (int k = 0; k < nb; ++k)
+      for (int e = 0; e < 9; ++e) dw[(k0 + k) * 9 + e] = g[e][k];
   }
 }
 
 // Row ih of a plane (H, W), zero-padded: pad[j] = x[ih, j − pw] for j in [0, 2·TW + 2),
-// split into even e[k] = pad[2k] and odd o[k] = pad[2k + 1], k in [0, TW].
+// then d B along the row: with the tile's row d = (pad[2t], pad[2t+1], pad[2t+2],
+// pad[2t+3]), h_j[t] = (d0 − d2, d1 + d2, d2 − d1, d1 − d3)_j.
 template <typename T>
-void load_row(const T* plane, int64_t ih, const Plan& p, T* pad, T* __restrict e,
-              T* __restrict o) {
+void row_transform(const T* plane, int64_t ih, const Plan& p, T* pad, T* __restrict h0,
+                   T* __restrict h1, T* __restrict h2, T* __restrict h3) {
   const WinogradShape& s = p.s;
-  const int64_t len = 2 * p.TW + 2;
+  const int64_t TW = p.TW;
   if (ih < 0 || ih >= s.H) {
-    std::fill(e, e + p.TW + 1, T(0));
-    std::fill(o, o + p.TW + 1, T(0));
+    for (T* h : {h0, h1, h2, h3}) std::fill(h, h + TW, T(0));
     return;
   }
-  // 2·TW ≥ Wo = W + 2·pw − 2, so the row always fits: [pw, pw + W) ⊂ [0, len).
+  // 2·TW ≥ Wo = W + 2·pw − 2, so the row always fits: [pw, pw + W) ⊂ [0, 2·TW + 2).
   std::fill(pad, pad + s.pw, T(0));
   std::memcpy(pad + s.pw, plane + ih * s.W, sizeof(T) * s.W);
-  std::fill(pad + s.pw + s.W, pad + len, T(0));
-  for (int64_t k = 0; k <= p.TW; ++k) {
-    e[k] = pad[2 * k];
-    o[k] = pad[2 * k + 1];
+  std::fill(pad + s.pw + s.W, pad + 2 * TW + 2, T(0));
+  const T* __restrict d = pad;
+#pragma omp simd
+  for (int64_t t = 0; t < TW; ++t) {
+    const T d0 = d[2 * t], d1 = d[2 * t + 1], d2 = d[2 * t + 2], d3 = d[2 * t + 3];
+    h0[t] = d0 - d2;
+    h1[t] = d1 + d2;
+    h2[t] = d2 - d1;
+    h3[t] = d1 - d3;
   }
 }
 
-// V[ξ] (C, T) of the tile rows [r0, r1): V_t = Bᵀ d_t B.
+// V[ξ] (C, T) of the tile rows [r0, r1): V_t = Bᵀ d_t B. Each input row is transformed
+// along its width once (row_transform into a ring of 4 rows × 4 lines) and shared by the two
+// tile rows it belongs to; Bᵀ then combines the 4 rows of a tile row.
 template <typename T>
 void transform_input(const Plan& p, const T* x, int64_t r0, int64_t r1, T* V, const Lines<T>& L) {
   const WinogradShape& s = p.s;
-  const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.C * nT, ld = L.ld;
-  T* h = L.v;  // h[i][j] (16 lines): row i of d_t B
+  const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.C * nT;
   for (int64_t ci = 0; ci < s.C; ++ci) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t n = r / p.TH, th = r % p.TH;
+    for_each_run(p, r0, r1, [&](int64_t n, int64_t tha, int64_t thb, int64_t t0) {
       const T* plane = x + (n * s.C + ci) * s.H * s.W;
-      for (int i = 0; i < 4; ++i) {
-        const T* __restrict e = L.e;
-        const T* __restrict o = L.o;
-        load_row(plane, 2 * th - s.ph + i, p, L.pad, L.e, L.o);
-        T* __restrict h0 = h + (4 * i) * ld;
-        T* __restrict h1 = h0 + ld;
-        T* __restrict h2 = h1 + ld;
-        T* __restrict h3 = h2 + ld;
-        // d = (e[k], o[k], e[k+1], o[k+1]); d B = (d0 − d2, d1 + d2, d2 − d1, d1 − d3).
-        #pragma omp simd
-        for (int64_t k = 0; k < TW; ++k) {
-          h0[k] = e[k] - e[k + 1];
-          h1[k] = o[k] + e[k + 1];
-          h2[k] = e[k + 1] - o[k];
-          h3[k] = o[k] - o[k + 1];
+      const int64_t ih0 = 2 * tha - s.ph;  // input row of relative row 0
+      auto row = [&](int64_t i) {  // relative input row i -> ring slot i mod 4
+        const int slot = static_cast<int>(i & 3);
+        row_transform(plane, ih0 + i, p, L.pad, L.line(4 * slot), L.line(4 * slot + 1),
+                      L.line(4 * slot + 2), L.line(4 * slot + 3));
+      };
+      row(0);
+      row(1);
+      for (int64_t th = tha; th < thb; ++th) {
+        const int64_t i = 2 * (th - tha);
+        row(i + 2);
+        row(i + 3);
+        T* dst = V + ci * nT + t0 + (th - tha) * TW;
+        for (int j = 0; j < 4; ++j) {
+          const T* __restrict a0 = L.line(4 * static_cast<int>(i & 3) + j);
+          const T* __restrict a1 = L.line(4 * static_cast<int>((i + 1) & 3) + j);
+          const T* __restrict a2 = L.line(4 * static_cast<int>((i + 2) & 3) + j);
+          const T* __restrict a3 = L.line(4 * static_cast<int>((i + 3) & 3) + j);
+          T* __restrict v0 = dst + j * CT;
+          T* __restrict v1 = dst + (4 + j) * CT;
+          T* __restrict v2 = dst + (8 + j) * CT;
+          T* __restrict v3 = dst + (12 + j) * CT;
+#pragma omp simd
+          for (int64_t t = 0; t < TW; ++t) {
+            v0[t] = a0[t] - a2[t];
+            v1[t] = a1[t] + a2[t];
+            v2[t] = a2[t] - a1[t];
+            v3[t] = a1[t] - a3[t];
+          }
         }
       }
-      T* dst = V + ci * nT + (r - r0) * TW;
-      for (int j = 0; j < 4; ++j) {
-        const T* __restrict a0 = h + j * ld;  // row 0 of d B, column j
-        const T* __restrict a1 = h + (4 + j) * ld;
-        const T* __restrict a2 = h + (8 + j) * ld;
-        const T* __restrict a3 = h + (12 + j) * ld;
-        T* __restrict v0 = dst + j * CT;
-        T* __restrict v1 = dst + (4 + j) * CT;
-        T* __restrict v2 = dst + (8 + j) * CT;
-        T* __restrict v3 = dst + (12 + j) * CT;
-        #pragma omp simd
-        for (int64_t k = 0; k < TW; ++k) {
-          v0[k] = a0[k] - a2[k];
-          v1[k] = a1[k] + a2[k];
-          v2[k] = a2[k] - a1[k];
-          v3[k] = a1[k] - a3[k];
-        }
-      }
-    }
+    });
   }
 }
 
@@ -240,8 +274,8 @@ void transform_output(const Plan& p, const T* M, const T* b, int64_t r0, int64_t
                       const Lines<T>& L) {
   const WinogradShape& s = p.s;
   const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.Co * nT;
-  T* __restrict y0 = L.pad;  // output row 2·th, 2·TW values
-  T* __restrict y1 = L.v;    // output row 2·th + 1
+  T* __restrict y0 = L.pad;      // output row 2·th, 2·TW values
+  T* __restrict y1 = L.line(0);  // output row 2·th + 1 (lines 0 and 1)
   for (int64_t co = 0; co < s.Co; ++co) {
     const T bias = b ? b[co] : T(0);
     for (int64_t r = r0; r < r1; ++r) {
@@ -249,9 +283,9 @@ void transform_output(const Plan& p, const T* M, const T* b, int64_t r0, int64_t
       const T* src = M + co * nT + (r - r0) * TW;
       const T* __restrict m[16];
       for (int q = 0; q < 16; ++q) m[q] = src + q * CT;
-      #pragma omp simd
+#pragma omp simd
       for (int64_t k = 0; k < TW; ++k) {
-        // Rows: Aᵀ M = (M0 + M1 + M2, M1 − M2 − M3), per column j.
+        // Rows: Aᵀ M = (M0 + M1 + M2, M1 − M2 − M3), per column j; then the same along j.
         T a[4], c[4];
         for (int j = 0; j < 4; ++j) {
           a[j] = m[j][k] + m[4 + j][k] + m[8 + j][k];
@@ -274,105 +308,155 @@ template <typename T>
 void transform_grad(const Plan& p, const T* dy, int64_t r0, int64_t r1, T* Gh,
                     const Lines<T>& L) {
   const WinogradShape& s = p.s;
-  const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.Co * nT, ld = L.ld;
-  T* pad = L.pad;  // one dy row padded to 2·TW
-  T* __restrict g00 = L.v;  // dy_t[a][b] along the tile row, a, b in {0, 1}
-  T* __restrict g01 = g00 + ld;
-  T* __restrict g10 = g01 + ld;
-  T* __restrict g11 = g10 + ld;
+  const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.Co * nT;
+  T* pad0 = L.pad;      // dy rows 2·th and 2·th + 1, zero-padded to 2·TW
+  T* pad1 = L.line(0);  // (lines 0 and 1)
   for (int64_t co = 0; co < s.Co; ++co) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / p.TH, th = r % p.TH;
       const T* plane = dy + (n * s.Co + co) * s.Ho * s.Wo;
-      for (int a = 0; a < 2; ++a) {
-        T* __restrict ge = a == 0 ? g00 : g10;
-        T* __restrict go = a == 0 ? g01 : g11;
-        const int64_t oh = 2 * th + a;
-        if (oh >= s.Ho) {
-          std::fill(ge, ge + TW, T(0));
-          std::fill(go, go + TW, T(0));
-          continue;
-        }
-        pad[2 * TW - 1] = T(0);  // past the edge when Wo is odd
-        std::memcpy(pad, plane + oh * s.Wo, sizeof(T) * s.Wo);
-        for (int64_t k = 0; k < TW; ++k) {
-          ge[k] = pad[2 * k];
-          go[k] = pad[2 * k + 1];
-        }
+      pad0[2 * TW - 1] = T(0);  // past the edge when Wo is odd
+      std::memcpy(pad0, plane + 2 * th * s.Wo, sizeof(T) * s.Wo);
+      if (2 * th + 1 < s.Ho) {
+        pad1[2 * TW - 1] = T(0);
+        std::memcpy(pad1, plane + (2 * th + 1) * s.Wo, sizeof(T) * s.Wo);
+      } else {
+        std::fill(pad1, pad1 + 2 * TW, T(0));
       }
+      const T* __restrict g0 = pad0;
+      const T* __restrict g1 = pad1;
       T* dst = Gh + co * nT + (r - r0) * TW;
-      #pragma omp simd
+      T* __restrict o[16];
+      for (int q = 0; q < 16; ++q) o[q] = dst + q * CT;
+#pragma omp simd
       for (int64_t k = 0; k < TW; ++k) {
         // Columns: g Aᵀ = (g0, g0 + g1, g0 − g1, −g1) per row; then the same down the rows.
-        const T q0[4] = {g00[k], g00[k] + g01[k], g00[k] - g01[k], -g01[k]};
-        const T q1[4] = {g10[k], g10[k] + g11[k], g10[k] - g11[k], -g11[k]};
+        const T g00 = g0[2 * k], g01 = g0[2 * k + 1], g10 = g1[2 * k], g11 = g1[2 * k + 1];
+        const T q0[4] = {g00, g00 + g01, g00 - g01, -g01};
+        const T q1[4] = {g10, g10 + g11, g10 - g11, -g11};
         for (int j = 0; j < 4; ++j) {
-          dst[j * CT + k] = q0[j];
-          dst[(4 + j) * CT + k] = q0[j] + q1[j];
-          dst[(8 + j) * CT + k] = q0[j] - q1[j];
-          dst[(12 + j) * CT + k] = -q1[j];
+          o[j][k] = q0[j];
+          o[4 + j][k] = q0[j] + q1[j];
+          o[8 + j][k] = q0[j] - q1[j];
+          o[12 + j][k] = -q1[j];
         }
       }
     }
   }
 }
 
-// dx (pre-zeroed) += the tiles dd_t = B Z_t Bᵀ of the tile rows [r0, r1), Z[ξ] (C, T).
+// Stores (or, with add, accumulates) one padded dx row (2·TW + 2 values, even columns in e,
+// odd in o) into dx row ih of the plane, dropping the padding.
+template <typename T>
+void emit_row(const Plan& p, const T* __restrict e, const T* __restrict o, T* pad, T* plane,
+              int64_t ih, bool add) {
+  const WinogradShape& s = p.s;
+  if (ih < 0 || ih >= s.H) return;
+#pragma omp simd
+  for (int64_t t = 0; t <= p.TW; ++t) {
+    pad[2 * t] = e[t];
+    pad[2 * t + 1] = o[t];
+  }
+  T* __restrict row = plane + ih * s.W;
+  const T* __restrict src = pad + s.pw;
+  if (add) {
+#pragma omp simd
+    for (int64_t iw = 0; iw < s.W; ++iw) row[iw] += src[iw];
+  } else {
+    std::memcpy(row, src, sizeof(T) * s.W);
+  }
+}
+
+// dx of the tile rows [r0, r1) from Z[ξ] (C, T): the tiles dd_t = B Z_t Bᵀ overlap by 2
+// rows and 2 columns; they are summed along a tile row in registers (even/odd columns) and
+// down the rows through a carry of the previous tile row's last two rows, so each dx row is
+// stored once per run. Rows a run shares with a neighbouring chunk (when a chunk boundary
+// splits an image) are accumulated instead; the caller zeroes them first.
 template <typename T>
 void inverse_input(const Plan& p, const T* Z, int64_t r0, int64_t r1, T* dx, const Lines<T>& L) {
   const WinogradShape& s = p.s;
-  const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.C * nT, ld = L.ld;
-  T* dd = L.v;  // dd[k][l] (16 lines of TW)
-  T* line = L.pad;  // one padded dx row, 2·TW + 2
+  const int64_t TW = p.TW, nT = (r1 - r0) * TW, CT = s.C * nT;
+  // Lines: dd[k][l] 0..15; this tile row's padded rows k (even/odd) 16..23; carry 24..27.
   for (int64_t ci = 0; ci < s.C; ++ci) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t n = r / p.TH, th = r % p.TH;
-      const T* src = Z + ci * nT + (r - r0) * TW;
-      const T* __restrict z[16];
-      for (int q = 0; q < 16; ++q) z[q] = src + q * CT;
-      T* __restrict d[16];
-      for (int q = 0; q < 16; ++q) d[q] = dd + q * ld;
-      #pragma omp simd
-      for (int64_t t = 0; t < TW; ++t) {
-        // Rows: B Z = (Z0, Z1 − Z2 + Z3, −Z0 + Z1 + Z2, −Z3), per column j; then columns.
-        T w[4][4];
-        for (int j = 0; j < 4; ++j) {
-          const T a0 = z[j][t], a1 = z[4 + j][t], a2 = z[8 + j][t], a3 = z[12 + j][t];
-          w[0][j] = a0;
-          w[1][j] = a1 - a2 + a3;
-          w[2][j] = -a0 + a1 + a2;
-          w[3][j] = -a3;
-        }
-        for (int k = 0; k < 4; ++k) {
-          d[4 * k][t] = w[k][0];
-          d[4 * k + 1][t] = w[k][1] - w[k][2] + w[k][3];
-          d[4 * k + 2][t] = -w[k][0] + w[k][1] + w[k][2];
-          d[4 * k + 3][t] = -w[k][3];
-        }
-      }
+    for_each_run(p, r0, r1, [&](int64_t n, int64_t tha, int64_t thb, int64_t t0) {
       T* plane = dx + (n * s.C + ci) * s.H * s.W;
-      for (int k = 0; k < 4; ++k) {
-        const int64_t ih = 2 * th - s.ph + k;
-        if (ih < 0 || ih >= s.H) continue;
-        const T* __restrict d0 = dd + 4 * k * ld;
-        const T* __restrict d1 = d0 + ld;
-        const T* __restrict d2 = d1 + ld;
-        const T* __restrict d3 = d2 + ld;
-        // Tile t covers padded columns 2t .. 2t + 3: even column 2t gets d0[t] + d2[t − 1],
-        // odd column 2t + 1 gets d1[t] + d3[t − 1].
-        line[0] = d0[0];
-        line[1] = d1[0];
-        for (int64_t t = 1; t < TW; ++t) {
-          line[2 * t] = d0[t] + d2[t - 1];
-          line[2 * t + 1] = d1[t] + d3[t - 1];
+      T* ce[2] = {L.line(24), L.line(25)};  // carry: rows 2, 3 of the previous tile row
+      T* co[2] = {L.line(26), L.line(27)};
+      for (int64_t th = tha; th < thb; ++th) {
+        const T* src = Z + ci * nT + t0 + (th - tha) * TW;
+        const T* __restrict z[16];
+        T* __restrict d[16];
+        for (int q = 0; q < 16; ++q) {
+          z[q] = src + q * CT;
+          d[q] = L.line(q);
         }
-        line[2 * TW] = d2[TW - 1];
-        line[2 * TW + 1] = d3[TW - 1];
-        T* __restrict row = plane + ih * s.W;
-        const T* __restrict src_line = line + s.pw;
-        for (int64_t iw = 0; iw < s.W; ++iw) row[iw] += src_line[iw];
+#pragma omp simd
+        for (int64_t t = 0; t < TW; ++t) {
+          // Rows: B Z = (Z0, Z1 − Z2 + Z3, −Z0 + Z1 + Z2, −Z3), per column j; then columns.
+          T w[4][4];
+          for (int j = 0; j < 4; ++j) {
+            const T a0 = z[j][t], a1 = z[4 + j][t], a2 = z[8 + j][t], a3 = z[12 + j][t];
+            w[0][j] = a0;
+            w[1][j] = a1 - a2 + a3;
+            w[2][j] = -a0 + a1 + a2;
+            w[3][j] = -a3;
+          }
+          for (int k = 0; k < 4; ++k) {
+            d[4 * k][t] = w[k][0];
+            d[4 * k + 1][t] = w[k][1] - w[k][2] + w[k][3];
+            d[4 * k + 2][t] = -w[k][0] + w[k][1] + w[k][2];
+            d[4 * k + 3][t] = -w[k][3];
+          }
+        }
+        // Along the row: even padded column 2t gets dd[k][0][t] + dd[k][2][t − 1], odd
+        // column 2t + 1 gets dd[k][1][t] + dd[k][3][t − 1], t in [0, TW].
+        const bool first = th == tha;
+        for (int k = 0; k < 4; ++k) {
+          const T* __restrict d0 = d[4 * k];
+          const T* __restrict d1 = d[4 * k + 1];
+          const T* __restrict d2 = d[4 * k + 2];
+          const T* __restrict d3 = d[4 * k + 3];
+          T* __restrict e = k < 2 ? L.line(16 + 2 * k) : ce[k - 2];
+          T* __restrict o = k < 2 ? L.line(17 + 2 * k) : co[k - 2];
+          const T* __restrict cce = k < 2 ? ce[k] : nullptr;
+          const T* __restrict cco = k < 2 ? co[k] : nullptr;
+          if (k < 2 && !first) {
+            // Rows 0, 1 of this tile row plus rows 2, 3 of the previous one.
+            e[0] = d0[0] + cce[0];
+            o[0] = d1[0] + cco[0];
+#pragma omp simd
+            for (int64_t t = 1; t < TW; ++t) {
+              e[t] = d0[t] + d2[t - 1] + cce[t];
+              o[t] = d1[t] + d3[t - 1] + cco[t];
+            }
+            e[TW] = d2[TW - 1] + cce[TW];
+            o[TW] = d3[TW - 1] + cco[TW];
+          } else {
+            e[0] = d0[0];
+            o[0] = d1[0];
+#pragma omp simd
+            for (int64_t t = 1; t < TW; ++t) {
+              e[t] = d0[t] + d2[t - 1];
+              o[t] = d1[t] + d3[t - 1];
+            }
+            e[TW] = d2[TW - 1];
+            o[TW] = d3[TW - 1];
+          }
+          if (k == 1) {
+            // Rows 0 and 1 are complete (the carry is consumed): store them. The first two
+            // rows of a run that starts mid-image are shared with the previous chunk.
+            const int64_t ih = 2 * th - s.ph;
+            const bool add = first && tha > 0;
+            emit_row(p, L.line(16), L.line(17), L.pad, plane, ih, add);
+            emit_row(p, L.line(18), L.line(19), L.pad, plane, ih + 1, add);
+          }
+        }
       }
-    }
+      // The last tile row's rows 2, 3, shared with the next chunk when the image goes on.
+      const int64_t ih = 2 * thb - s.ph;
+      emit_row(p, ce[0], co[0], L.pad, plane, ih, thb < p.TH);
+      emit_row(p, ce[1], co[1], L.pad, plane, ih + 1, thb < p.TH);
+    });
   }
 }
 
@@ -389,11 +473,9 @@ struct Scratch {
     a = buf.data<T>();
     b = a + n;
     L.ld = p.TW + 1;
-    lines = workspace<T>(2 * p.TW + 4 + 2 * L.ld + kXi * L.ld);
+    lines = workspace<T>(2 * p.TW + 4 + kLines * L.ld);
     L.pad = lines.data<T>();
-    L.e = L.pad + 2 * p.TW + 4;
-    L.o = L.e + L.ld;
-    L.v = L.o + L.ld;
+    L.v = L.pad + 2 * p.TW + 4;
   }
 };
 
@@ -486,18 +568,13 @@ void winograd_conv_forward(const WinogradShape& s, const T* x, const T* w, const
   const Plan p = make_plan(s, sizeof(T));
   Tensor ut = workspace<T>(kXi * s.Co * s.C);
   T* U = ut.data<T>();
-  transform_weights(s, w, U);
-  if (p.threads > 1) {
-#pragma omp parallel num_threads(p.threads)
-    {
-      Scratch<T> sc(p);
+#pragma omp parallel num_threads(p.threads) if (p.threads > 1)
+  {
+    transform_weights(s, w, U);
+    Scratch<T> sc(p);
 #pragma omp for schedule(dynamic)
-      for (int64_t c = 0; c < p.nc; ++c) forward_chunk(p, x, U, b, y, c, sc);
-    }
-    return;
+    for (int64_t c = 0; c < p.nc; ++c) forward_chunk(p, x, U, b, y, c, sc);
   }
-  Scratch<T> sc(p);
-  for (int64_t c = 0; c < p.nc; ++c) forward_chunk(p, x, U, b, y, c, sc);
 }
 
 template <typename T>
@@ -508,35 +585,37 @@ void winograd_conv_backward(const WinogradShape& s, const T* dy, const T* x, con
   const int64_t usize = kXi * s.Co * s.C;
   Tensor ut = dx ? workspace<T>(usize) : Tensor();
   T* U = dx ? ut.data<T>() : nullptr;
-  if (dx) {
-    transform_weights(s, w, U);
-    std::memset(dx, 0, sizeof(T) * s.N * s.C * s.H * s.W);
-  }
-  // dU per thread (thread 0's first), summed before the inverse transform.
+  // dU per thread, summed by the inverse transform.
   Tensor dut = dw ? workspace<T>(usize * p.threads) : Tensor();
   T* dU = dw ? dut.data<T>() : nullptr;
-  if (dw) std::fill(dU, dU + usize * p.threads, T(0));
-  // Chunks that split an image write overlapping dx rows: then even chunks before odd ones.
-  const int64_t rounds = dx && p.threads > 1 && p.rpc % p.TH != 0 ? 2 : 1;
-  if (p.threads > 1) {
-#pragma omp parallel num_threads(p.threads)
-    {
-      Scratch<T> sc(p);
-      T* my_dU = dw ? dU + omp_get_thread_num() * usize : nullptr;
-      for (int64_t round = 0; round < rounds; ++round) {
-#pragma omp for schedule(dynamic)
-        for (int64_t c = round; c < p.nc; c += rounds)
-          backward_chunk(p, dy, x, U, dx, my_dU, c, sc);
+  // Chunks that start mid-image share two dx rows with the previous chunk: those rows are
+  // zeroed first and accumulated, and neighbouring chunks run in different rounds.
+  const bool split = p.rpc % p.TH != 0;
+  const int64_t rounds = dx && p.threads > 1 && split ? 2 : 1;
+#pragma omp parallel num_threads(p.threads) if (p.threads > 1)
+  {
+    if (dx) {
+      transform_weights(s, w, U);
+      if (split) {
+#pragma omp for schedule(static)
+        for (int64_t c = 1; c < p.nc; ++c) {
+          const int64_t r0 = c * p.rpc, n = r0 / p.TH, ih = 2 * (r0 % p.TH) - s.ph;
+          if (r0 % p.TH == 0) continue;
+          for (int64_t ci = 0; ci < s.C; ++ci)
+            for (int64_t i = std::max<int64_t>(ih, 0); i < std::min(ih + 2, s.H); ++i)
+              std::fill_n(dx + ((n * s.C + ci) * s.H + i) * s.W, s.W, T(0));
+        }
       }
     }
-    if (dw)
-      for (int t = 1; t < p.threads; ++t)
-        for (int64_t i = 0; i < usize; ++i) dU[i] += dU[t * usize + i];
-  } else {
+    T* my_dU = dw ? dU + omp_get_thread_num() * usize : nullptr;
+    if (dw) std::fill(my_dU, my_dU + usize, T(0));
     Scratch<T> sc(p);
-    for (int64_t c = 0; c < p.nc; ++c) backward_chunk(p, dy, x, U, dx, dU, c, sc);
+    for (int64_t round = 0; round < rounds; ++round) {
+#pragma omp for schedule(dynamic)
+      for (int64_t c = round; c < p.nc; c += rounds) backward_chunk(p, dy, x, U, dx, my_dU, c, sc);
+    }
+    if (dw) inverse_weights(s, dU, omp_get_num_threads(), usize, dw);
   }
-  if (dw) inverse_weights(s, dU, dw);
 }
 
 template void winograd_conv_forward<float>(const WinogradShape&, const float*, const float*,
