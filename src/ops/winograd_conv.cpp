@@ -49,13 +49,21 @@ namespace lb::detail {
 namespace {
 
 constexpr int64_t kXi = 16;  // positions of a 4×4 tile
-// Transformed buffers per chunk (V and M, or Ĝ and V), in bytes.
-constexpr int64_t kChunkBytes = 4 << 20;
+// Transformed buffers per chunk (V and M, or Ĝ and V), in bytes. Measured per ResNet stage
+// at 1..16 MiB: 8 best overall (the 4×4 stage wants wide chunks, the GEMMs pack U[ξ] once per
+// chunk; 16 MiB fell out of cache on the 32×32 stage).
+constexpr int64_t kChunkBytes = 8 << 20;
 // Below this many (direct-convolution) FLOPs the work stays on the calling thread.
 constexpr int64_t kParallelFlops = 1 << 22;
-// Auto: Winograd only with at least this many input and output channels (the GEMMs get
-// depth C and Co; the transforms cost per channel what a few GEMM columns do).
-constexpr int64_t kMinChannels = 16;
+// Auto: Winograd only where it was measured faster than im2col (one thread, forward and
+// backward alike): the GEMMs shrink by C·Co while the transforms cost ∝ C + Co, so both
+// channel counts must be at least kMinChannels and their harmonic mean at least
+// kMinChannelMean (3 -> 64 ran 2x slower, 8 -> 8 and 8 -> 64 about even, 16 -> 16 1.4x and
+// 64 -> 8 1.5x faster); and the tiles must not waste too much: 16 products per 2×2 tile
+// against 9 per output, Winograd only when 16·tiles ≤ 6.5·Ho·Wo (a 3×3 output, 7.1 per
+// output, ran 1.1-1.4x slower; 5×5, 5.8, 1.25x faster; 1×1 2x slower).
+constexpr int64_t kMinChannels = 8;
+constexpr int64_t kMinChannelMean = 12;
 
 std::atomic<int> g_algo{-1};
 
@@ -546,7 +554,11 @@ bool use_winograd(const Shape& xs, const Shape& ws, const Conv2dArgs& a) {
     case ConvAlgo::Winograd: return true;
     case ConvAlgo::Auto: break;
   }
-  return xs[1] >= kMinChannels && ws[0] >= kMinChannels;
+  const int64_t C = xs[1], Co = ws[0];
+  const int64_t Ho = xs[2] + 2 * a.padding[0] - 2, Wo = xs[3] + 2 * a.padding[1] - 2;
+  const int64_t tiles = ((Ho + 1) / 2) * ((Wo + 1) / 2);
+  return C >= kMinChannels && Co >= kMinChannels && 2 * C * Co >= kMinChannelMean * (C + Co) &&
+         32 * tiles <= 13 * Ho * Wo;
 }
 
 WinogradShape winograd_shape(const Shape& xs, const Shape& ws, const Conv2dArgs& a) {
