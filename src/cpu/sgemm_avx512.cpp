@@ -14,8 +14,10 @@
 //  - Loop order (BLIS with the roles of A and B swapped, since C is row-major and vectors run
 //    along n): A block (kMC x kc) in L2/L3, B block (kc x nc) in L2, one A micro-panel
 //    (kc x 8, 12 KiB) stays in L1 while the B panels of the block stream past it.
-// Transposed sources (A not transposed: rows of A are k-contiguous; B transposed likewise)
-// are packed with 8 x 8 register transposes.
+// Sources whose rows run along k (A not transposed, B transposed) are packed panel by panel
+// with 8 x 8 register transposes; the others a few panels at a time, row by row (see
+// pack_a_rows). Packing prefetches its source: in the Winograd convolution's 16 back-to-back
+// products on 1 MiB operands, two threads at once ran at half speed without it.
 #include "src/cpu/sgemm_avx512.h"
 
 #include <algorithm>
@@ -86,19 +88,33 @@ inline void transpose8x8(const float* src, int64_t ls, float* dst, int64_t ld) {
   _mm256_storeu_ps(dst + 7 * ld, _mm256_permute2f128_ps(s3, s7, 0x31));
 }
 
+// Width of the next B panel when `rem` columns are left: kNR, but a tail of 49..64 columns
+// is split 32 + rest, so no panel runs the 16-wide kernel (load-bound: 9 loads per 8 FMAs)
+// when it can be avoided.
+inline int64_t panel_width(int64_t rem) { return rem > 64 ? kNR : rem > kNR ? 32 : rem; }
+
 inline __mmask16 tail_mask(int64_t count) {  // the first min(count, 16) lanes (count >= 0)
   return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1);
 }
 
+inline void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
 // One panel of width W (kMR for A, kNR for B): dst[k·W + i] = src[k·sk + i·si] for
-// k < kc, i < w, and 0 for w <= i < W. One of sk, si is 1.
+// k < kc, i < w, and 0 for w <= i < W. One of sk, si is 1. `next`: the source of the panel
+// packed after this one (its first min(next_w, 8) runs are prefetched), or null.
+// Prefetching matters when the source is in L3 or memory: a transposing pack reads 8 short
+// runs at once, too short for the hardware prefetchers to get ahead.
 template <int W>
-void pack_panel(const float* src, int64_t sk, int64_t si, int64_t kc, int w, float* dst) {
+void pack_panel(const float* src, int64_t sk, int64_t si, int64_t kc, int w, float* dst,
+                const float* next = nullptr, int next_w = 0) {
   static_assert(W % 16 == 0 || W == 8);
   if (si == 1) {  // rows along i are contiguous: masked row copies
+    constexpr int64_t kAhead = 8;  // rows
     for (int64_t k = 0; k < kc; ++k) {
       const float* s = src + k * sk;
       float* d = dst + k * W;
+      if (k + kAhead < kc)
+        for (int v = 0; v < (W + 15) / 16; ++v) prefetch(s + kAhead * sk + 16 * v);
       if constexpr (W == 8) {
         _mm256_store_ps(d, _mm256_maskz_loadu_ps(static_cast<__mmask8>(tail_mask(w)), s));
       } else {
@@ -108,11 +124,19 @@ void pack_panel(const float* src, int64_t sk, int64_t si, int64_t kc, int w, flo
     }
     return;
   }
-  // sk == 1: each i is a contiguous run along k; 8 x 8 blocks go through registers.
+  // sk == 1: each i is a contiguous run along k; 8 x 8 blocks go through registers, while
+  // the next 8 runs (of this panel, else of the next one) are prefetched.
   const int wfull = w / 8 * 8;
   const int64_t kfull = kc / 8 * 8;
-  for (int i0 = 0; i0 < wfull; i0 += 8)
-    for (int64_t k0 = 0; k0 < kfull; k0 += 8) transpose8x8(src + i0 * si + k0, si, dst + k0 * W + i0, W);
+  for (int i0 = 0; i0 < wfull; i0 += 8) {
+    const float* pf = i0 + 8 < w ? src + (i0 + 8) * si : next;
+    const int pf_rows = i0 + 8 < w ? std::min(8, w - i0 - 8) : (next ? std::min(8, next_w) : 0);
+    for (int64_t k0 = 0; k0 < kfull; k0 += 8) {
+      if (k0 % 16 == 0)
+        for (int q = 0; q < pf_rows; ++q) prefetch(pf + q * si + k0);
+      transpose8x8(src + i0 * si + k0, si, dst + k0 * W + i0, W);
+    }
+  }
   for (int i = 0; i < wfull; ++i)  // the last kc % 8 values of k
     for (int64_t k = kfull; k < kc; ++k) dst[k * W + i] = src[i * si + k];
   for (int i = wfull; i < W; ++i) {  // the last w % 8 rows, then zero padding
@@ -121,6 +145,60 @@ void pack_panel(const float* src, int64_t sk, int64_t si, int64_t kc, int w, flo
     } else {
       for (int64_t k = 0; k < kc; ++k) dst[k * W + i] = 0.f;
     }
+  }
+}
+
+// Copy packing of a block whose source rows run along the panel width (op(A) stored (K, M),
+// or B stored (K, N)): a few panels at a time, row by row, so each source line is read
+// once and in full, and only a few destination streams are open at once. (Panel by panel,
+// the panels' halves of one line are read at different times, and when the row stride is a
+// multiple of 2 KiB all rows share a couple of L1 sets, so the second read misses; all
+// panels at once, the destination streams, 8·kc or 48·kc floats apart, share one L1 set.)
+// A block: mc values per row into kMR-wide micro-panels (zero past mc).
+void pack_a_rows(const float* src, int64_t sk, int64_t kc, int64_t mc, float* dst) {
+  constexpr int64_t kGroup = 8;  // micro-panels per pass: 4 source lines per row
+  constexpr int64_t kAhead = 8;  // rows prefetched ahead (the source may be in memory)
+  const int64_t np = (mc + kMR - 1) / kMR;
+  for (int64_t p0 = 0; p0 < np; p0 += kGroup) {
+    const int64_t p1 = std::min(np, p0 + kGroup);
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* row = src + k * sk;
+      if (k + kAhead < kc)
+        for (int64_t p = p0; p < p1; p += 2) prefetch(row + kAhead * sk + p * kMR);
+      for (int64_t p = p0; p < p1; ++p) {
+        const __mmask8 mask = static_cast<__mmask8>(tail_mask(mc - p * kMR));
+        _mm256_store_ps(dst + p * kMR * kc + k * kMR, _mm256_maskz_loadu_ps(mask, row + p * kMR));
+      }
+    }
+  }
+}
+
+// B block: nc values per row into panels of panel_width() columns, kNR apart (zero padded).
+void pack_b_rows(const float* src, int64_t sk, int64_t kc, int64_t nc, float* dst) {
+  constexpr int kGroup = 4;      // panels per pass
+  constexpr int64_t kAhead = 8;  // rows prefetched ahead
+  int64_t j0 = 0, p0 = 0;
+  while (j0 < nc) {
+    int64_t pos[kGroup], width[kGroup];
+    int cnt = 0;
+    for (int64_t j = j0; j < nc && cnt < kGroup; j += width[cnt++]) {
+      pos[cnt] = j;
+      width[cnt] = panel_width(nc - j);
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* row = src + k * sk;
+      if (k + kAhead < kc)
+        for (int q = 0; q < cnt; ++q)
+          for (int v = 0; v < kNV; ++v) prefetch(row + kAhead * sk + pos[q] + 16 * v);
+      for (int q = 0; q < cnt; ++q) {
+        float* d = dst + (p0 + q) * kNR * kc + k * kNR;
+        for (int v = 0; v < kNV; ++v)
+          _mm512_store_ps(d + 16 * v, _mm512_maskz_loadu_ps(tail_mask(std::max<int64_t>(0, width[q] - 16 * v)),
+                                                            row + pos[q] + 16 * v));
+      }
+    }
+    j0 = pos[cnt - 1] + width[cnt - 1];
+    p0 += cnt;
   }
 }
 
@@ -135,7 +213,8 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
   for (int r = 0; r < kMR; ++r)
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  for (int r = 0; r < mr; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+  for (int r = 0; r < mr; ++r)
+    for (int v = 0; v < NV; ++v) prefetch(c + r * ldc + 16 * v);
   for (int64_t k = 0; k < kc; ++k) {
     __m512 bv[NV];
 #pragma GCC unroll 3
@@ -228,20 +307,29 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
       const bool first = pc == 0;
       const float beta_k = first ? beta : 1.f;
       const bool beta_zero = first && beta == 0.f;
-      for (int64_t i = 0; i < mc; i += kMR)
+      if (trans_a) pack_a_rows(a + pc * lda + ic, lda, kc, mc, apack);
+      else for (int64_t i = 0; i < mc; i += kMR)
         pack_panel<kMR>(a + (ic + i) * a_si + pc * a_sk, a_sk, a_si, kc,
-                        static_cast<int>(std::min<int64_t>(kMR, mc - i)), apack + i * kc);
+                        static_cast<int>(std::min<int64_t>(kMR, mc - i)), apack + i * kc,
+                        i + kMR < mc ? a + (ic + i + kMR) * a_si + pc * a_sk : nullptr,
+                        static_cast<int>(std::min<int64_t>(kMR, mc - i - kMR)));
       for (int64_t jc = 0; jc < n; jc += nc_max) {
         const int64_t nc = std::min(nc_max, n - jc);
-        for (int64_t j = 0; j < nc; j += kNR)
-          pack_panel<kNR>(b + pc * b_sk + (jc + j) * b_sj, b_sk, b_sj, kc,
-                          static_cast<int>(std::min<int64_t>(kNR, nc - j)), bpack + j * kc);
+        int64_t np = 0;
+        if (!trans_b) pack_b_rows(b + pc * ldb + jc, ldb, kc, nc, bpack);
+        else for (int64_t j = 0; j < nc; j += panel_width(nc - j), ++np) {
+          const int64_t w = panel_width(nc - j), jn = j + w;
+          pack_panel<kNR>(b + pc * b_sk + (jc + j) * b_sj, b_sk, b_sj, kc, static_cast<int>(w),
+                          bpack + np * kNR * kc, jn < nc ? b + pc * b_sk + (jc + jn) * b_sj : nullptr,
+                          static_cast<int>(jn < nc ? panel_width(nc - jn) : 0));
+        }
         for (int64_t i = 0; i < mc; i += kMR) {
           const int mr = static_cast<int>(std::min<int64_t>(kMR, mc - i));
           const float* ap = apack + i * kc;
-          for (int64_t j = 0; j < nc; j += kNR) {
-            const int nr = static_cast<int>(std::min<int64_t>(kNR, nc - j));
-            const float* bp = bpack + j * kc;
+          int64_t p = 0;
+          for (int64_t j = 0; j < nc; j += panel_width(nc - j), ++p) {
+            const int nr = static_cast<int>(panel_width(nc - j));
+            const float* bp = bpack + p * kNR * kc;
             float* cp = c + (ic + i) * ldc + jc + j;
             if (nr > 32)
               micro_kernel<3>(kc, ap, bp, cp, ldc, mr, nr, alpha, beta_k, beta_zero);
