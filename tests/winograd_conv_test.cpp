@@ -28,6 +28,18 @@ class AlgoScope {
   ConvAlgo prev_;
 };
 
+// Forces Winograd's transform layout for the scope.
+class LayoutScope {
+ public:
+  explicit LayoutScope(detail::WinogradLayout l) : prev_(detail::winograd_layout()) {
+    detail::set_winograd_layout(l);
+  }
+  ~LayoutScope() { detail::set_winograd_layout(prev_); }
+
+ private:
+  detail::WinogradLayout prev_;
+};
+
 struct Result {
   Tensor y, dx, dw, db;
 };
@@ -137,19 +149,26 @@ void expect_matches(const Case& c, uint64_t seed) {
   }
 }
 
+// Both transform layouts on every case (Auto picks one by image width).
 TEST(WinogradConv, MatchesIm2col) {
-  uint64_t seed = 1000;
-  for (const Case& c : cases()) expect_matches(c, seed += 10);
+  for (auto layout : {detail::WinogradLayout::Rows, detail::WinogradLayout::Channels}) {
+    LayoutScope scope(layout);
+    uint64_t seed = 1000;
+    for (const Case& c : cases()) expect_matches(c, seed += 10);
+  }
 }
 
 // One thread: chunks run in order (no rounds), still splitting the large images.
 TEST(WinogradConv, MatchesIm2colSingleThread) {
   const int prev = omp_get_max_threads();
   omp_set_num_threads(1);
-  uint64_t seed = 5000;
-  for (const Case& c : {Case{{9, 24, 8, 8}, 24, 1, 1, true}, Case{{2, 40, 66, 66}, 40, 1, 1, true},
-                        Case{{3, 17, 13, 7}, 18, 2, 0, false}})
-    expect_matches(c, seed += 10);
+  for (auto layout : {detail::WinogradLayout::Rows, detail::WinogradLayout::Channels}) {
+    LayoutScope scope(layout);
+    uint64_t seed = 5000;
+    for (const Case& c : {Case{{9, 24, 8, 8}, 24, 1, 1, true}, Case{{2, 40, 66, 66}, 40, 1, 1, true},
+                          Case{{3, 17, 13, 7}, 18, 2, 0, false}})
+      expect_matches(c, seed += 10);
+  }
   omp_set_num_threads(prev);
 }
 

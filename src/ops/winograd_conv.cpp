@@ -65,7 +65,14 @@ constexpr int64_t kParallelFlops = 1 << 22;
 constexpr int64_t kMinChannels = 8;
 constexpr int64_t kMinChannelMean = 12;
 
+// Auto: the channel layout for images at most this many tiles wide and whose transformed
+// buffers fit in 2 chunks (one thread, fwd + bwd ms, rows -> channels: 64ch 32x32 51 -> 48,
+// 128ch 16x16 45 -> 41, 256ch 8x8 60 -> 39, 512ch 4x4 59 -> 46; but 64ch 64x64 47 -> 48 and
+// 112x112 37 -> 47).
+constexpr int64_t kChannelsMaxTW = 16;
+
 std::atomic<int> g_algo{-1};
+std::atomic<int> g_layout{static_cast<int>(WinogradLayout::Auto)};
 
 ConvAlgo algo_from_env() {
   const char* env = std::getenv("LEANBACK_CONV_ALGO");
@@ -91,6 +98,7 @@ struct Plan {
   int64_t nc;      // chunks
   int64_t tmax;    // tiles of the largest chunk, rpc·TW
   int threads;
+  bool nhwc;  // channel layout (whole images per chunk), else row layout
 };
 
 Plan make_plan(const WinogradShape& s, int64_t elem) {
@@ -101,14 +109,19 @@ Plan make_plan(const WinogradShape& s, int64_t elem) {
   p.rows = s.N * p.TH;
   const int64_t row_bytes = kXi * (s.C + s.Co) * p.TW * elem;
   p.rpc = std::clamp<int64_t>(kChunkBytes / row_bytes, 1, p.rows);
-  p.threads = 1;
+  const WinogradLayout layout = winograd_layout();
+  p.nhwc = layout == WinogradLayout::Channels ||
+           (layout == WinogradLayout::Auto && p.TW <= kChannelsMaxTW &&
+            p.TH * row_bytes <= 2 * kChunkBytes);
   const int64_t nt = omp_get_max_threads();
-  if (nt > 1 && p.rows > 1 && 18 * s.N * s.Co * s.C * s.Ho * s.Wo > kParallelFlops) {
-    p.rpc = std::min(p.rpc, (p.rows + nt - 1) / nt);
-    p.threads = static_cast<int>(std::min<int64_t>(nt, (p.rows + p.rpc - 1) / p.rpc));
-  }
-  if (p.rpc > p.TH) p.rpc -= p.rpc % p.TH;  // whole images when more than one fits
+  const bool par = nt > 1 && p.rows > 1 && 18 * s.N * s.Co * s.C * s.Ho * s.Wo > kParallelFlops;
+  if (par) p.rpc = std::min(p.rpc, (p.rows + nt - 1) / nt);
+  if (p.nhwc)
+    p.rpc = std::max(p.TH, p.rpc - p.rpc % p.TH);  // whole images only
+  else if (p.rpc > p.TH)
+    p.rpc -= p.rpc % p.TH;  // whole images when more than one fits
   p.nc = (p.rows + p.rpc - 1) / p.rpc;
+  p.threads = par ? static_cast<int>(std::min<int64_t>(nt, p.nc)) : 1;
   p.tmax = p.rpc * p.TW;
   return p;
 }
@@ -145,9 +158,14 @@ void transform_weights(const WinogradShape& s, const T* w, T* U) {
 #pragma omp for schedule(static)
   for (int64_t k0 = 0; k0 < CC; k0 += kB) {
     const int nb = static_cast<int>(std::min<int64_t>(kB, CC - k0));
-    T g[9][kB] = {};
-    for (int k = 0; k < nb; ++k)
-      for (int e = 0; e < 9; ++e) g[e][k] = w[(k0 + k) * 9 + e];
+    T g[9][kB];
+    if (nb == kB) {
+      for (int k = 0; k < kB; ++k)
+        for (int e = 0; e < 9; ++e) g[e][k] = w[(k0 + k) * 9 + e];
+    } else {
+      for (int k = 0; k < kB; ++k)
+        for (int e = 0; e < 9; ++e) g[e][k] = k < nb ? w[(k0 + k) * 9 + e] : T(0);
+    }
     T u[16][kB];
 #pragma omp simd
     for (int k = 0; k < kB; ++k) {
@@ -165,7 +183,13 @@ void transform_weights(const WinogradShape& s, const T* w, T* U) {
         u[4 * i + 3][k] = t[i][2];
       }
     }
-    for (int q = 0; q < 16; ++q) std::memcpy(U + q * CC + k0, u[q], sizeof(T) * nb);
+    if (nb == kB) {
+      for (int q = 0; q < 16; ++q)
+        for (int k = 0; k < kB; ++k) U[q * CC + k0 + k] = u[q][k];
+    } else {
+      for (int q = 0; q < 16; ++q)
+        for (int k = 0; k < nb; ++k) U[q * CC + k0 + k] = u[q][k];
+    }
   }
 }
 
@@ -182,7 +206,11 @@ void inverse_weights(const WinogradShape& s, const T* dU, int parts, int64_t str
     for (int t = 0; t < parts; ++t)
       for (int q = 0; q < 16; ++q) {
         const T* src = dU + t * stride + q * CC + k0;
-        for (int k = 0; k < nb; ++k) x[q][k] += src[k];
+        if (nb == kB) {
+          for (int k = 0; k < kB; ++k) x[q][k] += src[k];
+        } else {
+          for (int k = 0; k < nb; ++k) x[q][k] += src[k];
+        }
       }
     T g[9][kB];
 #pragma omp simd
@@ -468,6 +496,214 @@ void inverse_input(const Plan& p, const T* Z, int64_t r0, int64_t r1, T* dx, con
   }
 }
 
+// ---- Channel layout (small images): chunks of whole images, tiles vectorised over channels.
+// Rows of TW ≤ kChannelsMaxTW tiles are too short to vectorise along, so for small images the
+// chunk's images are first transposed to zero-padded NHWC (channels innermost, contiguous),
+// every tile transform then runs along all C channels at once, and the transformed buffers
+// are tile-major: V[ξ] (T, C), M[ξ] and Ĝ[ξ] (T, Co), so one tile's channels are one row.
+// Tile t of a chunk is (image − first)·TH·TW + th·TW + tw. The GEMMs take the transposes:
+//   M[ξ] = V[ξ] · U[ξ]ᵀ,  dU[ξ] += Ĝ[ξ]ᵀ · V[ξ],  Z[ξ] = Ĝ[ξ] · U[ξ].
+
+// x images [n0, n0 + nb) -> Xp (nb, HP, WP, C), HP = 2·TH + 2, WP = 2·TW + 2, zero-padded.
+template <typename T>
+void pack_input_nhwc(const Plan& p, const T* x, int64_t n0, int64_t nb, T* Xp) {
+  const WinogradShape& s = p.s;
+  const int64_t HP = 2 * p.TH + 2, WP = 2 * p.TW + 2, C = s.C, HW = s.H * s.W;
+  std::fill(Xp, Xp + nb * HP * WP * C, T(0));
+  constexpr int64_t kCB = 16;
+  for (int64_t nl = 0; nl < nb; ++nl)
+    for (int64_t c0 = 0; c0 < C; c0 += kCB) {
+      const int64_t cb = std::min(kCB, C - c0);
+      const T* src = x + ((n0 + nl) * C + c0) * HW;
+      for (int64_t ih = 0; ih < s.H; ++ih) {
+        T* dst = Xp + ((nl * HP + ih + s.ph) * WP + s.pw) * C + c0;
+        for (int64_t iw = 0; iw < s.W; ++iw)
+          for (int64_t c = 0; c < cb; ++c) dst[iw * C + c] = src[c * HW + ih * s.W + iw];
+      }
+    }
+}
+
+// dy images [n0, n0 + nb) -> Gp (nb, 2·TH, 2·TW, Co), zero past the output edge.
+template <typename T>
+void pack_grad_nhwc(const Plan& p, const T* dy, int64_t n0, int64_t nb, T* Gp) {
+  const WinogradShape& s = p.s;
+  const int64_t HG = 2 * p.TH, WG = 2 * p.TW, Co = s.Co, P = s.Ho * s.Wo;
+  if (HG != s.Ho || WG != s.Wo) std::fill(Gp, Gp + nb * HG * WG * Co, T(0));
+  constexpr int64_t kCB = 16;
+  for (int64_t nl = 0; nl < nb; ++nl)
+    for (int64_t c0 = 0; c0 < Co; c0 += kCB) {
+      const int64_t cb = std::min(kCB, Co - c0);
+      const T* src = dy + ((n0 + nl) * Co + c0) * P;
+      for (int64_t oh = 0; oh < s.Ho; ++oh) {
+        T* dst = Gp + (nl * HG + oh) * WG * Co + c0;
+        for (int64_t ow = 0; ow < s.Wo; ++ow)
+          for (int64_t c = 0; c < cb; ++c) dst[ow * Co + c] = src[c * P + oh * s.Wo + ow];
+      }
+    }
+}
+
+// V[ξ] (T, C) = Bᵀ d_t B from Xp, every channel at once.
+template <typename T>
+void transform_input_nhwc(const Plan& p, const T* Xp, int64_t nb, T* V) {
+  const int64_t C = p.s.C, HP = 2 * p.TH + 2, WP = 2 * p.TW + 2, nT = nb * p.TH * p.TW;
+  const int64_t stride = nT * C;  // between ξ
+  for (int64_t nl = 0; nl < nb; ++nl)
+    for (int64_t th = 0; th < p.TH; ++th)
+      for (int64_t tw = 0; tw < p.TW; ++tw) {
+        const int64_t t = (nl * p.TH + th) * p.TW + tw;
+        const T* base = Xp + ((nl * HP + 2 * th) * WP + 2 * tw) * C;
+        const T* __restrict d[16];
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) d[4 * i + j] = base + (i * WP + j) * C;
+        T* __restrict v = V + t * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) {
+          T h[4][4];  // d B, row i
+          for (int i = 0; i < 4; ++i) {
+            const T d0 = d[4 * i][c], d1 = d[4 * i + 1][c], d2 = d[4 * i + 2][c],
+                    d3 = d[4 * i + 3][c];
+            h[i][0] = d0 - d2;
+            h[i][1] = d1 + d2;
+            h[i][2] = d2 - d1;
+            h[i][3] = d1 - d3;
+          }
+          for (int j = 0; j < 4; ++j) {
+            v[j * stride + c] = h[0][j] - h[2][j];
+            v[(4 + j) * stride + c] = h[1][j] + h[2][j];
+            v[(8 + j) * stride + c] = h[2][j] - h[1][j];
+            v[(12 + j) * stride + c] = h[1][j] - h[3][j];
+          }
+        }
+      }
+}
+
+// y images [n0, n0 + nb) from M[ξ] (T, Co): Aᵀ M_t A into Yp (nb, Ho, Wo, Co), then
+// transposed into y with the bias.
+template <typename T>
+void transform_output_nhwc(const Plan& p, const T* M, const T* b, int64_t n0, int64_t nb, T* Yp,
+                           T* sink, T* y) {
+  const WinogradShape& s = p.s;
+  const int64_t Co = s.Co, nT = nb * p.TH * p.TW, stride = nT * Co, P = s.Ho * s.Wo;
+  for (int64_t nl = 0; nl < nb; ++nl)
+    for (int64_t th = 0; th < p.TH; ++th)
+      for (int64_t tw = 0; tw < p.TW; ++tw) {
+        const int64_t t = (nl * p.TH + th) * p.TW + tw;
+        const T* __restrict m = M + t * Co;
+        const int64_t oh = 2 * th, ow = 2 * tw;
+        T* y00 = Yp + ((nl * s.Ho + oh) * s.Wo + ow) * Co;
+        const bool right = ow + 1 < s.Wo, down = oh + 1 < s.Ho;
+        // Outputs past the edge go to the sink (Co values).
+        T* y01 = right ? y00 + Co : sink;
+        T* y10 = down ? y00 + s.Wo * Co : sink;
+        T* y11 = right && down ? y00 + (s.Wo + 1) * Co : sink;
+#pragma omp simd
+        for (int64_t c = 0; c < Co; ++c) {
+          T a[4], e[4];
+          for (int j = 0; j < 4; ++j) {
+            a[j] = m[j * stride + c] + m[(4 + j) * stride + c] + m[(8 + j) * stride + c];
+            e[j] = m[(4 + j) * stride + c] - m[(8 + j) * stride + c] - m[(12 + j) * stride + c];
+          }
+          y00[c] = a[0] + a[1] + a[2];
+          y01[c] = a[1] - a[2] - a[3];
+          y10[c] = e[0] + e[1] + e[2];
+          y11[c] = e[1] - e[2] - e[3];
+        }
+      }
+  constexpr int64_t kCB = 16;
+  for (int64_t nl = 0; nl < nb; ++nl)
+    for (int64_t c0 = 0; c0 < Co; c0 += kCB) {
+      const int64_t cb = std::min(kCB, Co - c0);
+      T* dst = y + ((n0 + nl) * Co + c0) * P;
+      const T* src = Yp + nl * P * Co + c0;
+      // Blocks of 64 positions, so that the cache lines of src stay in L1 across the cb rows.
+      for (int64_t q0 = 0; q0 < P; q0 += 64) {
+        const int64_t q1 = std::min(P, q0 + 64);
+        for (int64_t c = 0; c < cb; ++c) {
+          const T bias = b ? b[c0 + c] : T(0);
+          for (int64_t q = q0; q < q1; ++q) dst[c * P + q] = src[q * Co + c] + bias;
+        }
+      }
+    }
+}
+
+// Ĝ[ξ] (T, Co) = A g_t Aᵀ from Gp, every channel at once.
+template <typename T>
+void transform_grad_nhwc(const Plan& p, const T* Gp, int64_t nb, T* Gh) {
+  const int64_t Co = p.s.Co, WG = 2 * p.TW, nT = nb * p.TH * p.TW, stride = nT * Co;
+  for (int64_t nl = 0; nl < nb; ++nl)
+    for (int64_t th = 0; th < p.TH; ++th)
+      for (int64_t tw = 0; tw < p.TW; ++tw) {
+        const int64_t t = (nl * p.TH + th) * p.TW + tw;
+        const T* __restrict g00 = Gp + ((nl * 2 * p.TH + 2 * th) * WG + 2 * tw) * Co;
+        const T* __restrict g01 = g00 + Co;
+        const T* __restrict g10 = g00 + WG * Co;
+        const T* __restrict g11 = g10 + Co;
+        T* __restrict o = Gh + t * Co;
+#pragma omp simd
+        for (int64_t c = 0; c < Co; ++c) {
+          // Columns: g Aᵀ = (g0, g0 + g1, g0 − g1, −g1) per row; then the same down the rows.
+          const T q0[4] = {g00[c], g00[c] + g01[c], g00[c] - g01[c], -g01[c]};
+          const T q1[4] = {g10[c], g10[c] + g11[c], g10[c] - g11[c], -g11[c]};
+          for (int j = 0; j < 4; ++j) {
+            o[j * stride + c] = q0[j];
+            o[(4 + j) * stride + c] = q0[j] + q1[j];
+            o[(8 + j) * stride + c] = q0[j] - q1[j];
+            o[(12 + j) * stride + c] = -q1[j];
+          }
+        }
+      }
+}
+
+// dx images [n0, n0 + nb) from Z[ξ] (T, C): the tiles B Z_t Bᵀ summed into Dp (nb, HP, WP,
+// C), then transposed into dx without the padding.
+template <typename T>
+void inverse_input_nhwc(const Plan& p, const T* Z, int64_t n0, int64_t nb, T* Dp, T* dx) {
+  const WinogradShape& s = p.s;
+  const int64_t C = s.C, HP = 2 * p.TH + 2, WP = 2 * p.TW + 2, nT = nb * p.TH * p.TW;
+  const int64_t stride = nT * C, HW = s.H * s.W;
+  std::fill(Dp, Dp + nb * HP * WP * C, T(0));
+  for (int64_t nl = 0; nl < nb; ++nl)
+    for (int64_t th = 0; th < p.TH; ++th)
+      for (int64_t tw = 0; tw < p.TW; ++tw) {
+        const int64_t t = (nl * p.TH + th) * p.TW + tw;
+        const T* __restrict z = Z + t * C;
+        T* base = Dp + ((nl * HP + 2 * th) * WP + 2 * tw) * C;
+        T* __restrict d[16];
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) d[4 * i + j] = base + (i * WP + j) * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) {
+          // Rows: B Z = (Z0, Z1 − Z2 + Z3, −Z0 + Z1 + Z2, −Z3), per column j; then columns.
+          T w[4][4];
+          for (int j = 0; j < 4; ++j) {
+            const T a0 = z[j * stride + c], a1 = z[(4 + j) * stride + c],
+                    a2 = z[(8 + j) * stride + c], a3 = z[(12 + j) * stride + c];
+            w[0][j] = a0;
+            w[1][j] = a1 - a2 + a3;
+            w[2][j] = -a0 + a1 + a2;
+            w[3][j] = -a3;
+          }
+          for (int k = 0; k < 4; ++k) {
+            d[4 * k][c] += w[k][0];
+            d[4 * k + 1][c] += w[k][1] - w[k][2] + w[k][3];
+            d[4 * k + 2][c] += -w[k][0] + w[k][1] + w[k][2];
+            d[4 * k + 3][c] += -w[k][3];
+          }
+        }
+      }
+  constexpr int64_t kCB = 16;
+  for (int64_t nl = 0; nl < nb; ++nl)
+    for (int64_t c0 = 0; c0 < C; c0 += kCB) {
+      const int64_t cb = std::min(kCB, C - c0);
+      T* dst = dx + ((n0 + nl) * C + c0) * HW;
+      for (int64_t ih = 0; ih < s.H; ++ih) {
+        const T* src = Dp + ((nl * HP + ih + s.ph) * WP + s.pw) * C + c0;
+        for (int64_t c = 0; c < cb; ++c)
+          for (int64_t iw = 0; iw < s.W; ++iw) dst[c * HW + ih * s.W + iw] = src[iw * C + c];
+      }
+    }
+}
+
 // Scratch of one thread: two transformed buffers (16, max(C, Co), tmax) and the lines.
 template <typename T>
 struct Scratch {
@@ -475,11 +711,20 @@ struct Scratch {
   T* a;
   T* b;
   Lines<T> L;
+  Tensor imgs;
+  T* img = nullptr;   // channel layout: padded NHWC images (nb, HP, WP, max(C, Co))
+  T* sink = nullptr;  // channel layout: Co values for outputs past the edge
   explicit Scratch(const Plan& p) {
     const int64_t cmax = std::max(p.s.C, p.s.Co), n = kXi * cmax * p.tmax;
     buf = workspace<T>(2 * n);
     a = buf.data<T>();
     b = a + n;
+    if (p.nhwc) {
+      const int64_t nimg = (p.rpc / p.TH) * (2 * p.TH + 2) * (2 * p.TW + 2) * cmax;
+      imgs = workspace<T>(nimg + p.s.Co);
+      img = imgs.data<T>();
+      sink = img + nimg;
+    }
     L.ld = p.TW + 1;
     lines = workspace<T>(2 * p.TW + 4 + kLines * L.ld);
     L.pad = lines.data<T>();
@@ -494,6 +739,16 @@ void forward_chunk(const Plan& p, const T* x, const T* U, const T* b, T* y, int6
   const int64_t r0 = c * p.rpc, r1 = std::min(p.rows, r0 + p.rpc), nT = (r1 - r0) * p.TW;
   T* V = sc.a;
   T* M = sc.b;
+  if (p.nhwc) {
+    const int64_t n0 = r0 / p.TH, nb = (r1 - r0) / p.TH;
+    pack_input_nhwc(p, x, n0, nb, sc.img);
+    transform_input_nhwc(p, sc.img, nb, V);
+    for (int64_t q = 0; q < kXi; ++q)
+      cpu::gemm_serial(false, true, nT, s.Co, s.C, T(1), V + q * nT * s.C, s.C,
+                       U + q * s.Co * s.C, s.C, T(0), M + q * nT * s.Co, s.Co);
+    transform_output_nhwc(p, M, b, n0, nb, sc.img, sc.sink, y);
+    return;
+  }
   transform_input(p, x, r0, r1, V, sc.L);
   for (int64_t q = 0; q < kXi; ++q)
     cpu::gemm_serial(false, false, s.Co, nT, s.C, T(1), U + q * s.Co * s.C, s.C, V + q * s.C * nT,
@@ -508,6 +763,25 @@ void backward_chunk(const Plan& p, const T* dy, const T* x, const T* U, T* dx, T
   const int64_t r0 = c * p.rpc, r1 = std::min(p.rows, r0 + p.rpc), nT = (r1 - r0) * p.TW;
   T* Gh = sc.a;
   T* V = sc.b;
+  if (p.nhwc) {
+    const int64_t n0 = r0 / p.TH, nb = (r1 - r0) / p.TH;
+    pack_grad_nhwc(p, dy, n0, nb, sc.img);
+    transform_grad_nhwc(p, sc.img, nb, Gh);
+    if (dU) {
+      pack_input_nhwc(p, x, n0, nb, sc.img);
+      transform_input_nhwc(p, sc.img, nb, V);
+      for (int64_t q = 0; q < kXi; ++q)
+        cpu::gemm_serial(true, false, s.Co, s.C, nT, T(1), Gh + q * nT * s.Co, s.Co,
+                         V + q * nT * s.C, s.C, T(1), dU + q * s.Co * s.C, s.C);
+    }
+    if (dx) {
+      for (int64_t q = 0; q < kXi; ++q)
+        cpu::gemm_serial(false, false, nT, s.C, s.Co, T(1), Gh + q * nT * s.Co, s.Co,
+                         U + q * s.Co * s.C, s.C, T(0), V + q * nT * s.C, s.C);
+      inverse_input_nhwc(p, V, n0, nb, sc.img, dx);
+    }
+    return;
+  }
   transform_grad(p, dy, r0, r1, Gh, sc.L);
   if (dU) {
     transform_input(p, x, r0, r1, V, sc.L);
@@ -536,6 +810,9 @@ ConvAlgo conv_algo() {
 }
 
 void set_conv_algo(ConvAlgo algo) { g_algo.store(static_cast<int>(algo)); }
+
+WinogradLayout winograd_layout() { return static_cast<WinogradLayout>(g_layout.load()); }
+void set_winograd_layout(WinogradLayout layout) { g_layout.store(static_cast<int>(layout)); }
 
 bool winograd_applies(const Shape& xs, const Shape& ws, const Conv2dArgs& a) {
   if (xs.size() != 4 || ws.size() != 4) return false;

@@ -16,6 +16,13 @@ enum class ConvAlgo { Auto, Im2col, Winograd };
 ConvAlgo conv_algo();
 void set_conv_algo(ConvAlgo algo);
 
+// How the transforms lay out a chunk's tiles: Rows (tiles along image rows, vectorised along
+// the width) or Channels (images transposed to NHWC, vectorised along the channels; for
+// small images). Auto picks by image width; tests force each to compare them.
+enum class WinogradLayout { Auto, Rows, Channels };
+WinogradLayout winograd_layout();
+void set_winograd_layout(WinogradLayout layout);
+
 // x (N, C, H, W), w (Co, C, 3, 3), padding (ph, pw), y (N, Co, Ho, Wo), Ho = H + 2·ph − 2.
 struct WinogradShape {
   int64_t N, C, Co, H, W, ph, pw, Ho, Wo;
