@@ -127,6 +127,32 @@ TEST(Strategy, ConvThroughVanillaGradcheck) {
   }
 }
 
+TEST(Strategy, ConvThroughVanillaKeepsTheImageAndMatchesTheOp) {
+  // Vanilla keeps x itself (not its 9x larger im2col tokens) and runs the op's backward,
+  // Winograd (16 -> 16 channels, 3x3 stride 1) and im2col (stride 2) alike.
+  for (const int64_t stride : {1, 2}) {
+    Conv2dArgs a;
+    a.stride = {stride, stride};
+    a.padding = {1, 1};
+    Tensor x = testing::randn({2, 16, 8, 8}, 50, DType::F32), w = testing::randn({16, 16, 3, 3}, 51, DType::F32);
+    Tensor b = testing::randn({16}, 52, DType::F32), gy_seed = testing::randn({2, 16, 8 / stride, 8 / stride}, 53, DType::F32);
+    std::vector<Tensor> grads[2];
+    for (int path = 0; path < 2; ++path) {
+      Tensor xi = x.clone(), wi = w.clone(), bi = b.clone();
+      for (Tensor* t : {&xi, &wi, &bi}) t->set_requires_grad();
+      std::shared_ptr<Strategy> s = make_strategy({{"type", "vanilla"}}, "test");
+      const Tensor y = path == 0 ? conv2d(xi, wi, bi, a) : strategy_conv2d(xi, wi, bi, a, s);
+      if (path == 1)  // x and w (w is a plain tensor here, not a Parameter-tagged one)
+        EXPECT_EQ(autograd::saved_bytes(), static_cast<int64_t>(x.nbytes() + w.nbytes()));
+      sum(mul(y, gy_seed)).backward();
+      grads[path] = {xi.grad(), wi.grad(), bi.grad()};
+      if (path == 1) EXPECT_EQ(s->report()["measured"]["backward_calls"], 1) << s->report().dump();
+    }
+    for (int i = 0; i < 3; ++i)
+      EXPECT_TRUE(testing::all_close(grads[1][i], grads[0][i], 1e-6, 1e-6)) << "stride " << stride << " grad " << i;
+  }
+}
+
 TEST(Strategy, ConvTokensRoundTrip) {
   // conv_from_tokens is the adjoint of conv_to_tokens: <T(x), t> = <x, T*(t)>.
   ConvGeometry cg;

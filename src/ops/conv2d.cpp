@@ -382,7 +382,50 @@ void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const Co
              shape_str(w.shape()), ", got ", shape_str(b.shape()));
   }
 }
+
+// The op's backward for a plan p: x is read only for dw, w only for dx (either may be
+// undefined when its gradient is not wanted).
+Conv2dGrads conv2d_grads_impl(const ConvPlan& p, const Shape& xs, const Shape& ws, const Tensor& g,
+                              const Tensor& x, const Tensor& w, bool want_x, bool want_w,
+                              bool want_b) {
+  Conv2dGrads r;
+  if (want_x) r.grad_input = Tensor::empty(xs, g.dtype(), g.device());
+  if (want_w) r.grad_weight = Tensor::empty(ws, g.dtype(), g.device());
+  if (want_b) r.grad_bias = Tensor::empty({ws[0]}, g.dtype(), g.device());
+  const Tensor gc = contiguous_nograd(g);
+  const Tensor xc = want_w ? contiguous_nograd(x) : Tensor();
+  const Tensor wc = want_x ? contiguous_nograd(w) : Tensor();
+  Tensor &dx = r.grad_input, &dw = r.grad_weight, &db = r.grad_bias;
+  detail::dispatch_float(g.dtype(), "conv2d backward", [&](auto tag) {
+    using T = decltype(tag);
+    if (gc.numel() == 0) {
+      for (Tensor* t : {&dx, &dw, &db})
+        if (t->defined()) t->zero_();
+      return;
+    }
+    conv2d_backward<T>(p, gc.data<T>(), xc.defined() ? xc.data<T>() : nullptr,
+                       wc.defined() ? wc.data<T>() : nullptr, dx.defined() ? dx.data<T>() : nullptr,
+                       dw.defined() ? dw.data<T>() : nullptr, db.defined() ? db.data<T>() : nullptr);
+  });
+  return r;
+}
 }  // namespace
+
+Conv2dGrads conv2d_grads(const Tensor& grad_output, const Tensor& x, const Tensor& w,
+                         const Conv2dArgs& args, bool want_input, bool want_weight,
+                         bool want_bias) {
+  check_conv_args(x, w, Tensor(), args);
+  const ConvPlan p = make_plan(x.shape(), w.shape(), args, dtype_size(x.dtype()));
+  const Shape ys{p.N, p.Co, p.g.Ho, p.g.Wo};
+  detail::check_defined(grad_output, "conv2d_grads", "grad_output");
+  LB_CHECK(grad_output.shape() == ys && grad_output.dtype() == x.dtype(),
+           "conv2d_grads: grad_output must be ", shape_str(ys), " ", dtype_name(x.dtype()),
+           " for x ", shape_str(x.shape()), " and w ", shape_str(w.shape()), ", got ",
+           shape_str(grad_output.shape()), " ", dtype_name(grad_output.dtype()));
+  NoGradGuard no_grad;
+  return conv2d_grads_impl(p, x.shape(), w.shape(), grad_output, x, w, want_input, want_weight,
+                           want_bias);
+}
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args) {
   check_conv_args(x, w, b, args);
@@ -405,27 +448,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArg
     record("conv2d", out, {x, w, b}, {want_w ? x : Tensor(), want_x ? w : Tensor()},
            [p, xs, ws](const Tensor& g, const std::vector<Tensor>& s,
                        const std::vector<bool>& need) {
-             Tensor dx, dw, db;
-             if (need[0]) dx = Tensor::empty(xs, g.dtype(), g.device());
-             if (need[1]) dw = Tensor::empty(ws, g.dtype(), g.device());
-             if (need[2]) db = Tensor::empty({ws[0]}, g.dtype(), g.device());
-             const Tensor gc = contiguous_nograd(g);
-             const Tensor xc = need[1] ? contiguous_nograd(s[0]) : Tensor();
-             const Tensor wc = need[0] ? contiguous_nograd(s[1]) : Tensor();
-             detail::dispatch_float(g.dtype(), "conv2d backward", [&](auto tag) {
-               using T = decltype(tag);
-               if (gc.numel() == 0) {
-                 for (Tensor* t : {&dx, &dw, &db})
-                   if (t->defined()) t->zero_();
-                 return;
-               }
-               conv2d_backward<T>(p, gc.data<T>(), xc.defined() ? xc.data<T>() : nullptr,
-                                  wc.defined() ? wc.data<T>() : nullptr,
-                                  dx.defined() ? dx.data<T>() : nullptr,
-                                  dw.defined() ? dw.data<T>() : nullptr,
-                                  db.defined() ? db.data<T>() : nullptr);
-             });
-             return std::vector<Tensor>{dx, dw, db};
+             const Conv2dGrads gr = conv2d_grads_impl(p, xs, ws, g, s[0], s[1], need[0], need[1],
+                                                      need[2]);
+             return std::vector<Tensor>{gr.grad_input, gr.grad_weight, gr.grad_bias};
            });
   }
   return out;

@@ -18,6 +18,16 @@ struct Conv2dArgs {
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(),
               const Conv2dArgs& args = {});
 
+// The exact gradients of y = conv2d(x, w, b, args) for grad_output (N, C_out, H_out, W_out):
+// the op's own backward (Winograd or im2col + GEMM), for callers that keep x and w themselves
+// (the vanilla backward strategy). Only the wanted ones are defined; no tape is recorded.
+struct Conv2dGrads {
+  Tensor grad_input, grad_weight, grad_bias;
+};
+Conv2dGrads conv2d_grads(const Tensor& grad_output, const Tensor& x, const Tensor& w,
+                         const Conv2dArgs& args, bool want_input, bool want_weight,
+                         bool want_bias);
+
 // im2col for one image group: x (C, H, W) -> columns (C·kH·kW, H_out·W_out). Exposed because
 // the backward strategies work on this GEMM view of a convolution.
 void im2col(const float* x, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,

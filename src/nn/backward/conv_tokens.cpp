@@ -88,8 +88,32 @@ Gradients Strategy::backward_conv(const SavedState& s, const Tensor& g_y_tokens,
   return backward(s, g_y_tokens, w2d, want_gx, want_gw);
 }
 
+SavedState Strategy::save_conv_exact(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
+  last_geom_ = {cg.x_shape[0], cg.Ho * cg.Wo, w2d.size(1), w2d.size(0)};
+  SavedState s;
+  s.geom = last_geom_;
+  s.exact = true;
+  s.conv_image = true;
+  s.tensors = {x};
+  last_saved_bytes_ = static_cast<int64_t>(x.nbytes());
+  return s;
+}
+
 Gradients Strategy::backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
                                         bool want_gx, bool want_gw, const ConvGeometry& cg) {
+  if (s.conv_image) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Tensor& x = s.tensors.at(0);
+    const Tensor w = w2d.view({w2d.size(0), cg.x_shape[1], cg.kH, cg.kW});
+    const Conv2dGrads g = conv2d_grads(g_y, x, w, cg.args, want_gx, want_gw, false);
+    Gradients r;
+    r.grad_input = g.grad_input;  // already the image gradient (N, C, H, W)
+    if (want_gw) r.grad_weight = g.grad_weight.view({w2d.size(0), w2d.size(1)});
+    ++calls_;
+    backward_ms_ +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  }
   const int64_t N = g_y.size(0), O = g_y.size(1), L = cg.Ho * cg.Wo;
   // g_y (N, O, Ho, Wo) -> tokens (N, L, O)
   const Tensor gt = transpose_last2(g_y.reshape({N, O, L}));
@@ -116,9 +140,9 @@ Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const 
   const int64_t O = w.size(0);
   const Tensor w2d = w.detach().reshape({O, -1});
   SavedState state = strategy->save_conv(x.detach(), w2d, cg);
-  const bool need_gx = x.requires_grad();
   std::vector<Tensor> saved = state.tensors;
-  saved.push_back(need_gx ? w : Tensor());
+  saved.push_back(w);  // a parameter: costs no saved bytes, and the exact conv backward wants
+                      // its shape even when only g_w is needed
   const size_t n_state = state.tensors.size();
   state.tensors.clear();
   autograd::record(

@@ -34,6 +34,7 @@ struct LayerGeometry {
 struct SavedState {
   LayerGeometry geom;
   bool exact = false;  // tensors = {x}: backward is the exact one
+  bool conv_image = false;  // with exact, for a conv: x is the image (N, C, H, W), not tokens
   std::vector<Tensor> tensors;
   std::vector<double> scalars;
 };
@@ -138,6 +139,9 @@ class Strategy {
 
   // Exact backward from a saved x (vanilla, and the fallback of compressed strategies).
   static SavedState save_exact(const Tensor& x, const Tensor& w);
+  // The exact save of a conv: the input image itself (never its kH·kW times larger im2col
+  // view); backward_conv_image then runs the conv op's own backward (conv2d_grads).
+  SavedState save_conv_exact(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg);
   static Gradients backward_exact(const SavedState& s, const Tensor& g_y, const Tensor& w,
                                   bool want_gx, bool want_gw);
 

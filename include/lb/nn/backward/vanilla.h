@@ -9,6 +9,9 @@ class Vanilla : public Strategy {
   std::string type() const override { return "vanilla"; }
   nlohmann::json hyperparams() const override { return {{"type", "vanilla"}}; }
   std::unique_ptr<Strategy> clone() const override { return std::make_unique<Vanilla>(); }
+  SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) override {
+    return save_conv_exact(x, w2d, cg);
+  }
 
  protected:
   SavedState save_impl(const Tensor& x, const Tensor& w) override;
