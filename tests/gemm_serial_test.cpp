@@ -145,11 +145,12 @@ TEST(GemmSerial, F32EmptySizes) {
               static_cast<float*>(nullptr), 1);
 }
 
-// The kernel directly (the dispatcher sends n = 1 to OpenBLAS).
+// The kernel directly on narrow products (the dispatcher sends n < 16 to OpenBLAS).
 TEST(GemmSerial, Avx512KernelDirect) {
   if (!sgemm_avx512_available()) GTEST_SKIP() << "no AVX-512 in this build";
   uint32_t seed = 400;
-  for (const Shape3& s : {Shape3{300, 1, 41}, Shape3{17, 1, 1}, Shape3{33, 2, 70}})
+  for (const Shape3& s : {Shape3{300, 1, 41}, Shape3{17, 1, 1}, Shape3{33, 2, 70}, Shape3{7, 11, 13},
+                          Shape3{101, 5, 67}, Shape3{1600, 3, 5}, Shape3{9, 15, 300}})
     for (int t = 0; t < 4; ++t)
       EXPECT_EQ(check_case(sgemm_avx512, t & 1, t & 2, s, -0.5f, 0.75f, seed++), 0);
 }

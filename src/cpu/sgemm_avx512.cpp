@@ -13,7 +13,7 @@
 //    per k, 3 loads of B, 8 broadcasts of A, 24 FMAs.
 //  - Loop order (BLIS with the roles of A and B swapped, since C is row-major and vectors run
 //    along n): A block (kMC x kc) in L2/L3, B block (kc x nc) in L2, one A micro-panel
-//    (kc x 8, 12 KiB) stays in L1 while the B panels of the block stream past it.
+//    (kc x 8, 8 KiB) stays in L1 while the B panels of the block stream past it.
 // Sources whose rows run along k (A not transposed, B transposed) are packed panel by panel
 // with 8 x 8 register transposes; the others a few panels at a time, row by row (see
 // pack_a_rows). Packing prefetches its source: in the Winograd convolution's 16 back-to-back
@@ -40,7 +40,7 @@ namespace {
 constexpr int kMR = 8;               // rows of the register tile (broadcast from packed A)
 constexpr int kNV = 3;               // zmm vectors per tile row
 constexpr int kNR = 16 * kNV;        // columns of the register tile (a packed B panel)
-constexpr int64_t kKC = 384;         // contraction block
+constexpr int64_t kKC = 256;         // contraction block (A micro-panel: 8 KiB, in L1)
 constexpr int64_t kNC = 480;         // columns of a packed B block (multiple of kNR)
 constexpr int64_t kMC = 1536;        // rows of a packed A block (multiple of kMR)
 static_assert(kNC % kNR == 0 && kMC % kMR == 0);
@@ -99,33 +99,18 @@ inline __mmask16 tail_mask(int64_t count) {  // the first min(count, 16) lanes (
 
 inline void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
-// One panel of width W (kMR for A, kNR for B): dst[k·W + i] = src[k·sk + i·si] for
-// k < kc, i < w, and 0 for w <= i < W. One of sk, si is 1. `next`: the source of the panel
-// packed after this one (its first min(next_w, 8) runs are prefetched), or null.
-// Prefetching matters when the source is in L3 or memory: a transposing pack reads 8 short
-// runs at once, too short for the hardware prefetchers to get ahead.
+// One panel of width W (kMR for A, kNR for B) from a source whose runs along k are
+// contiguous (A not transposed, B transposed): dst[k·W + i] = src[i·si + k] for k < kc,
+// i < w, and 0 for w <= i < W. `next`: the source of the panel packed after this one (its
+// first next_w runs are prefetched), or null.
 template <int W>
-void pack_panel(const float* src, int64_t sk, int64_t si, int64_t kc, int w, float* dst,
-                const float* next = nullptr, int next_w = 0) {
-  static_assert(W % 16 == 0 || W == 8);
-  if (si == 1) {  // rows along i are contiguous: masked row copies
-    constexpr int64_t kAhead = 8;  // rows
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* s = src + k * sk;
-      float* d = dst + k * W;
-      if (k + kAhead < kc)
-        for (int v = 0; v < (W + 15) / 16; ++v) prefetch(s + kAhead * sk + 16 * v);
-      if constexpr (W == 8) {
-        _mm256_store_ps(d, _mm256_maskz_loadu_ps(static_cast<__mmask8>(tail_mask(w)), s));
-      } else {
-        for (int v = 0; v < W / 16; ++v)
-          _mm512_store_ps(d + 16 * v, _mm512_maskz_loadu_ps(tail_mask(w - 16 * v), s + 16 * v));
-      }
-    }
-    return;
-  }
-  // sk == 1: each i is a contiguous run along k; 8 x 8 blocks go through registers, while
-  // the next 8 runs (of this panel, else of the next one) are prefetched.
+void pack_panel_t(const float* src, int64_t si, int64_t kc, int w, float* dst,
+                  const float* next = nullptr, int next_w = 0) {
+  static_assert(W % 8 == 0);
+  // 8 x 8 blocks go through registers, 8 runs at a time, while the next 8 runs (of this
+  // panel, else of the next one) are prefetched. (Tried and slower: k outside, 16 at a time,
+  // so destination lines complete at once; and slabs of 64 k. The runs are often a multiple
+  // of 4 KiB apart, i.e. in the same L1 sets, so more than 8 open at once evict each other.)
   const int wfull = w / 8 * 8;
   const int64_t kfull = kc / 8 * 8;
   for (int i0 = 0; i0 < wfull; i0 += 8) {
@@ -291,9 +276,6 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
     scale_c(m, n, beta, c, ldc);
     return;
   }
-  // op(A)[i, p] = a[i·a_si + p·a_sk]; op(B)[p, j] = b[p·b_sk + j·b_sj].
-  const int64_t a_si = trans_a ? 1 : lda, a_sk = trans_a ? lda : 1;
-  const int64_t b_sk = trans_b ? 1 : ldb, b_sj = trans_b ? ldb : 1;
   const int64_t kc_max = balanced_block(k, kKC, 8);
   const int64_t nc_max = balanced_block(n, kNC, kNR);
   const int64_t mc_max = balanced_block(m, kMC, kMR);
@@ -307,21 +289,29 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
       const bool first = pc == 0;
       const float beta_k = first ? beta : 1.f;
       const bool beta_zero = first && beta == 0.f;
-      if (trans_a) pack_a_rows(a + pc * lda + ic, lda, kc, mc, apack);
-      else for (int64_t i = 0; i < mc; i += kMR)
-        pack_panel<kMR>(a + (ic + i) * a_si + pc * a_sk, a_sk, a_si, kc,
-                        static_cast<int>(std::min<int64_t>(kMR, mc - i)), apack + i * kc,
-                        i + kMR < mc ? a + (ic + i + kMR) * a_si + pc * a_sk : nullptr,
-                        static_cast<int>(std::min<int64_t>(kMR, mc - i - kMR)));
+      if (trans_a) {  // op(A) stored (K, M)
+        pack_a_rows(a + pc * lda + ic, lda, kc, mc, apack);
+      } else {
+        for (int64_t i = 0; i < mc; i += kMR) {
+          const int64_t in = i + kMR;
+          pack_panel_t<kMR>(a + (ic + i) * lda + pc, lda, kc,
+                            static_cast<int>(std::min<int64_t>(kMR, mc - i)), apack + i * kc,
+                            in < mc ? a + (ic + in) * lda + pc : nullptr,
+                            static_cast<int>(std::min<int64_t>(kMR, mc - in)));
+        }
+      }
       for (int64_t jc = 0; jc < n; jc += nc_max) {
         const int64_t nc = std::min(nc_max, n - jc);
-        int64_t np = 0;
-        if (!trans_b) pack_b_rows(b + pc * ldb + jc, ldb, kc, nc, bpack);
-        else for (int64_t j = 0; j < nc; j += panel_width(nc - j), ++np) {
-          const int64_t w = panel_width(nc - j), jn = j + w;
-          pack_panel<kNR>(b + pc * b_sk + (jc + j) * b_sj, b_sk, b_sj, kc, static_cast<int>(w),
-                          bpack + np * kNR * kc, jn < nc ? b + pc * b_sk + (jc + jn) * b_sj : nullptr,
-                          static_cast<int>(jn < nc ? panel_width(nc - jn) : 0));
+        if (!trans_b) {  // B stored (K, N)
+          pack_b_rows(b + pc * ldb + jc, ldb, kc, nc, bpack);
+        } else {
+          int64_t p = 0;
+          for (int64_t j = 0; j < nc; j += panel_width(nc - j), ++p) {
+            const int64_t w = panel_width(nc - j), jn = j + w;
+            pack_panel_t<kNR>(b + (jc + j) * ldb + pc, ldb, kc, static_cast<int>(w),
+                              bpack + p * kNR * kc, jn < nc ? b + (jc + jn) * ldb + pc : nullptr,
+                              static_cast<int>(jn < nc ? panel_width(nc - jn) : 0));
+          }
         }
         for (int64_t i = 0; i < mc; i += kMR) {
           const int mr = static_cast<int>(std::min<int64_t>(kMR, mc - i));
