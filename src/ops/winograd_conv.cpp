@@ -757,7 +757,8 @@ void forward_chunk(const Plan& p, const T* x, const T* U, const T* b, T* y, int6
 }
 
 template <typename T>
-void backward_chunk(const Plan& p, const T* dy, const T* x, const T* U, T* dx, T* dU, int64_t c,
+void backward_chunk(const Plan& p, const T* dy, const T* x, const T* U, T* dx, T* dU, T dU_beta,
+                    int64_t c,
                     Scratch<T>& sc) {
   const WinogradShape& s = p.s;
   const int64_t r0 = c * p.rpc, r1 = std::min(p.rows, r0 + p.rpc), nT = (r1 - r0) * p.TW;
@@ -772,7 +773,7 @@ void backward_chunk(const Plan& p, const T* dy, const T* x, const T* U, T* dx, T
       transform_input_nhwc(p, sc.img, nb, V);
       for (int64_t q = 0; q < kXi; ++q)
         cpu::gemm_serial(true, false, s.Co, s.C, nT, T(1), Gh + q * nT * s.Co, s.Co,
-                         V + q * nT * s.C, s.C, T(1), dU + q * s.Co * s.C, s.C);
+                         V + q * nT * s.C, s.C, dU_beta, dU + q * s.Co * s.C, s.C);
     }
     if (dx) {
       for (int64_t q = 0; q < kXi; ++q)
@@ -787,7 +788,7 @@ void backward_chunk(const Plan& p, const T* dy, const T* x, const T* U, T* dx, T
     transform_input(p, x, r0, r1, V, sc.L);
     for (int64_t q = 0; q < kXi; ++q)
       cpu::gemm_serial(false, true, s.Co, s.C, nT, T(1), Gh + q * s.Co * nT, nT,
-                       V + q * s.C * nT, nT, T(1), dU + q * s.Co * s.C, s.C);
+                       V + q * s.C * nT, nT, dU_beta, dU + q * s.Co * s.C, s.C);
   }
   if (dx) {
     for (int64_t q = 0; q < kXi; ++q)
@@ -896,13 +897,20 @@ void winograd_conv_backward(const WinogradShape& s, const T* dy, const T* x, con
         }
       }
     }
+    // A thread's first chunk overwrites its dU (beta = 0), later ones accumulate; a thread
+    // that got no chunk zeroes it.
     T* my_dU = dw ? dU + omp_get_thread_num() * usize : nullptr;
-    if (dw) std::fill(my_dU, my_dU + usize, T(0));
+    T beta = T(0);
     Scratch<T> sc(p);
     for (int64_t round = 0; round < rounds; ++round) {
 #pragma omp for schedule(dynamic)
-      for (int64_t c = round; c < p.nc; c += rounds) backward_chunk(p, dy, x, U, dx, my_dU, c, sc);
+      for (int64_t c = round; c < p.nc; c += rounds) {
+        backward_chunk(p, dy, x, U, dx, my_dU, beta, c, sc);
+        beta = T(1);
+      }
     }
+    if (dw && beta == T(0)) std::fill(my_dU, my_dU + usize, T(0));
+#pragma omp barrier
     if (dw) inverse_weights(s, dU, omp_get_num_threads(), usize, dw);
   }
 }
