@@ -27,9 +27,15 @@
 // per thread. Two chunks that split one image write overlapping dx rows (tiles overlap), so
 // then even and odd chunks run in two rounds.
 //
-// Layouts: V (16, C, T), M and Ĝ (16, Co, T), U and dU (16, Co, C); tile t of a chunk is
-// (tile row − first row)·TW + tile column. The transforms run along tile columns (unit
-// stride in V/M/Ĝ, even/odd deinterleaved image rows), which the compiler vectorises.
+// Two layouts of a chunk's tiles (the transforms must vectorise; the GEMMs do not care):
+//  - Rows (wide images): V (16, C, T), M and Ĝ (16, Co, T); tile t of a chunk is (tile row −
+//    first row)·TW + tile column. The transforms run along tile rows (unit stride in V/M/Ĝ,
+//    even/odd deinterleaved image rows).
+//  - Channels (images up to 32 wide, whole images per chunk): the images are transposed to
+//    zero-padded NHWC and the transforms run along the channels of one tile; V (16, T, C),
+//    M and Ĝ (16, T, Co). Rows of TW ≤ 16 tiles are short vectors (TW = 2 on a 4×4 image);
+//    channels are 64..512 long and contiguous.
+// U and dU are (16, Co, C) in both.
 #include "src/ops/winograd_conv.h"
 
 #include <omp.h>
@@ -821,8 +827,8 @@ bool winograd_applies(const Shape& xs, const Shape& ws, const Conv2dArgs& a) {
   if (a.stride[0] != 1 || a.stride[1] != 1 || a.dilation[0] != 1 || a.dilation[1] != 1)
     return false;
   if (a.padding[0] < 0 || a.padding[1] < 0) return false;
-  return xs[2] + 2 * a.padding[0] - 2 >= 1 && xs[3] + 2 * a.padding[1] - 2 >= 1 && xs[0] > 0 &&
-         xs[1] == ws[1];
+  return xs[0] > 0 && xs[2] > 0 && xs[3] > 0 && xs[1] == ws[1] &&
+         xs[2] + 2 * a.padding[0] - 2 >= 1 && xs[3] + 2 * a.padding[1] - 2 >= 1;
 }
 
 bool use_winograd(const Shape& xs, const Shape& ws, const Conv2dArgs& a) {

@@ -29,7 +29,7 @@ struct WinogradShape {
 };
 
 // The convolution is one Winograd computes: 3×3 kernel, stride 1, dilation 1, groups 1, a
-// non-empty output. Any padding works (padding reads are zeros).
+// non-empty input and output. Any padding works (padding reads are zeros).
 bool winograd_applies(const Shape& xs, const Shape& ws, const Conv2dArgs& args);
 // conv2d's choice: winograd_applies and, under ConvAlgo::Auto, enough channels for it to win.
 bool use_winograd(const Shape& xs, const Shape& ws, const Conv2dArgs& args);
