@@ -1,6 +1,7 @@
 // Serial GEMM entry point (src/cpu/gemm_serial.h) and the AVX-512 float kernel behind it
 // (src/cpu/sgemm_avx512.h): against a naive double-accumulated reference over ragged shapes
-// (primes, 1 x N x 1, shapes crossing the kernel's k/n/m blocks), all four transpositions,
+// (primes, 1 x N x 1, shapes crossing the kernel's k/n/m blocks, shapes where the kernel
+// reads A and/or B in place instead of packing them), all four transpositions,
 // padded leading dimensions, alpha/beta combinations, beta = 0 over NaN-filled C, k = 0,
 // m or n = 0, and concurrent calls from several threads. The bound is the classical
 // floating-point dot-product bound: |error| <= 2 (K + 2) eps Σ|alpha a b| + |beta c| terms.
@@ -92,7 +93,10 @@ const std::vector<Shape3>& shapes() {
       {1, 1, 1},    {1, 17, 1},   {17, 1, 1},   {1, 1, 300},  {2, 3, 5},     {7, 11, 13},
       {8, 48, 8},   {9, 49, 9},   {16, 32, 16}, {23, 47, 31}, {64, 64, 64},  {31, 97, 127},
       {101, 5, 67}, {5, 257, 3},  {3, 200, 17}, {1, 300, 41}, {300, 1, 41},  {97, 113, 389},
-      {37, 490, 7}, {13, 1000, 9}, {130, 70, 800}, {1600, 3, 5}, {251, 241, 239}};
+      {37, 490, 7}, {13, 1000, 9}, {130, 70, 800}, {1600, 3, 5}, {251, 241, 239},
+      // Operands read in place (m % 8 == 0 and n <= 128 for A; n % 16 == 0 and m <= 128
+      // for B), one or both, and across k blocks.
+      {64, 128, 300}, {136, 64, 700}, {128, 144, 33}, {1024, 64, 40}, {24, 16, 520}};
   return s;
 }
 

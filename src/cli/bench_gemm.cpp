@@ -2,7 +2,8 @@
 // single-threaded float GEMM throughput of gemm_serial (our kernel, sgemm_avx512.h) against
 // cblas_sgemm (OpenBLAS, whatever OPENBLAS_CORETYPE selects) on the same buffers, in GFLOP/s.
 // Without --m/--n/--k: a table over the shapes the models issue (ResNet-18 im2col convolution
-// forward NN, data gradient TN, filter gradient NT; Winograd-sized products; Linear layers).
+// forward NN, data gradient TN, filter gradient NT; the Winograd convolution's per-position
+// products, tiles x channels; Linear layers).
 // --threads T runs T copies at once (one per OpenMP thread, own buffers) and reports the mean
 // per-thread rate, to see whether concurrent products slow each other down.
 #include <cblas.h>
@@ -45,10 +46,12 @@ const std::vector<GemmShape>& default_shapes() {
       {64, 576, 1024, false, true, "conv filter grad"},
       {512, 4608, 1024, false, true, "conv filter grad"},
       {64, 576, 8192, false, true, "conv filter grad"},
-      {64, 256, 64, false, false, "winograd"},
-      {128, 1024, 128, false, true, "winograd"},
-      {256, 512, 256, true, false, "winograd"},
-      {512, 2048, 512, true, true, "winograd"},
+      {1024, 64, 64, false, true, "winograd fwd 64ch"},
+      {64, 64, 1024, true, false, "winograd filter grad"},
+      {1024, 64, 64, false, false, "winograd data grad"},
+      {256, 256, 256, false, true, "winograd fwd 256ch"},
+      {256, 256, 256, true, false, "winograd filter grad"},
+      {512, 2048, 512, true, true, "winograd-sized TT"},
       {4096, 3072, 768, false, false, "linear fwd"},
       {4096, 768, 3072, false, true, "linear grad x"},
       {3072, 768, 4096, true, false, "linear grad w"},
