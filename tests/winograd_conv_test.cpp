@@ -215,6 +215,18 @@ TEST(WinogradConv, PartialGradientsAndViews) {
   EXPECT_TRUE(testing::all_close(rv.y, rc.y, 1e-12, 1e-12));
   EXPECT_TRUE(testing::all_close(rv.dx, rc.dx, 1e-12, 1e-12));
   EXPECT_TRUE(testing::all_close(rv.dw, rc.dw, 1e-12, 1e-12));
+
+  // Through conv2d with one operand frozen (only the other is saved), on both layouts.
+  for (auto layout : {detail::WinogradLayout::Rows, detail::WinogradLayout::Channels}) {
+    LayoutScope ls(layout);
+    AlgoScope as(ConvAlgo::Winograd);
+    const Tensor wl = w.clone().set_requires_grad();
+    conv2d(x, wl, Tensor(), a).backward(g);
+    EXPECT_TRUE(testing::all_close(wl.grad(), ref.dw, 1e-12, 1e-12));
+    const Tensor xl = x.clone().set_requires_grad();
+    conv2d(xl, w, Tensor(), a).backward(g);
+    EXPECT_TRUE(testing::all_close(xl.grad(), ref.dx, 1e-12, 1e-12));
+  }
 }
 
 TEST(WinogradConv, DispatchRule) {

@@ -515,7 +515,17 @@ template <typename T>
 void pack_input_nhwc(const Plan& p, const T* x, int64_t n0, int64_t nb, T* Xp) {
   const WinogradShape& s = p.s;
   const int64_t HP = 2 * p.TH + 2, WP = 2 * p.TW + 2, C = s.C, HW = s.H * s.W;
-  std::fill(Xp, Xp + nb * HP * WP * C, T(0));
+  // Zero only the padding: rows above and below the image, columns left and right of it.
+  for (int64_t nl = 0; nl < nb; ++nl) {
+    T* img = Xp + nl * HP * WP * C;
+    std::fill(img, img + s.ph * WP * C, T(0));
+    std::fill(img + (s.ph + s.H) * WP * C, img + HP * WP * C, T(0));
+    for (int64_t ih = 0; ih < s.H; ++ih) {
+      T* row = img + (s.ph + ih) * WP * C;
+      std::fill(row, row + s.pw * C, T(0));
+      std::fill(row + (s.pw + s.W) * C, row + WP * C, T(0));
+    }
+  }
   constexpr int64_t kCB = 16;
   for (int64_t nl = 0; nl < nb; ++nl)
     for (int64_t c0 = 0; c0 < C; c0 += kCB) {
