@@ -36,6 +36,13 @@
 //    M and Ĝ (16, T, Co). Rows of TW ≤ 16 tiles are short vectors (TW = 2 on a 4×4 image);
 //    channels are 64..512 long and contiguous.
 // U and dU are (16, Co, C) in both.
+//
+// Measured (2 cores, AVX-512 sgemm behind gemm_serial, batch 64, median fwd / bwd ms, quiet
+// spells on a shared machine), im2col -> Winograd: 64ch 32×32 13.7/27.2 -> 8.5/17.0,
+// 128ch 16×16 12.4/23.6 -> 7.3/14.2, 256ch 8×8 13.3/27.2 -> 6.4/13.1, 512ch 4×4
+// 13.8/28.3 -> 6.8/14.1. What is left besides the GEMMs, one thread, 64ch 32×32 backward:
+// the transforms and NHWC packing ~1/3 (each tile transform writes 16 values per 4 input or
+// output values), the GEMMs ~2/3.
 #include "src/ops/winograd_conv.h"
 
 #include <omp.h>
@@ -61,15 +68,17 @@ constexpr int64_t kXi = 16;  // positions of a 4×4 tile
 constexpr int64_t kChunkBytes = 8 << 20;
 // Below this many (direct-convolution) FLOPs the work stays on the calling thread.
 constexpr int64_t kParallelFlops = 1 << 22;
-// Auto: Winograd only where it was measured faster than im2col (one thread, forward and
-// backward alike): the GEMMs shrink by C·Co while the transforms cost ∝ C + Co, so both
-// channel counts must be at least kMinChannels and their harmonic mean at least
-// kMinChannelMean (3 -> 64 ran 2x slower, 8 -> 8 and 8 -> 64 about even, 16 -> 16 1.4x and
-// 64 -> 8 1.5x faster); and the tiles must not waste too much: 16 products per 2×2 tile
-// against 9 per output, Winograd only when 16·tiles ≤ 6.5·Ho·Wo (a 3×3 output, 7.1 per
-// output, ran 1.1-1.4x slower; 5×5, 5.8, 1.25x faster; 1×1 2x slower).
-constexpr int64_t kMinChannels = 8;
-constexpr int64_t kMinChannelMean = 12;
+// Auto: Winograd only where it was measured faster than im2col (one thread, fwd + bwd CPU
+// ms, im2col vs Winograd, 32×32 images): the input channels are the GEMMs' depth and the
+// channel layout's vector length, so few of them lose (8 -> 8 3.5 vs 5.0, 8 -> 64 11.3 vs
+// 17.2, 12 -> 12 6.7 vs 16.1; 16 -> 16, 16 -> 32 and 16 -> 64 about even; 24 -> 24 16.4 vs
+// 15.3; 32 -> 16 17.4 vs 12.7, 32 -> 32 24.8 vs 17.5, 64 -> 16 33.7 vs 22.6, 64 -> 8 27.6
+// vs 20.0), hence C ≥ 32 with Co ≥ 16, or C ≥ 64 with Co ≥ 8. And the tiles must not be
+// mostly past the edge: 16 products per 2×2 tile against 9 per output, Winograd when
+// 2·tiles ≤ Ho·Wo (256ch: 3×3 outputs 13.9 vs 10.7, 2×2 6.9 vs 3.9, but 1×1 3.1 vs 3.8,
+// and 512ch 1×1 8.8 vs 14.0).
+constexpr int64_t kMinInChannels = 32, kMinOutChannels = 16;
+constexpr int64_t kMinInChannelsNarrowOut = 64, kMinOutChannelsNarrow = 8;
 
 // Auto: the channel layout for images at most this many tiles wide and whose transformed
 // buffers fit in 2 chunks (one thread, fwd + bwd ms, rows -> channels: 64ch 32x32 51 -> 48,
@@ -851,8 +860,9 @@ bool use_winograd(const Shape& xs, const Shape& ws, const Conv2dArgs& a) {
   const int64_t C = xs[1], Co = ws[0];
   const int64_t Ho = xs[2] + 2 * a.padding[0] - 2, Wo = xs[3] + 2 * a.padding[1] - 2;
   const int64_t tiles = ((Ho + 1) / 2) * ((Wo + 1) / 2);
-  return C >= kMinChannels && Co >= kMinChannels && 2 * C * Co >= kMinChannelMean * (C + Co) &&
-         32 * tiles <= 13 * Ho * Wo;
+  const bool channels = (C >= kMinInChannels && Co >= kMinOutChannels) ||
+                        (C >= kMinInChannelsNarrowOut && Co >= kMinOutChannelsNarrow);
+  return channels && 2 * tiles <= Ho * Wo;
 }
 
 WinogradShape winograd_shape(const Shape& xs, const Shape& ws, const Conv2dArgs& a) {
