@@ -121,7 +121,7 @@ inline void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*
 
 // One panel of width W (kMR for A, kNR for B) from a source whose runs along k are
 // contiguous (A not transposed, B transposed): dst[k·W + i] = src[i·si + k] for k < kc,
-// i < w, and 0 for w <= i < W. `next`: the source of the panel packed after this one (its
+// i < w, then zeros (see wpad). `next`: the source of the panel packed after this one (its
 // first next_w runs are prefetched), or null.
 template <int W>
 void pack_panel_t(const float* src, int64_t si, int64_t kc, int w, float* dst,
@@ -144,7 +144,10 @@ void pack_panel_t(const float* src, int64_t si, int64_t kc, int w, float* dst,
   }
   for (int i = 0; i < wfull; ++i)  // the last kc % 8 values of k
     for (int64_t k = kfull; k < kc; ++k) dst[k * W + i] = src[i * si + k];
-  for (int i = wfull; i < W; ++i) {  // the last w % 8 rows, then zero padding
+  // The last w % 8 runs, then zeros up to what the kernel reads (all 8 rows of an A panel,
+  // whole 16-column vectors of a B panel).
+  const int wpad = W == kMR ? W : std::min(W, (w + 15) / 16 * 16);
+  for (int i = wfull; i < wpad; ++i) {
     if (i < w) {
       for (int64_t k = 0; k < kc; ++k) dst[k * W + i] = src[i * si + k];
     } else {
@@ -178,7 +181,8 @@ void pack_a_rows(const float* src, int64_t sk, int64_t kc, int64_t mc, float* ds
   }
 }
 
-// B block: nc values per row into panels of panel_width() columns, kNR apart (zero padded).
+// B block: nc values per row into panels of panel_width() columns, kNR apart (zero padded
+// to whole 16-column vectors).
 void pack_b_rows(const float* src, int64_t sk, int64_t kc, int64_t nc, float* dst) {
   constexpr int kGroup = 4;      // panels per pass
   constexpr int64_t kAhead = 8;  // rows prefetched ahead
@@ -197,7 +201,7 @@ void pack_b_rows(const float* src, int64_t sk, int64_t kc, int64_t nc, float* ds
           for (int v = 0; v < kNV; ++v) prefetch(row + kAhead * sk + pos[q] + 16 * v);
       for (int q = 0; q < cnt; ++q) {
         float* d = dst + (p0 + q) * kNR * kc + k * kNR;
-        for (int v = 0; v < kNV; ++v)
+        for (int v = 0; v < (width[q] + 15) / 16; ++v)  // the vectors the kernel reads
           _mm512_store_ps(d + 16 * v, _mm512_maskz_loadu_ps(tail_mask(std::max<int64_t>(0, width[q] - 16 * v)),
                                                             row + pos[q] + 16 * v));
       }
