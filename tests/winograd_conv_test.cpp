@@ -178,16 +178,19 @@ TEST(WinogradConv, Gradcheck) {
     Shape x;
     int64_t Co, ph, pw;
   } gc[] = {{{2, 3, 5, 5}, 4, 1, 1}, {{1, 2, 4, 7}, 3, 0, 2}, {{2, 2, 2, 3}, 2, 2, 1}};
-  uint64_t seed = 3000;
-  for (const auto& c : gc) {
-    const Tensor x = testing::randn(c.x, ++seed);
-    const Tensor w = testing::randn({c.Co, c.x[1], 3, 3}, ++seed);
-    const Tensor b = testing::randn({c.Co}, ++seed);
-    const Conv2dArgs a{{1, 1}, {c.ph, c.pw}, {1, 1}, 1};
-    ASSERT_TRUE(detail::use_winograd(x.shape(), w.shape(), a));
-    EXPECT_TRUE(testing::gradcheck([a](auto& v) { return conv2d(v[0], v[1], v[2], a); },
-                                   {x, w, b}))
-        << shape_str(c.x);
+  for (auto layout : {detail::WinogradLayout::Rows, detail::WinogradLayout::Channels}) {
+    LayoutScope ls(layout);
+    uint64_t seed = 3000;
+    for (const auto& c : gc) {
+      const Tensor x = testing::randn(c.x, ++seed);
+      const Tensor w = testing::randn({c.Co, c.x[1], 3, 3}, ++seed);
+      const Tensor b = testing::randn({c.Co}, ++seed);
+      const Conv2dArgs a{{1, 1}, {c.ph, c.pw}, {1, 1}, 1};
+      ASSERT_TRUE(detail::use_winograd(x.shape(), w.shape(), a));
+      EXPECT_TRUE(testing::gradcheck([a](auto& v) { return conv2d(v[0], v[1], v[2], a); },
+                                     {x, w, b}))
+          << shape_str(c.x);
+    }
   }
 }
 
