@@ -40,9 +40,11 @@
 // Measured (2 cores, AVX-512 sgemm behind gemm_serial, batch 64, median fwd / bwd ms, quiet
 // spells on a shared machine), im2col -> Winograd: 64ch 32×32 13.7/27.2 -> 8.5/17.0,
 // 128ch 16×16 12.4/23.6 -> 7.3/14.2, 256ch 8×8 13.3/27.2 -> 6.4/13.1, 512ch 4×4
-// 13.8/28.3 -> 6.8/14.1. What is left besides the GEMMs, one thread, 64ch 32×32 backward:
-// the transforms and NHWC packing ~1/3 (each tile transform writes 16 values per 4 input or
-// output values), the GEMMs ~2/3.
+// 13.8/28.3 -> 6.8/14.1; `leanback bench conv_bwd` (64ch 32×32, bias) 43.0 / 42.8 ->
+// 25.0 / 27.5 ms per step; `leanback bench resnet18` 698 / 708 -> 446 / 417 ms per step
+// (LEANBACK_CONV_ALGO=im2col for the first figures). What is left besides the GEMMs, one
+// thread, 64ch 32×32 backward: the transforms and NHWC packing ~1/3 (each tile transform
+// writes 16 values per 4 input or output values), the GEMMs ~2/3.
 #include "src/ops/winograd_conv.h"
 
 #include <omp.h>
