@@ -23,17 +23,19 @@
 // columns, B from its rows), which on the Winograd shapes (64..128 channels by 1024 tiles)
 // gained 5-25%. The next C tile is prefetched while the current one is computed.
 //
-// Measured on the 2-core EPYC (Zen 5) dev machine, shared with other jobs (figures are the
-// better of interleaved runs; `leanback bench gemm` prints the table). Single thread,
-// GFLOP/s, ours vs OpenBLAS 0.3.21 Haswell: conv forward 64x1024x576 NN 227-233 vs 125,
-// 512x1024x4608 NN 223-238 vs 127; data grad 1152x1024x128 TN 238-261 vs 130; filter grad
-// 64x576x1024 NT 211-216 vs 117, 512x4608x1024 NT 233-234 vs 128, 64x576x8192 NT 189-195 vs
-// 112; Winograd 1024x64x64 NT 240 vs 122, 64x64x1024 TN 260 vs 117; Linear 4096x3072x768 NN
-// 234-250 vs 128. The kernel alone on L1-resident panels: 266 GFLOP/s, the zmm FMA peak.
+// Measured on the 2-core EPYC (Zen 5) dev machine at load average about 1 (it is shared with
+// other jobs). `leanback bench gemm`, one thread, medians, GFLOP/s ours vs OpenBLAS 0.3.21
+// Haswell: conv forward 64x1024x576 NN 175-205 vs 118, 512x1024x4608 NN 214 vs 123; data
+// grad 1152x1024x128 TN 237 vs 123; filter grad 64x576x1024 NT 207 vs 113, 512x4608x1024
+// NT 220 vs 122, 64x576x8192 NT 170 vs 103; Winograd 1024x64x64 NT 267 vs 120, 64x64x1024
+// TN 247 vs 116, 256x256x256 NT 222 vs 128; Linear 4096x3072x768 NN 225 vs 123, 3072x768x4096
+// TN 215 vs 125 (best single calls run 5-20% above the medians, most on the small-M
+// products). The kernel alone on L1-resident panels: 266 GFLOP/s, the zmm FMA peak.
 // Two threads at once (`bench gemm --threads 2`): 163-260 per thread (OpenBLAS 100-128),
 // no collapse; the small-M products (M = 64, B of 2.4-9.4 MiB read once) lose the most.
-// Training steps (2 threads), OpenBLAS -> this kernel, best of 2 interleaved rounds:
-// resnet18 654.9 -> 415.1 ms, linear_bwd 239.9 -> 133.7 ms, bert_mini 449.8 -> 285.3 ms.
+// Training steps (2 threads), OpenBLAS -> this kernel, two interleaved rounds at load
+// 0.3-1.2: resnet18 673.3 / 654.7 -> 415.1 / 411.0 ms, linear_bwd 239.9 / 238.9 -> 135.0 /
+// 133.6 ms, bert_mini 463.3 / 460.6 -> 292.0 / 291.8 ms.
 // Tried and dropped: kc 384 (-4%), nc 240 (no better), transposing packs with k outermost
 // (slower). Not tried: other tile shapes (8 x 48 reaches the peak on L1 data and 8 divides
 // the channel counts).
