@@ -10,6 +10,7 @@
 #include "lb/nn/backward/factory.h"
 #include "src/cli/bench_workloads.h"
 #include "src/cli/commands.h"
+#include "src/cpu/sgemm_avx512.h"
 
 extern "C" int openblas_get_num_threads();
 extern "C" char* openblas_get_corename();
@@ -32,7 +33,8 @@ const std::vector<BenchWorkload>& bench_workloads() {
 nlohmann::json bench_threads() {
   return {{"omp", omp_get_max_threads()},
           {"blas", openblas_get_num_threads()},
-          {"blas_core", openblas_get_corename()}};
+          {"blas_core", openblas_get_corename()},
+          {"sgemm", cpu::sgemm_kernel_name()}};
 }
 
 namespace {
@@ -102,7 +104,9 @@ std::string summary(const nlohmann::json& r) {
   os << ", saved "
      << std::setprecision(2) << r.value("saved_bytes", int64_t{0}) / (1024.0 * 1024.0)
      << " MiB, median of " << r.value("iters", 0) << " iters, threads omp "
-     << r["threads"].value("omp", 0) << " / blas " << r["threads"].value("blas", 0) << " (" << r["threads"].value("blas_core", "?") << ")";
+     << r["threads"].value("omp", 0) << " / blas " << r["threads"].value("blas", 0) << " ("
+     << r["threads"].value("blas_core", "?") << "), float GEMM "
+     << r["threads"].value("sgemm", "?");
   if (r.contains("backward_mflops_per_sample"))
     os << "; paper: " << std::setprecision(1) << r["backward_mflops_per_sample"].get<double>()
        << " backward MFLOPs/sample";
