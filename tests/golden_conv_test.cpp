@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lb/ops.h"
+#include "src/ops/winograd_conv.h"
 #include "testing/testing.h"
 
 namespace lb {
@@ -73,6 +74,28 @@ TEST_P(GoldenConv, Pools) {
     sum(mul(y, f.at("r").to(dt))).backward();
     EXPECT_TRUE(testing::all_close(x.grad(), f.at("gx"), tol.rtol, tol.atol));
   }
+}
+
+// conv2d's Winograd path (both tile layouts) against PyTorch directly, not only against im2col.
+TEST_P(GoldenConv, Conv2dWinograd) {
+  const DType dt = GetParam();
+  const Tol tol = tol_for(dt);
+  const auto f = testing::load_fixture("conv_winograd_c32");
+  const auto a = ints(f.at("args"));
+  const Conv2dArgs args{{a[0], a[1]}, {a[2], a[3]}, {a[4], a[5]}, a[6]};
+  ASSERT_TRUE(detail::use_winograd(f.at("x").shape(), f.at("w").shape(), args));
+  for (const auto layout : {detail::WinogradLayout::Rows, detail::WinogradLayout::Channels}) {
+    SCOPED_TRACE(layout == detail::WinogradLayout::Rows ? "rows" : "channels");
+    detail::set_winograd_layout(layout);
+    Tensor x = leaf(f, "x", dt), w = leaf(f, "w", dt), b = leaf(f, "b", dt);
+    const Tensor y = conv2d(x, w, b, args);
+    EXPECT_TRUE(testing::all_close(y, f.at("y"), tol.rtol, tol.atol));
+    sum(mul(y, f.at("r").to(dt))).backward();
+    EXPECT_TRUE(testing::all_close(x.grad(), f.at("gx"), tol.rtol, tol.atol));
+    EXPECT_TRUE(testing::all_close(w.grad(), f.at("gw"), tol.rtol, tol.atol));
+    EXPECT_TRUE(testing::all_close(b.grad(), f.at("gb"), tol.rtol, tol.atol));
+  }
+  detail::set_winograd_layout(detail::WinogradLayout::Auto);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GoldenConv, ::testing::Values(DType::F32, DType::F64),

@@ -22,6 +22,8 @@ CONV = {
     "depthwise": ((2, 3, 6, 6), (3, 1, 3, 3), True, (1, 1), (1, 1), (1, 1), 3),
     "1x1": ((2, 4, 5, 5), (3, 4, 1, 1), True, (1, 1), (0, 0), (1, 1), 1),
     "many_images": ((9, 2, 3, 3), (2, 2, 2, 2), True, (1, 1), (0, 0), (1, 1), 1),
+    # Wide enough for conv2d's Winograd F(2x2, 3x3) path (src/ops/winograd_conv.h).
+    "winograd_c32": ((2, 32, 5, 4), (16, 32, 3, 3), True, (1, 1), (1, 1), (1, 1), 1),
 }
 
 # name: (op, x shape, args)
