@@ -61,8 +61,9 @@ void calibrate(const std::shared_ptr<Strategy>& s, F&& pass) {
   s->finish_calibration();
 }
 
-// A lossless setting: every basis vector kept, no compensation.
-const nlohmann::json kLossless = {{"rank", 100000}, {"compensate", false}};
+// A lossless setting: every basis vector kept, no compensation, and low-rank kernels even
+// though full ranks gain nothing (so that these tests exercise them, not the exact fallback).
+const nlohmann::json kLossless = {{"rank", 100000}, {"compensate", false}, {"exact_when_no_gain", false}};
 
 void expect_equal_grads(const Grads& a, const Grads& b, double rtol, double atol, const char* what) {
   EXPECT_TRUE(testing::all_close(a.gx, b.gx, rtol, atol)) << what << " g_x";
@@ -152,7 +153,8 @@ TEST(Instant, LowRankMatchesDefinition) {
   for (const auto& [B, L, I, O] : {Size{3, 20, 37, 45}, Size{8, 64, 520, 300}})
   for (const char* axis : {"token", "channel"})
     for (int64_t rank : {5, 11}) {
-      auto s = instant({{"axis", axis}, {"rank", rank}, {"gram_dtype", "f64"}});
+      // (exact_when_no_gain off: rank 11 on the small size would cost more than exact)
+      auto s = instant({{"axis", axis}, {"rank", rank}, {"gram_dtype", "f64"}, {"exact_when_no_gain", false}});
       const Tensor w = testing::randn({O, I}, 2), b = testing::randn({O}, 3);
       calibrate(s, [&] { run_linear(s, testing::randn({B, L, I}, 4), w, b, testing::randn({B, L, O}, 5)); });
       const Tensor x = testing::randn({B, L, I}, 6), g = testing::randn({B, L, O}, 7);
@@ -409,6 +411,53 @@ TEST(Instant, ExactBeforeCalibrationAndOnZeroEnergy) {
   expect_equal_grads(run_linear(s, x6, w, b, g6), run_linear(vanilla, x6, w, b, g6), 1e-12, 1e-12, "other L");
 }
 
+TEST(Instant, ExactWhenRanksGainNothing) {
+  // i.i.d. data has a flat spectrum: the energy rule keeps (nearly) every direction, and the
+  // low-rank backward would cost more FLOPs and keep more than half the exact one's bytes.
+  std::shared_ptr<Strategy> vanilla = make_strategy({{"type", "vanilla"}}, "test");
+  const int64_t B = 4, L = 16, I = 12, O = 10;
+  const Tensor w = testing::randn({O, I}, 1), b = testing::randn({O}, 2);
+  const Tensor x = testing::randn({B, L, I}, 3), g = testing::randn({B, L, O}, 4);
+  for (const bool guard : {true, false}) {
+    SCOPED_TRACE(guard ? "guard on (default)" : "guard off");
+    nlohmann::json spec = {{"epsilon", 0.999}, {"gram_dtype", "f64"}};
+    if (!guard) spec["exact_when_no_gain"] = false;
+    auto s = instant(spec);
+    calibrate(s, [&] { run_linear(s, x, w, b, g); });
+    const LayerGeometry geom{B, L, I, O};
+    ASSERT_TRUE(s->no_gain(geom)) << s->report().dump();
+    EXPECT_EQ(s->compresses(geom), !guard);
+    EXPECT_EQ(s->hyperparams()["exact_when_no_gain"], guard);
+    const Grads lr = run_linear(s, x, w, b, g), ex = run_linear(vanilla, x, w, b, g);
+    if (guard) {
+      expect_equal_grads(lr, ex, 1e-12, 1e-12, "guarded");
+      EXPECT_EQ(s->report()["instant"]["fallback_calls"], 1);
+      EXPECT_EQ(s->paper_backward_flops(geom), vanilla->paper_backward_flops(geom));
+    } else {
+      EXPECT_EQ(s->report()["instant"]["fallback_calls"], 0);
+      EXPECT_GT(s->paper_backward_flops(geom), vanilla->paper_backward_flops(geom));
+    }
+  }
+  // A small fixed rank gains on both counts: it compresses with the guard on.
+  auto s = instant({{"rank", 2}});
+  calibrate(s, [&] { run_linear(s, x, w, b, g); });
+  EXPECT_FALSE(s->no_gain({B, L, I, O}));
+  EXPECT_TRUE(s->compresses({B, L, I, O}));
+}
+
+TEST(Instant, ConvFallbackKeepsTheImage) {
+  // Before any calibration an INSTANT conv runs exact and keeps x itself (not 9x tokens).
+  auto s = instant({{"rank", 2}});
+  Conv2dArgs a;
+  a.padding = {1, 1};
+  Tensor x = testing::randn({2, 4, 6, 6}, 5, DType::F32), w = testing::randn({3, 4, 3, 3}, 6, DType::F32);
+  x.set_requires_grad();
+  const Tensor y = strategy_conv2d(x, w.clone().set_requires_grad(), Tensor(), a, s);
+  EXPECT_EQ(autograd::saved_bytes(), static_cast<int64_t>(x.nbytes() + w.nbytes()));
+  sum(y).backward();
+  EXPECT_TRUE(x.grad().defined());
+}
+
 TEST(Instant, StaleStateAndCalibrationErrors) {
   auto s = instant({{"rank", 2}, {"axis", "token"}});
   const Tensor w = testing::randn({6, 5}, 1), b = testing::randn({6}, 2);
@@ -492,11 +541,13 @@ TEST(Instant, ConfigErrorsNamePath) {
   expect_msg(with("calib_batches", 2.5), "model.backward.rules[1].calib_batches: expected an integer");
   expect_msg(with("gram_dtype", "f16"), "model.backward.rules[1].gram_dtype");
   expect_msg(with("compensate", 1), "model.backward.rules[1].compensate: expected true or false");
+  expect_msg(with("exact_when_no_gain", "yes"), "model.backward.rules[1].exact_when_no_gain: expected true or false");
   expect_msg(with("rnak", 4), "unknown key 'rnak'");
   // Effective settings round-trip through the factory.
   const nlohmann::json spec = {{"type", "instant"}, {"axis", "channel"}, {"epsilon", 0.9}, {"oversampling", 0},
                                {"compensate", false}, {"eta_offset_compat", true}, {"calib_every", 200},
-                               {"calib_batches", 2}, {"rank", 4}, {"gram_dtype", "f64"}};
+                               {"calib_batches", 2}, {"rank", 4}, {"gram_dtype", "f64"},
+                               {"exact_when_no_gain", false}};
   EXPECT_EQ(make_strategy(spec, "x")->hyperparams(), spec);
   const auto d = make_strategy(base, "x")->hyperparams();
   EXPECT_EQ(d["oversampling"], 7);

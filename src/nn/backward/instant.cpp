@@ -145,6 +145,7 @@ Instant::Settings Instant::parse(JsonReader& r) {
   s.calib_batches = r.integer("calib_batches", s.calib_batches, 1, 1 << 20);
   if (r.has("rank")) s.rank = r.integer("rank", 0, 1, 1 << 20);
   s.gram_dtype = r.choice("gram_dtype", "f32", {"f32", "f64"}) == "f64" ? DType::F64 : DType::F32;
+  s.exact_when_no_gain = r.boolean("exact_when_no_gain", s.exact_when_no_gain);
   return s;
 }
 
@@ -160,7 +161,8 @@ nlohmann::json Instant::hyperparams() const {
                       {"eta_offset_compat", settings_.eta_offset_compat},
                       {"calib_every", settings_.calib_every},
                       {"calib_batches", settings_.calib_batches},
-                      {"gram_dtype", settings_.gram_dtype == DType::F64 ? "f64" : "f32"}};
+                      {"gram_dtype", settings_.gram_dtype == DType::F64 ? "f64" : "f32"},
+                      {"exact_when_no_gain", settings_.exact_when_no_gain}};
   if (settings_.rank > 0) j["rank"] = settings_.rank;
   return j;
 }
@@ -320,7 +322,20 @@ bool Instant::basis_fits(const Basis& b, int64_t L, int64_t C) {
 }
 
 bool Instant::compresses(const LayerGeometry& g) const {
-  return basis_fits(x_basis_, g.L, g.I) && basis_fits(g_basis_, g.L, g.O);
+  return basis_fits(x_basis_, g.L, g.I) && basis_fits(g_basis_, g.L, g.O) &&
+         !(settings_.exact_when_no_gain && no_gain(g));
+}
+
+bool Instant::no_gain(const LayerGeometry& g) const {
+  if (!basis_fits(x_basis_, g.L, g.I) || !basis_fits(g_basis_, g.L, g.O)) return false;
+  // Per sample, the paper's counts (paper_backward_flops / paper_saved_bytes_fp32).
+  const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
+  const double Rx = static_cast<double>(x_basis_.choice.rank);
+  const double R = Rx + static_cast<double>(g_basis_.choice.rank);
+  const bool flops = 2.0 * R * (I * O + L * I + L * O) >= 4.0 * L * I * O;
+  // Saving less than half the bytes is not worth a costlier and approximate backward.
+  const bool bytes = 2.0 * Rx * (x_basis_.token_axis ? I : L) > L * I;
+  return flops && bytes;
 }
 
 SavedState Instant::save_impl(const Tensor& x, const Tensor& w) {
@@ -465,6 +480,7 @@ nlohmann::json Instant::report() const {
   nlohmann::json j = Strategy::report();
   j["instant"] = {{"calibrations", calibrations_},
                   {"compressing", compresses(last_geom_)},
+                  {"no_gain", no_gain(last_geom_)},
                   {"x", basis_json(x_basis_)},
                   {"g_y", basis_json(g_basis_)},
                   {"fallback_calls", fallback_calls_},

@@ -34,7 +34,12 @@ Tensor in_dtype(const Tensor& t, DType dt) {
 SavedState Instant::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
   const int64_t N = x.size(0), L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
   const LayerGeometry g{N, L, I, O};
-  if (calibrating_ || !compresses(g) || x_basis_.token_axis) return Strategy::save_conv(x, w2d, cg);
+  if (calibrating_) return Strategy::save_conv(x, w2d, cg);  // tokens: the Gram statistics
+  if (!compresses(g)) {  // exact: keep the image itself, not its kH·kW times larger tokens
+    if (calibrations_ > 0) ++fallback_calls_;
+    return save_conv_exact(x, w2d, cg);
+  }
+  if (x_basis_.token_axis) return Strategy::save_conv(x, w2d, cg);
   last_geom_ = g;
   const Tensor P = in_dtype(x_basis_.proj, x.dtype());
   const int64_t Rx = P.size(0), C = x.size(1);

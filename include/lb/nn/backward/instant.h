@@ -36,6 +36,10 @@
 //   calib_batches      N_c: passes per calibration            default 5
 //   rank               fixed R_x = R_y (overrides ε and p)    default: energy rule
 //   gram_dtype         "f32" | "f64" Gram/eigh precision      default "f32" (as the reference)
+//   exact_when_no_gain run exact when the chosen ranks would   default true
+//                      cost at least the exact backward's FLOPs AND keep more than half of
+//                      its bytes (e.g. near-full ranks from a flat spectrum): little to gain,
+//                      accuracy to lose. false keeps any rank low-rank (lossless tests).
 #pragma once
 #include <vector>
 
@@ -57,6 +61,7 @@ class Instant : public Strategy {
     int64_t calib_batches = 5;
     int64_t rank = 0;  // 0: energy rule
     DType gram_dtype = DType::F32;
+    bool exact_when_no_gain = true;
   };
   // Reads the settings from a strategy spec (the factory has read "type").
   static Settings parse(JsonReader& r);
@@ -118,6 +123,9 @@ class Instant : public Strategy {
   int64_t calibrations() const { return calibrations_; }
   // Whether a call with geometry g would run low-rank (else exact).
   bool compresses(const LayerGeometry& g) const;
+  // Whether the current ranks, for geometry g, cost at least the exact backward's FLOPs and
+  // keep more than half its bytes (the exact_when_no_gain test; false without bases).
+  bool no_gain(const LayerGeometry& g) const;
 
  protected:
   SavedState save_impl(const Tensor& x, const Tensor& w) override;
