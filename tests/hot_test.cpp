@@ -235,6 +235,28 @@ TEST(Hot, StochasticRoundingIsUnbiasedThroughTheStrategy) {
   check(sw, sww, egw, "g_w");
 }
 
+TEST(Hot, MicroBatchesOfOneStepDrawAfresh) {
+  // Gradient accumulation: two backward calls in one step must not reuse the stochastic
+  // rounding draws; the first call of a step draws the same whatever ran before.
+  const Tensor x = randn32({2, 32, 16}, 30), w = randn32({24, 16}, 31), b = Tensor::zeros({24});
+  const Tensor gy = randn32({2, 32, 24}, 32);
+  auto s = make({{"lqs", false}});
+  run_context().step = 7;
+  const Grads first = run_linear(s, x, w, b, gy), second = run_linear(s, x, w, b, gy);
+  EXPECT_FALSE(testing::all_close(second.gx, first.gx, 0, 0));
+  EXPECT_FALSE(testing::all_close(second.gw, first.gw, 0, 0));
+  run_context().step = 8;
+  run_linear(s, x, w, b, gy);
+  run_context().step = 7;  // back to a step's first call: the same draws as `first`
+  const Grads again = run_linear(s, x, w, b, gy);
+  EXPECT_TRUE(testing::all_close(again.gx, first.gx, 0, 0));
+  EXPECT_TRUE(testing::all_close(again.gw, first.gw, 0, 0));
+  auto fresh = make({{"lqs", false}});  // a fresh layer with the same id: same stream
+  const Grads other = run_linear(fresh, x, w, b, gy);
+  EXPECT_TRUE(testing::all_close(other.gx, first.gx, 0, 0));
+  run_context().step = 0;
+}
+
 // ---------------------------------------------------------------- LQS
 
 TEST(Hot, LqsPicksPerTokenForOutlierTokensAndPerTensorForGaussian) {

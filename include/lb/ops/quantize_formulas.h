@@ -60,10 +60,13 @@ struct PhiloxKey {
   uint32_t sub0 = 0, sub1 = 0;  // subsequence: counter words 2 and 3
 };
 
-LB_HD inline PhiloxKey philox_key(uint64_t seed, int64_t step, int64_t layer_id, int tensor_id) {
+// `micro` numbers the backward calls of one layer within one optimizer step (gradient
+// accumulation: each micro-batch draws afresh); 0 leaves the key as the seed.
+LB_HD inline PhiloxKey philox_key(uint64_t seed, int64_t step, int64_t layer_id, int tensor_id,
+                                  int64_t micro = 0) {
   PhiloxKey k;
   k.key0 = static_cast<uint32_t>(seed);
-  k.key1 = static_cast<uint32_t>(seed >> 32);
+  k.key1 = static_cast<uint32_t>(seed >> 32) ^ (static_cast<uint32_t>(micro) * 0x9E3779B9u);
   k.sub0 = (static_cast<uint32_t>(layer_id) << 8) | (static_cast<uint32_t>(tensor_id) & 0xFFu);
   k.sub1 = static_cast<uint32_t>(step);
   return k;

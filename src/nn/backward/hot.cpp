@@ -170,12 +170,13 @@ nlohmann::json Hot::hyperparams() const { return settings_.to_json(); }
 // ---------------------------------------------------------------- helpers
 
 namespace {
-cpu::QuantParams qparams(int bits, bool stochastic, int64_t layer_id, int tensor_id) {
+cpu::QuantParams qparams(int bits, bool stochastic, int64_t layer_id, int tensor_id,
+                         int64_t micro = 0) {
   cpu::QuantParams p;
   p.qmax = quant::qmax_for_bits(bits);
   p.stochastic = stochastic;
   const RunContext& rc = run_context();
-  p.key = quant::philox_key(rc.seed, rc.step, layer_id, tensor_id);
+  p.key = quant::philox_key(rc.seed, rc.step, layer_id, tensor_id, micro);
   return p;
 }
 
@@ -187,11 +188,12 @@ struct GyQuant {
 };
 
 GyQuant quantize_grad_output(const KernelSet& k, const HotSettings& st, const cpu::HadamardKeep& keep,
-                             int64_t layer_id, bool per_token, const Tensor& g2d, bool for_gx, bool for_gw) {
+                             int64_t layer_id, int64_t micro, bool per_token, const Tensor& g2d,
+                             bool for_gx, bool for_gw) {
   const int64_t M = g2d.size(0), O = g2d.size(1), O16 = cpu::round_up16(O);
   const float* g = g2d.data<float>();
-  const cpu::QuantParams pr = qparams(st.gx_bits, true, layer_id, kGxId);
-  const cpu::QuantParams pc = qparams(kGwBits, true, layer_id, kGwId);
+  const cpu::QuantParams pr = qparams(st.gx_bits, true, layer_id, kGxId, micro);
+  const cpu::QuantParams pc = qparams(kGwBits, true, layer_id, kGwId, micro);
   GyQuant r;
   if (for_gx) r.gq = workspace({M, O16}, DType::I8);
   if (for_gx && per_token) r.row_scale = workspace({M}, DType::F32);
@@ -304,7 +306,8 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
     return out;
   }
   const KernelSet& k = settings_.emulate ? kRef : kFast;
-  const GyQuant q = quantize_grad_output(k, settings_, keep, layer_id_, lqs_ == Lqs::PerToken, g2d, want_gx, want_gw);
+  const GyQuant q =
+      quantize_grad_output(k, settings_, keep, layer_id_, next_micro(), lqs_ == Lqs::PerToken, g2d, want_gx, want_gw);
   const float* rs = q.row_scale.defined() ? q.row_scale.data<float>() : nullptr;
   // ---- g_x = (q_G q_W) · s_G(row) · s_W / 16
   if (want_gx) {
@@ -340,6 +343,17 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
 }
 
 // ---------------------------------------------------------------- LQS
+
+int64_t Hot::next_micro() {
+  const int64_t step = run_context().step;
+  if (step != draw_step_) {
+    draw_step_ = step;
+    draw_micro_ = 0;
+  } else {
+    ++draw_micro_;
+  }
+  return draw_micro_;
+}
 
 void Hot::run_lqs(const Tensor& g2d, const char* how) {
   if (lqs_ != Lqs::Undecided || !settings_.quantize) return;
@@ -505,7 +519,8 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
   const int64_t Kr = cpu::cols_out_rows(M, keep), Kn = L / 16 * keep.r;  // HLA rows: total, per image
   const Tensor g2d = g_y_tokens.view({M, O});
   if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
-  const GyQuant q = quantize_grad_output(kFast, settings_, keep, layer_id_, lqs_ == Lqs::PerToken, g2d, want_gx, want_gw);
+  const GyQuant q = quantize_grad_output(kFast, settings_, keep, layer_id_, next_micro(), lqs_ == Lqs::PerToken, g2d,
+                                         want_gx, want_gw);
   const int8_t* xq = s.tensors[0].data<int8_t>();
   const float s_in = static_cast<float>(s.scalars[0]);
   Gradients out;

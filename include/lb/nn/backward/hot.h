@@ -17,7 +17,10 @@
 //    input (1/4 of fp32) when that is smaller than the int8 HLA of the im2col tokens;
 //    backward dequantises, im2cols, applies HLA, requantises and runs the integer GEMM.
 //  - Random numbers: tensor ids 0 (G̃), 1 (Ĝ), 2 (LQS trials) of the Philox stream keyed
-//    by (run_context().seed, run_context().step, layer id) (lb/ops/quantize_formulas.h).
+//    by (run_context().seed, run_context().step, layer id, micro-batch) (lb/ops/
+//    quantize_formulas.h); micro-batch = the layer's quantised backward calls so far in this
+//    step, so gradient-accumulation micro-batches draw independently and a step's first
+//    backward draws the same whatever ran before.
 //
 // Settings (JSON, all optional): gx_bits 4|8 (4), hla_rank 1..16 (8, sequency basis),
 // hla_basis "sequency"|"lbp_triangle" (the reference code's 10-row set), lqs (true),
@@ -100,8 +103,12 @@ class Hot : public Strategy {
   Gradients backward_conv_images(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
                                  bool want_gx, bool want_gw, const ConvGeometry& cg);
 
+  // Index of this backward among the layer's quantised ones in the current step.
+  int64_t next_micro();
+
   HotSettings settings_;
   std::vector<int> rows_;  // hla_rows(settings_)
+  int64_t draw_step_ = -1, draw_micro_ = 0;
   Lqs lqs_ = Lqs::Undecided;
   double err_token_ = 0, err_tensor_ = 0;
   std::string lqs_how_;
