@@ -537,12 +537,15 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
     float* pdx = dx.data<float>();
 #pragma omp parallel
     {
-      std::vector<float> cols(static_cast<size_t>(I * L));
+      // Per-thread columns from the caching allocator (a std::vector here paid for fresh
+      // pages and a zero fill of I·L floats on every call).
+      Tensor cols_t = workspace({I, L}, DType::F32);
+      float* cols = cols_t.data<float>();
 #pragma omp for schedule(dynamic, 1)
       for (int64_t n = 0; n < N; ++n) {
         cpu::int8_gemm_f32(true, true, I, L, O16, wq.wq.data<int8_t>(), I, q.gq.data<int8_t>() + n * L * O16, O16,
-                           cols.data(), L, nullptr, alpha, false, rs ? rs + n * L : nullptr);
-        col2im(cols.data(), C, H, W, cg.kH, cg.kW, cg.args, pdx + n * chw);
+                           cols, L, nullptr, alpha, false, rs ? rs + n * L : nullptr);
+        col2im(cols, C, H, W, cg.kH, cg.kW, cg.args, pdx + n * chw);
       }
     }
     out.grad_input = dx;  // (N, C, H, W): strategy_conv2d takes it as is
