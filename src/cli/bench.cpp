@@ -99,6 +99,9 @@ std::string summary(const nlohmann::json& r) {
   if (r.contains("optimizer_ms")) os << ", optimizer " << r.value("optimizer_ms", 0.0) << " ms";
   os << ")";
   if (r.contains("gflops")) os << ", " << std::setprecision(1) << r.value("gflops", 0.0) << " GFLOP/s";
+  if (r.contains("vanilla_equivalent_gflops"))
+    os << ", " << std::setprecision(1) << r.value("vanilla_equivalent_gflops", 0.0)
+       << " vanilla-equivalent GFLOP/s";
   if (r.contains("peak_bytes"))
     os << ", peak " << std::setprecision(1) << r.value("peak_bytes", int64_t{0}) / (1024.0 * 1024.0) << " MiB";
   os << ", saved "
