@@ -13,7 +13,6 @@
 namespace lb::cli {
 
 nlohmann::json bench_bert_mini(const BenchOptions& opt) {
-  require_vanilla("bert_mini", opt);
   constexpr int64_t kB = 32, kT = 128;
   models::BertConfig c;
   c.hidden_size = 256;
@@ -24,6 +23,7 @@ nlohmann::json bench_bert_mini(const BenchOptions& opt) {
   manual_seed(0);
   models::BertForSequenceClassification model(c);
   model.train();
+  const StrategyList strategies = apply_bench_strategy(model, opt);
 
   std::mt19937_64 rng(0);
   std::vector<int64_t> ids(kB * kT), labels(kB);
@@ -35,14 +35,16 @@ nlohmann::json bench_bert_mini(const BenchOptions& opt) {
 
   optim::Adam adamw(optim::single_group(model.named_parameters(), 1e-4, 0.01));
   const TrainStepTimes t = time_train_steps(
-      opt, [&] { return model.forward(input_ids, Tensor(), keep, label_t).loss; }, adamw);
+      opt, [&] { return model.forward(input_ids, Tensor(), keep, label_t).loss; }, adamw,
+      strategies);
   return train_step_json(
       "bert_mini", opt, t, model.num_parameters(),
       {{"model", {{"layers", c.num_hidden_layers}, {"hidden", c.hidden_size},
                   {"heads", c.num_attention_heads}, {"ffn", c.intermediate_size},
                   {"vocab", c.vocab_size}, {"dropout", c.hidden_dropout_prob}}},
        {"batch", {{"B", kB}, {"T", kT}}},
-       {"optimizer", "adamw"}});
+       {"optimizer", "adamw"}},
+      strategies);
 }
 
 }  // namespace lb::cli

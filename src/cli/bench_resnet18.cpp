@@ -13,7 +13,6 @@
 namespace lb::cli {
 
 nlohmann::json bench_resnet18(const BenchOptions& opt) {
-  require_vanilla("resnet18", opt);
   constexpr int64_t kB = 64, kHW = 32;
   models::ResNetConfig c;
   c.depth = 18;
@@ -22,6 +21,7 @@ nlohmann::json bench_resnet18(const BenchOptions& opt) {
   manual_seed(0);
   models::ResNet model(c);
   model.train();
+  const StrategyList strategies = apply_bench_strategy(model, opt);
 
   Tensor images = Tensor::empty({kB, 3, kHW, kHW});
   nn::init::normal_(images, 0.0, 1.0);
@@ -34,11 +34,12 @@ nlohmann::json bench_resnet18(const BenchOptions& opt) {
   so.momentum = 0.9;
   optim::SGD sgd(optim::single_group(model.named_parameters(), 0.1, 5e-4), so);
   const TrainStepTimes t =
-      time_train_steps(opt, [&] { return model.forward(images, label_t).loss; }, sgd);
+      time_train_steps(opt, [&] { return model.forward(images, label_t).loss; }, sgd, strategies);
   return train_step_json("resnet18", opt, t, model.num_parameters(),
                          {{"model", {{"depth", 18}, {"cifar_stem", true}, {"classes", 10}}},
                           {"batch", {{"B", kB}, {"image", kHW}}},
-                          {"optimizer", "sgd_momentum"}});
+                          {"optimizer", "sgd_momentum"}},
+                         strategies);
 }
 
 }  // namespace lb::cli

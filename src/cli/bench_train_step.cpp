@@ -3,25 +3,44 @@
 
 #include <sys/resource.h>
 
+#include <chrono>
+
 #include "lb/autograd/node.h"
 #include "lb/core/allocator.h"
+#include "lb/nn/backward/accounting.h"
+#include "lb/nn/backward/calibration.h"
+#include "lb/nn/backward/policy.h"
+#include "src/cli/bench_strategy.h"
 #include "src/cli/commands.h"
 
 namespace lb::cli {
 
-void require_vanilla(const std::string& workload, const BenchOptions& opt) {
-  if (opt.strategy != "vanilla" || opt.rank != 0)
-    throw UsageError(workload + " runs the vanilla backward only (got --strategy " + opt.strategy +
-                     (opt.rank ? " --rank " + std::to_string(opt.rank) : std::string()) +
-                     "); strategies are benchmarked per layer by linear_bwd and conv_bwd");
+StrategyList apply_bench_strategy(nn::Module& model, const BenchOptions& opt) {
+  if (opt.strategy == "vanilla" && opt.rank == 0) return {};
+  std::string where = "--strategy " + opt.strategy;
+  if (opt.rank > 0) where += " --rank " + std::to_string(opt.rank);
+  nlohmann::json settings = bench_strategy_spec(opt);
+  settings.erase("type");
+  const auto policy =
+      nn::backward::Policy::from_json({{"strategies", {{opt.strategy, settings}}}}, where);
+  return policy.apply(model, opt.strategy);
 }
 
 TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Tensor()>& forward,
-                                optim::Optimizer& optimizer) {
+                                optim::Optimizer& optimizer, const StrategyList& strategies) {
   std::vector<double> fwd, bwd, upd, step;
   TrainStepTimes r;
+  nn::backward::Calibrator calibrator(strategies);
   optimizer.zero_grad();
   for (int it = 0; it < opt.warmup + opt.iters; ++it) {
+    nn::backward::run_context().step = it;
+    if (!strategies.empty()) {  // untimed: forward + backward passes without optimizer steps
+      const auto c0 = BenchClock::now();
+      if (calibrator.calibrate(it, [&](int64_t) { forward().backward(); }, [&] { optimizer.zero_grad(); })) {
+        r.calibration_ms += ms_since(c0, BenchClock::now());
+        ++r.calibrations;
+      }
+    }
     if (it == opt.warmup) cpu_allocator().reset_peak();
     const auto t0 = BenchClock::now();
     Tensor loss = forward();
@@ -57,7 +76,7 @@ TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Ten
 
 nlohmann::json train_step_json(const std::string& workload, const BenchOptions& opt,
                                const TrainStepTimes& t, int64_t parameters,
-                               const nlohmann::json& extra) {
+                               const nlohmann::json& extra, const StrategyList& strategies) {
   nlohmann::json j = {{"workload", workload},
                       {"strategy", opt.strategy},
                       {"framework", "leanback"},
@@ -76,6 +95,12 @@ nlohmann::json train_step_json(const std::string& workload, const BenchOptions& 
                       {"parameters", parameters},
                       {"threads", bench_threads()}};
   j.update(extra);
+  if (!strategies.empty()) {
+    j["strategy_spec"] = bench_strategy_spec(opt);
+    j["calibrations"] = t.calibrations;
+    j["calibration_ms"] = t.calibration_ms;
+    j["accounting"] = nn::backward::accounting_report(strategies)["total"];
+  }
   return j;
 }
 

@@ -4,13 +4,24 @@
 // last timed step (the graph is identical every step); the allocator's peak is reset after
 // the warm-up, so it is the peak of steady-state steps (parameters, gradients and optimizer
 // state included, as they are resident).
+//
+// --strategy S [--rank N] (anything but plain vanilla) assigns backward strategies as a run
+// override of the default Policy: every trainable, compressible Linear/Conv2d (heads, pooler
+// and embeddings excluded, lb/nn/backward/policy.h) gets {"type": S, "rank": N}, the others
+// run vanilla. Calibrations (INSTANT's bases at step 0, HOT's quantiser choice) run through
+// the Calibrator before the step that needs them, outside the timed phases, and are reported
+// apart; each step sets run_context().step (HOT's random streams).
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "lb/core/tensor.h"
+#include "lb/nn/backward/strategy.h"
+#include "lb/nn/module.h"
 #include "lb/optim/optimizer.h"
 #include "src/cli/bench_workloads.h"
 
@@ -23,18 +34,24 @@ struct TrainStepTimes {
   nlohmann::json peak_by_tag;   // per-tag peaks (parameter, gradient, optimizer, saved, ...)
   int64_t cached_bytes = 0;     // freed blocks the allocator keeps for reuse, after the steps
   int64_t peak_rss_bytes = 0;   // the process's peak resident set (as the PyTorch twins report)
+  double calibration_ms = 0;    // untimed calibration passes, in total
+  int64_t calibrations = 0;
 };
 
-// Model workloads measure the vanilla backward; other --strategy/--rank values are a usage error.
-void require_vanilla(const std::string& workload, const BenchOptions& opt);
+using StrategyList = std::vector<std::shared_ptr<nn::backward::Strategy>>;
+
+// The strategies for `model` under --strategy/--rank (empty for plain vanilla: the plain ops,
+// what the PyTorch twins measure). Bad names/ranks fail with the flag in the message.
+StrategyList apply_bench_strategy(nn::Module& model, const BenchOptions& opt);
 
 // `forward` runs the model on the workload's fixed batch and returns the scalar loss.
 TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Tensor()>& forward,
-                                optim::Optimizer& optimizer);
+                                optim::Optimizer& optimizer, const StrategyList& strategies = {});
 
-// The JSON line every model workload prints (extra fields are merged in).
+// The JSON line every model workload prints (extra fields are merged in); with strategies,
+// also their settings and the accounting totals (paper metrics and measured backward cost).
 nlohmann::json train_step_json(const std::string& workload, const BenchOptions& opt,
                                const TrainStepTimes& t, int64_t parameters,
-                               const nlohmann::json& extra);
+                               const nlohmann::json& extra, const StrategyList& strategies = {});
 
 }  // namespace lb::cli

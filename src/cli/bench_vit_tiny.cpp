@@ -13,7 +13,6 @@
 namespace lb::cli {
 
 nlohmann::json bench_vit_tiny(const BenchOptions& opt) {
-  require_vanilla("vit_tiny", opt);
   constexpr int64_t kB = 64;
   models::ViTConfig c;
   c.image_size = 32;
@@ -26,6 +25,7 @@ nlohmann::json bench_vit_tiny(const BenchOptions& opt) {
   manual_seed(0);
   models::ViTForImageClassification model(c);
   model.train();
+  const StrategyList strategies = apply_bench_strategy(model, opt);
 
   Tensor pixels = Tensor::empty({kB, 3, c.image_size, c.image_size});
   nn::init::normal_(pixels, 0.0, 1.0);
@@ -36,14 +36,15 @@ nlohmann::json bench_vit_tiny(const BenchOptions& opt) {
 
   optim::Adam adamw(optim::single_group(model.named_parameters(), 1e-4, 0.01));
   const TrainStepTimes t =
-      time_train_steps(opt, [&] { return model.forward(pixels, label_t).loss; }, adamw);
+      time_train_steps(opt, [&] { return model.forward(pixels, label_t).loss; }, adamw, strategies);
   return train_step_json(
       "vit_tiny", opt, t, model.num_parameters(),
       {{"model", {{"layers", c.num_hidden_layers}, {"hidden", c.hidden_size},
                   {"heads", c.num_attention_heads}, {"ffn", c.intermediate_size},
                   {"patch", c.patch_size}, {"image", c.image_size}}},
        {"batch", {{"B", kB}}},
-       {"optimizer", "adamw"}});
+       {"optimizer", "adamw"}},
+      strategies);
 }
 
 }  // namespace lb::cli
