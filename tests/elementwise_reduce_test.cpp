@@ -1,6 +1,10 @@
 // Finite-difference checks (f64) for the elementwise ops and reductions, plus error cases.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
+#include "lb/autograd/node.h"
 #include "lb/ops.h"
 #include "testing/testing.h"
 
@@ -34,6 +38,35 @@ TEST(Gradcheck, Unary) {
   // relu away from the kink at 0.
   Tensor off = add(x, mul_scalar(Tensor::from_vector<double>({1.0}, {1}), 0.0));
   EXPECT_TRUE(testing::gradcheck([](auto& v) { return relu(v[0]); }, {add_scalar(pos, -1.0)}));
+}
+
+TEST(Relu, SavesABitMaskAndMatchesTheDefinition) {
+  // Lengths around the 16-lane vector body and the 8-element mask bytes, a non-contiguous
+  // input (every second element of a leaf), NaN (-> 0, as x > 0 ? x : 0), and an exact zero
+  // (gradient 0 at the kink).
+  for (const int64_t n : {1, 7, 8, 15, 16, 17, 37, 100000}) {
+    for (const DType dt : {DType::F32, DType::F64}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << " " << dtype_name(dt));
+      std::vector<double> base = testing::randn({n, 2}, 40 + n).to_double_vector();
+      if (n > 3) base[2 * 3 + 1] = 0.0;
+      if (n > 5) base[2 * 5 + 1] = std::nan("");
+      Tensor leaf = Tensor::from_vector(base, {n, 2}).to(dt).set_requires_grad();
+      const Tensor g = testing::randn({n}, 50 + n, dt);
+      ASSERT_EQ(autograd::saved_bytes(), 0);
+      const Tensor y = relu(leaf.select(1, 1));
+      EXPECT_EQ(autograd::saved_bytes(), (n + 7) / 8);  // the mask, not the output
+      y.backward(g);
+      const std::vector<double> yv = y.to_double_vector(), gv = g.to_double_vector(),
+                                dv = leaf.grad().to_double_vector();
+      for (int64_t i = 0; i < n; ++i) {
+        const double xi = base[2 * i + 1];
+        const bool pos = xi > 0;
+        ASSERT_EQ(yv[i], pos ? static_cast<double>(dt == DType::F32 ? static_cast<float>(xi) : xi) : 0.0) << i;
+        ASSERT_EQ(dv[2 * i + 1], pos ? gv[i] : 0.0) << i;
+        ASSERT_EQ(dv[2 * i], 0.0) << i;
+      }
+    }
+  }
 }
 
 TEST(Gradcheck, BinaryBroadcast) {

@@ -287,10 +287,7 @@ Tensor sigmoid(const Tensor& a) {
                   [](auto x) { return 1.0 / (1.0 + std::exp(-x)); },
                   [](auto y) { return y * (1.0 - y); });
 }
-Tensor relu(const Tensor& a) {
-  return unary_op(a, "relu", SaveKind::Output, [](auto x) { return x > 0 ? x : decltype(x)(0); },
-                  [](auto y) { return y > 0 ? 1.0 : 0.0; });
-}
+// relu: src/ops/relu.cpp (saves a bit mask, not the output).
 
 Tensor gelu(const Tensor& a, GeluApprox approx) {
   constexpr double kInvSqrt2 = 0.70710678118654752440;
