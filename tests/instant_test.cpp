@@ -235,6 +235,38 @@ TEST(Instant, LowRankConvMatchesDefinition) {
   }
 }
 
+TEST(Instant, ConvCalibrationFromImagesEqualsTheTokenView) {
+  // A conv calibrates from each image's im2col columns and its output-gradient image; a Linear
+  // calibrated on the same data as tokens (N, L, I) / (N, L, O) must get the same bases:
+  // equal projectors PᵀP and QᵀQ (sign-free) and ranks, on both axes.
+  for (const char* axis : {"token", "channel"}) {
+    SCOPED_TRACE(axis);
+    Conv2dArgs a;
+    a.padding = {1, 1};
+    a.stride = {2, 2};
+    ConvGeometry cg;
+    const int64_t N = 3, C = 4, HW = 9, O = 6, Ho = 5, L = Ho * Ho, I = C * 9;
+    cg.x_shape = {N, C, HW, HW};
+    cg.kH = cg.kW = 3;
+    cg.args = a;
+    cg.Ho = cg.Wo = Ho;
+    const nlohmann::json spec = {{"axis", axis}, {"epsilon", 0.9}, {"oversampling", 1}, {"gram_dtype", "f64"}};
+    auto conv = instant(spec), lin = instant(spec);
+    const Tensor w = testing::randn({O, C, 3, 3}, 1), b = testing::randn({O}, 2);
+    const Tensor x = testing::randn(cg.x_shape, 3), g = testing::randn({N, O, Ho, Ho}, 4);
+    calibrate(conv, [&] { run_conv(conv, x, w, b, g, a); });
+    EXPECT_EQ(conv->report()["calibration"]["backward_calls"], 1);  // counted as calibration
+    const Tensor X = conv_to_tokens(x, cg), G = g.reshape({N, O, L}).transpose(1, 2).contiguous();
+    calibrate(lin, [&] { run_linear(lin, X, w.reshape({O, I}), b, G); });
+    for (const auto& [cb, lb] : {std::pair{&conv->x_basis(), &lin->x_basis()}, std::pair{&conv->g_basis(), &lin->g_basis()}}) {
+      ASSERT_EQ(cb->choice.rank, lb->choice.rank);
+      ASSERT_EQ(cb->token_axis, lb->token_axis);
+      EXPECT_TRUE(testing::all_close(matmul(cb->proj, cb->proj, true, false), matmul(lb->proj, lb->proj, true, false),
+                                     1e-9, 1e-11));
+    }
+  }
+}
+
 // A symmetric (n, n) matrix with eigenvalues `lambda` and random orthonormal eigenvectors V.
 std::pair<Tensor, Tensor> gram_with_spectrum(const std::vector<double>& lambda, uint64_t seed) {
   const int64_t n = static_cast<int64_t>(lambda.size());

@@ -109,9 +109,15 @@ Gradients Strategy::backward_conv_image(const SavedState& s, const Tensor& g_y, 
     Gradients r;
     r.grad_input = g.grad_input;  // already the image gradient (N, C, H, W)
     if (want_gw) r.grad_weight = g.grad_weight.view({w2d.size(0), w2d.size(1)});
-    ++calls_;
-    backward_ms_ +=
+    const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (calibrating_) {
+      ++calib_calls_;
+      calib_backward_ms_ += ms;
+    } else {
+      ++calls_;
+      backward_ms_ += ms;
+    }
     return r;
   }
   const int64_t N = g_y.size(0), O = g_y.size(1), L = cg.Ho * cg.Wo;

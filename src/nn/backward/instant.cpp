@@ -9,6 +9,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -17,6 +18,7 @@
 #include "lb/core/dispatch.h"
 #include "lb/ops/linalg.h"
 #include "src/cpu/blas_config.h"
+#include "src/cpu/gemm.h"
 #include "src/cpu/lowrank.h"
 
 namespace lb::nn::backward {
@@ -51,19 +53,13 @@ std::vector<T*> row_bases(T* base, int64_t R, int64_t B, int64_t C) {
   return rows;
 }
 
-// sum += alpha · Σ_b op(t_b) op(t_b)ᵀ (upper triangle), BLAS syrk.
-inline void syrk(bool trans, int64_t n, int64_t k, double alpha, const float* a, int64_t lda,
-                 float* c) {
-  const cpu::BlasThreads threads;  // OpenBLAS is single-threaded otherwise (blas_config.h)
-  cblas_ssyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, static_cast<int>(n),
-              static_cast<int>(k), static_cast<float>(alpha), a, static_cast<int>(lda), 1.0f, c,
-              static_cast<int>(n));
-}
-inline void syrk(bool trans, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-                 double* c) {
-  const cpu::BlasThreads threads;
-  cblas_dsyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, static_cast<int>(n),
-              static_cast<int>(k), alpha, a, static_cast<int>(lda), 1.0, c, static_cast<int>(n));
+// c (n, n) += alpha · op(a) op(a)ᵀ with op(a) (n, k): the whole square, by cpu::gemm (our
+// AVX-512 kernel split over the OpenMP threads). BLAS syrk would do half the FLOPs, but only
+// with OpenBLAS's AVX2 kernels here and its own thread pool, which fought the OpenMP workers
+// (libgomp spin and sched_yield took half of a calibration's samples).
+template <typename T>
+inline void syrk(bool trans, int64_t n, int64_t k, double alpha, const T* a, int64_t lda, T* c) {
+  cpu::gemm(trans, !trans, n, n, k, static_cast<T>(alpha), a, lda, a, lda, T(1), c, n);
 }
 
 nlohmann::json basis_json(const Instant::Basis& b) {
@@ -248,9 +244,8 @@ void Instant::begin_calibration_impl() {
   g_acc_ = GramAccumulator();
 }
 
-void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const char* what) {
-  const auto t0 = Clock::now();
-  const int64_t B = t.size(0), L = t.size(1), C = t.size(2);
+bool Instant::gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape& shape,
+                        const char* what) {
   const bool token = acc.batches > 0 ? acc.token_axis : pick_token_axis(L, C);
   const int64_t n = token ? L : C;
   if (acc.batches == 0) {
@@ -260,8 +255,16 @@ void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const char* what
   }
   LB_CHECK(acc.n == n, "instant (", layer_name_, "): calibration batches disagree on the ", what,
            " ", token ? "token" : "channel", " axis size (", acc.n, " then ", n, " from ",
-           shape_str(t.shape()), "). HINT: the token axis needs a fixed sequence length; pad to "
+           shape_str(shape), "). HINT: the token axis needs a fixed sequence length; pad to "
            "max_seq_len or set \"axis\": \"channel\"");
+  return token;
+}
+
+void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const char* what) {
+  const auto t0 = Clock::now();
+  const int64_t B = t.size(0), L = t.size(1), C = t.size(2);
+  const bool token = gram_axis(acc, L, C, t.shape(), what);
+  const int64_t n = token ? L : C;
   if (B == 0 || L == 0 || C == 0) return;
   NoGradGuard no_grad;
   const Tensor tc = detail::contiguous_nograd(as_dtype(t, settings_.gram_dtype));
@@ -274,6 +277,51 @@ void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const char* what
       for (int64_t b = 0; b < B; ++b) syrk(false, L, C, alpha, p + b * L * C, C, s);  // x_b x_bᵀ
     } else {
       syrk(true, C, B * L, alpha, p, C, s);  // Σ_b x_bᵀ x_b = XᵀX
+    }
+  });
+  ++acc.batches;
+  calib_flops_ += static_cast<double>(B) * static_cast<double>(n) * static_cast<double>(n + 1) *
+                  static_cast<double>(token ? C : L);
+  calib_ms_ += ms_since(t0);
+}
+
+void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int64_t C,
+                                 const std::function<Tensor(int64_t)>& columns, const char* what) {
+  const auto t0 = Clock::now();
+  const bool token = gram_axis(acc, L, C, {B, C, L}, what);
+  const int64_t n = token ? L : C;
+  if (B == 0 || L == 0 || C == 0) return;
+  NoGradGuard no_grad;
+  detail::dispatch_float(settings_.gram_dtype, "instant calibration", [&](auto tag) {
+    using T = decltype(tag);
+    T* s = acc.sum.data<T>();
+    const double alpha = 1.0 / static_cast<double>(B);
+    if (token) {  // x_b x_bᵀ = colsᵀ cols (L, L), one image at a time
+      for (int64_t b = 0; b < B; ++b) syrk(true, L, C, alpha, columns(b).data<T>(), L, s);
+      return;
+    }
+    // Channel axis: Σ_b cols_b cols_bᵀ (C, C) = W Wᵀ with W the images' columns side by side.
+    // Every syrk call rewrites the (C, C) triangle, so images go in chunks at least ~2048
+    // columns wide (a 4×4 stage has L = 16 and C up to 4608), within ~64 MiB of W.
+    const int64_t by_width = (2048 + L - 1) / L;
+    const int64_t by_bytes = std::max<int64_t>(1, (int64_t{64} << 20) / (C * L * static_cast<int64_t>(sizeof(T))));
+    const int64_t nb = std::clamp<int64_t>(std::min(by_width, by_bytes), 1, B);
+    Tensor wide = nb > 1 ? Tensor::empty({C, nb * L}, settings_.gram_dtype, Device::cpu(), MemTag::Workspace)
+                         : Tensor();
+    for (int64_t b0 = 0; b0 < B; b0 += nb) {
+      const int64_t m = std::min(nb, B - b0);
+      if (nb == 1) {
+        syrk(false, C, L, alpha, columns(b0).data<T>(), L, s);
+        continue;
+      }
+      T* pw = wide.data<T>();
+      for (int64_t k = 0; k < m; ++k) {
+        const Tensor cols = columns(b0 + k);
+        const T* pc = cols.data<T>();
+        for (int64_t r = 0; r < C; ++r)
+          std::copy(pc + r * L, pc + (r + 1) * L, pw + r * m * L + k * L);
+      }
+      syrk(false, C, m * L, alpha, pw, m * L, s);
     }
   });
   ++acc.batches;

@@ -34,7 +34,21 @@ Tensor in_dtype(const Tensor& t, DType dt) {
 SavedState Instant::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
   const int64_t N = x.size(0), L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
   const LayerGeometry g{N, L, I, O};
-  if (calibrating_) return Strategy::save_conv(x, w2d, cg);  // tokens: the Gram statistics
+  if (calibrating_) {
+    // The Gram statistics straight from each image's im2col columns (C·kH·kW, L), then the
+    // exact image state (no (N, L, I) token view, no token-path backward).
+    const int64_t C = x.size(1), H = x.size(2), W = x.size(3);
+    const Tensor xc = in_dtype(x, settings_.gram_dtype);
+    Tensor cols = Tensor::empty({I, L}, settings_.gram_dtype, Device::cpu(), MemTag::Workspace);
+    accumulate_columns(x_acc_, N, L, I, [&](int64_t b) {
+      detail::dispatch_float(settings_.gram_dtype, "instant calibration", [&](auto tag) {
+        using T = decltype(tag);
+        im2col(xc.data<T>() + b * C * H * W, C, H, W, cg.kH, cg.kW, cg.args, cols.data<T>());
+      });
+      return cols;
+    }, "input");
+    return save_conv_exact(x, w2d, cg);
+  }
   if (!compresses(g)) {  // exact: keep the image itself, not its kH·kW times larger tokens
     if (calibrations_ > 0) ++fallback_calls_;
     return save_conv_exact(x, w2d, cg);
@@ -55,6 +69,13 @@ SavedState Instant::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeom
 
 Gradients Instant::backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
                                        bool want_gx, bool want_gw, const ConvGeometry& cg) {
+  if (calibrating_ && s.conv_image) {  // output-gradient Gram from the image (N, O, L) as is
+    const int64_t N = g_y.size(0), O = g_y.size(1), L = g_y.size(2) * g_y.size(3);
+    const Tensor gc = in_dtype(g_y, settings_.gram_dtype);
+    accumulate_columns(g_acc_, N, L, O, [&](int64_t b) { return gc.select(0, b).reshape({O, L}); },
+                       "output-gradient");
+    return Strategy::backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg);
+  }
   const bool image_x = !s.exact && s.scalars.size() == 2 && s.scalars[1] == kImageLayout;
   if (s.exact || calibrating_ || (!image_x && g_basis_.token_axis))
     return Strategy::backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg);

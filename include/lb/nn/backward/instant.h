@@ -41,6 +41,7 @@
 //                      its bytes (e.g. near-full ranks from a flat spectrum): little to gain,
 //                      accuracy to lose. false keeps any rank low-rank (lossless tests).
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "lb/core/json_reader.h"
@@ -145,7 +146,16 @@ class Instant : public Strategy {
     Tensor sum;  // (n, n) gram_dtype, upper triangle filled
   };
   bool pick_token_axis(int64_t L, int64_t C) const;
+  // Adds the B samples of tokens t (B, L, C).
   void accumulate(GramAccumulator& acc, const Tensor& t, const char* what);
+  // Adds B samples given transposed, as columns (C, L) each (a conv's im2col columns or its
+  // output-gradient image): the same Gram without building the (B, L, C) token view.
+  // columns(b) returns sample b's (C, L) matrix, contiguous, in gram_dtype.
+  void accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int64_t C,
+                          const std::function<Tensor(int64_t)>& columns, const char* what);
+  // Sets up acc on its first batch (axis choice, zeroed sum) and checks later ones agree;
+  // returns whether the token axis is used.
+  bool gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape& shape, const char* what);
   static bool basis_fits(const Basis& b, int64_t L, int64_t C);
 
   Settings settings_;
