@@ -7,7 +7,6 @@
 //   g_w = Z1ᵀ x̂ (contraction over R_x·B),  Ĝ_x = Z2 w (R_y·B, I),  g_x,b = Qᵀ Ĝ_x[:, b, :].
 #include "lb/nn/backward/instant.h"
 
-#include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,7 +16,6 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/linalg.h"
-#include "src/cpu/blas_config.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/lowrank.h"
 
