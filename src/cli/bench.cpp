@@ -124,8 +124,23 @@ std::string summary(const nlohmann::json& r) {
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
+  const auto is_help = [](const std::string& a) { return a == "-h" || a == "--help" || a == "help"; };
+  if (!args.empty() && (is_help(args[0]) ||
+                        (args.size() > 1 && is_help(args[1]) && args[0] != "gemm"))) {
+    std::cout << "usage: leanback bench WORKLOAD [--strategy S] [--rank N] [--iters N] "
+                 "[--warmup N] [--json]\n"
+                 "  --strategy vanilla|instant|hot  backward of every compressible Linear/Conv2d "
+                 "(default vanilla)\n"
+                 "  --rank N                        INSTANT's fixed R_x = R_y\n"
+                 "workloads:\n";
+    for (const auto& w : bench_workloads())
+      std::cout << "  " << std::left << std::setw(11) << w.name << w.description << "\n";
+    std::cout << "  " << std::left << std::setw(11) << "gemm"
+              << "float GEMM GFLOP/s, ours vs OpenBLAS (own flags: --m --n --k --ta --tb --threads)\n";
+    return 0;
+  }
   if (args.empty() || args[0].rfind("--", 0) == 0)
-    throw UsageError("bench needs a workload first (" + workload_names() + ")");
+    throw UsageError("bench needs a workload first (" + workload_names() + "); leanback bench --help");
   const std::string& name = args[0];
   if (name == "gemm") return cmd_bench_gemm(args);  // its own flags (bench_gemm.cpp)
   for (const auto& w : bench_workloads()) {
