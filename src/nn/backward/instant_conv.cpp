@@ -17,6 +17,7 @@
 #include "lb/nn/backward/instant.h"
 #include "lb/ops/conv.h"
 #include "lb/ops/linalg.h"
+#include "src/cpu/gemm_serial.h"
 #include "src/cpu/lowrank.h"
 
 namespace lb::nn::backward {
@@ -53,8 +54,34 @@ SavedState Instant::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeom
     if (calibrations_ > 0) ++fallback_calls_;
     return save_conv_exact(x, w2d, cg);
   }
-  if (x_basis_.token_axis) return Strategy::save_conv(x, w2d, cg);
   last_geom_ = g;
+  if (x_basis_.token_axis) {
+    // x̂ (R_x, N, I) with x̂[:, n, :] = P x_n = P im2col(x_n)ᵀ, the Linear layout, image by
+    // image from a per-thread (I, L) column buffer: no (N, L, I) token view, no transpose.
+    const Tensor P = in_dtype(x_basis_.proj, x.dtype());
+    const Tensor xc = detail::contiguous_nograd(x);
+    const int64_t Rx = P.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+    Tensor xh = Tensor::empty({Rx, N, I}, x.dtype());
+    detail::dispatch_float(x.dtype(), "instant conv save", [&](auto tag) {
+      using T = decltype(tag);
+#pragma omp parallel if (N > 1)
+      {
+        Tensor cols = Tensor::empty({I, L}, x.dtype(), Device::cpu(), MemTag::Workspace);
+#pragma omp for schedule(dynamic)
+        for (int64_t n = 0; n < N; ++n) {
+          im2col(xc.data<T>() + n * C * H * W, C, H, W, cg.kH, cg.kW, cg.args, cols.data<T>());
+          cpu::gemm_serial(false, true, Rx, I, L, T(1), P.data<T>(), L, cols.data<T>(), L, T(0),
+                           xh.data<T>() + n * I, N * I);
+        }
+      }
+    });
+    SavedState s;
+    s.geom = g;
+    s.scalars = {static_cast<double>(generation_)};
+    s.tensors = {xh};
+    last_saved_bytes_ = static_cast<int64_t>(xh.nbytes());
+    return s;
+  }
   const Tensor P = in_dtype(x_basis_.proj, x.dtype());
   const int64_t Rx = P.size(0), C = x.size(1);
   NoGradGuard no_grad;
@@ -76,79 +103,86 @@ Gradients Instant::backward_conv_image(const SavedState& s, const Tensor& g_y, c
                        "output-gradient");
     return Strategy::backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg);
   }
-  const bool image_x = !s.exact && s.scalars.size() == 2 && s.scalars[1] == kImageLayout;
-  if (s.exact || calibrating_ || (!image_x && g_basis_.token_axis))
-    return Strategy::backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg);
+  if (s.exact || calibrating_) return Strategy::backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg);
+  // Saved x̂: (N, R_x, L) on the channel axis (image layout), (R_x, N, I) on the token axis.
+  const bool image_x = s.scalars.size() == 2 && s.scalars[1] == kImageLayout;
+  LB_CHECK(image_x == !x_basis_.token_axis, "instant (", layer_name_, "): saved state layout ",
+           "does not match the input basis axis");
   LB_CHECK(static_cast<int64_t>(s.scalars[0]) == generation_, "instant (", layer_name_,
            "): the bases changed between this forward and its backward. HINT: run calibration "
            "only between optimizer steps, after every pending backward");
+  const auto t0 = std::chrono::steady_clock::now();
   const int64_t N = cg.x_shape[0], C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3];
-  // (w2d is undefined when no g_x is wanted: the node keeps w only for g_x.)
+  // (w2d is undefined when no g_x is wanted.)
   const int64_t L = cg.Ho * cg.Wo, I = s.geom.I, O = g_y.size(1);
   const DType dt = g_y.dtype();
-  Gradients out;
-
-  // Parts that need the token view: g_w with x on the token axis, g_x with g_y on it.
-  const bool gw_tokens = want_gw && !image_x, gx_tokens = want_gx && g_basis_.token_axis;
-  bool counted = false;
-  if (gw_tokens || gx_tokens) {
-    const Tensor gt = detail::contiguous_nograd(g_y.reshape({N, O, L}).transpose(1, 2));
-    Gradients t = Strategy::backward(s, gt, w2d, gx_tokens, gw_tokens);  // timed and counted there
-    counted = true;
-    out.grad_input = t.grad_input;  // tokens; strategy_conv2d folds them back
-    out.grad_weight = t.grad_weight;
-    out.grad_bias = t.grad_bias;
-  }
-  const bool gw_image = want_gw && image_x, gx_image = want_gx && !g_basis_.token_axis;
-  if (!gw_image && !gx_image) return out;
-
-  const auto t0 = std::chrono::steady_clock::now();
-  const bool sum_bias = !out.grad_bias.defined();
-  const Tensor P = gw_image ? in_dtype(x_basis_.proj, dt) : Tensor();
-  const Tensor Q = gx_image ? in_dtype(g_basis_.proj, dt) : Tensor();
-  const int64_t Rx = gw_image ? P.size(0) : 0, Ry = gx_image ? Q.size(0) : 0;
-  const Tensor W2 = gx_image ? detail::contiguous_nograd(matmul(Q, w2d)) : Tensor();  // (R_y, I)
-  Tensor dx = gx_image ? Tensor::zeros(cg.x_shape, dt) : Tensor();
-  Tensor gwr = gw_image ? Tensor::zeros({O, Rx}, dt) : Tensor();  // Σ_n g_n X̂_nᵀ
-  Tensor gb = sum_bias ? Tensor::zeros({O}, dt) : Tensor();
+  const bool x_token = !image_x, g_token = g_basis_.token_axis;
+  const Tensor P = want_gw ? in_dtype(x_basis_.proj, dt) : Tensor();  // (R_x, I) or (R_x, L)
+  const Tensor Q = want_gx ? in_dtype(g_basis_.proj, dt) : Tensor();  // (R_y, O) or (R_y, L)
+  const int64_t Rx = want_gw ? P.size(0) : 0, Ry = want_gx ? Q.size(0) : 0;
+  // Channel-axis g: W2 = Q w (R_y, I) is shared by every image.
+  const Tensor W2 = want_gx && !g_token ? detail::contiguous_nograd(matmul(Q, w2d)) : Tensor();
+  const Tensor wc = want_gx && g_token ? detail::contiguous_nograd(w2d) : Tensor();
+  Tensor dx = want_gx ? Tensor::zeros(cg.x_shape, dt) : Tensor();
+  Tensor gb = Tensor::zeros({O}, dt);
+  // g_w's core: channel x, Σ_n g_n X̂_nᵀ (O, R_x), then · P; token x, A (O, R_x·N) with
+  // A[:, r·N + n] = (g_n Pᵀ)[:, r], then · x̂ viewed (R_x·N, I).
+  Tensor gwr = want_gw && !x_token ? Tensor::zeros({O, Rx}, dt) : Tensor();
+  Tensor A = want_gw && x_token ? Tensor::empty({O, Rx * N}, dt) : Tensor();
   const int64_t nt = N > 1 ? omp_get_max_threads() : 1;
   detail::dispatch_float(dt, "instant conv backward", [&](auto tag) {
     using T = decltype(tag);
     const T* pg = g_y.data<T>();
-    const T* pxh = gw_image ? s.tensors.at(0).data<T>() : nullptr;
-    // Per-thread partial sums of g_w's (O, R_x) core and of g_b.
+    const T* pxh = want_gw ? s.tensors.at(0).data<T>() : nullptr;
+    // Per-thread partial sums of the channel-axis g_w core and of g_b.
     std::vector<T> part_w(static_cast<size_t>(nt * O * Rx), T(0)), part_b(static_cast<size_t>(nt * O), T(0));
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
       const int64_t tid = omp_get_thread_num();
-      std::vector<T> tt(static_cast<size_t>(Ry * L)), cols(static_cast<size_t>(gx_image ? I * L : 0));
+      std::vector<T> tt(static_cast<size_t>(Ry * std::max(L, O))), cols(static_cast<size_t>(want_gx ? I * L : 0));
+      std::vector<T> z(static_cast<size_t>(want_gx && g_token ? Ry * I : 0));
+      std::vector<T> u(static_cast<size_t>(want_gw && x_token ? O * Rx : 0));
       std::vector<T*> trows(static_cast<size_t>(Ry));
       std::vector<const T*> crows(static_cast<size_t>(Ry));
       for (int64_t r = 0; r < Ry; ++r) crows[r] = trows[r] = tt.data() + r * L;
 #pragma omp for schedule(static)
       for (int64_t n = 0; n < N; ++n) {
         const T* gn = pg + n * O * L;  // (O, L)
-        if (gw_image) cpu::rows_dot_acc(gn, O, pxh + n * Rx * L, Rx, L, part_w.data() + tid * O * Rx);
-        if (sum_bias) cpu::row_sums_acc(gn, O, L, part_b.data() + tid * O);
-        if (gx_image) {
-          cpu::project_tokens(Q.data<T>(), Ry, O, gn, 1, L, trows.data(), 0);     // Q g_n (R_y, L)
-          cpu::expand_tokens(W2.data<T>(), Ry, I, crows.data(), 0, 1, L, cols.data());  // (I, L)
+        cpu::row_sums_acc(gn, O, L, part_b.data() + tid * O);
+        if (want_gw && !x_token) cpu::rows_dot_acc(gn, O, pxh + n * Rx * L, Rx, L, part_w.data() + tid * O * Rx);
+        if (want_gw && x_token) {  // u = g_n Pᵀ (O, R_x) into A's columns r·N + n
+          cpu::gemm_serial(false, true, O, Rx, L, T(1), gn, L, P.data<T>(), L, T(0), u.data(), Rx);
+          T* pa = A.data<T>();
+          for (int64_t o = 0; o < O; ++o)
+            for (int64_t r = 0; r < Rx; ++r) pa[o * Rx * N + r * N + n] = u[o * Rx + r];
+        }
+        if (want_gx) {
+          if (g_token) {  // columns (I, L) = (Q g_nᵀ w)ᵀ Q: tt = Q g_nᵀ (R_y, O), z = tt w (R_y, I)
+            cpu::gemm_serial(false, true, Ry, O, L, T(1), Q.data<T>(), L, gn, L, T(0), tt.data(), O);
+            cpu::gemm_serial(false, false, Ry, I, O, T(1), tt.data(), O, wc.data<T>(), I, T(0), z.data(), I);
+            cpu::gemm_serial(true, false, I, L, Ry, T(1), z.data(), I, Q.data<T>(), L, T(0), cols.data(), L);
+          } else {  // columns = W2ᵀ (Q g_n)
+            cpu::project_tokens(Q.data<T>(), Ry, O, gn, 1, L, trows.data(), 0);           // (R_y, L)
+            cpu::expand_tokens(W2.data<T>(), Ry, I, crows.data(), 0, 1, L, cols.data());  // (I, L)
+          }
           col2im(cols.data(), C, H, W, cg.kH, cg.kW, cg.args, dx.data<T>() + n * C * H * W);
         }
       }
     }
     for (int64_t t = 0; t < nt; ++t) {
-      if (gw_image)
+      if (want_gw && !x_token)
         for (int64_t i = 0; i < O * Rx; ++i) gwr.data<T>()[i] += part_w[t * O * Rx + i];
-      if (sum_bias)
-        for (int64_t o = 0; o < O; ++o) gb.data<T>()[o] += part_b[t * O + o];
+      for (int64_t o = 0; o < O; ++o) gb.data<T>()[o] += part_b[t * O + o];
     }
   });
-  if (gw_image) out.grad_weight = matmul(gwr, P);  // (O, R_x)(R_x, I)
-  if (gx_image) out.grad_input = dx;
-  if (sum_bias) out.grad_bias = gb;
+  Gradients out;
+  if (want_gw)
+    out.grad_weight = x_token ? matmul(A, s.tensors.at(0).view({Rx * N, I}))  // (O, R_x·N)(R_x·N, I)
+                              : matmul(gwr, P);                               // (O, R_x)(R_x, I)
+  if (want_gx) out.grad_input = dx;
+  out.grad_bias = gb;
   backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (!counted) ++calls_;
+  ++calls_;
   return out;
 }
 
