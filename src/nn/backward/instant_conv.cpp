@@ -1,12 +1,16 @@
-// INSTANT on Conv2d in the image layout where the channel axis allows it (instant.h).
-//   save:     X̂_n (R_x, L) = (im2col(x_n) Pᵀ)ᵀ = conv2d(x, P viewed as (R_x, C, kH, kW)), kept as
-//             the conv output (N, R_x, L): forward never builds the (N, L, C·kH·kW) view (9× x
-//             for 3×3) and nothing is transposed.
+// INSTANT on Conv2d in the image layout (instant.h): forward never builds the (N, L, C·kH·kW)
+// token view (9× x for 3×3) and backward never transposes g_y.
+//   save, x on the channel axis: X̂_n (R_x, L) = (im2col(x_n) Pᵀ)ᵀ = conv2d(x, P viewed as
+//             (R_x, C, kH, kW)), kept as the conv output (N, R_x, L);
+//   save, x on the token axis:   x̂[:, n, :] = P im2col(x_n)ᵀ (R_x, I) into (R_x, N, I) (the
+//             Linear layout), image by image from a per-thread column buffer.
 //   backward: straight from g_y (N, O, L), image by image, in parallel over images:
-//             g_w = (Σ_n g_n X̂_nᵀ) P, g_b = Σ_n g_n 1, and (g_y on the channel axis)
-//             g_x,n = col2im(W2ᵀ (Q g_n)) with W2 = Q w (R_y, I), in a per-thread (I, L) buffer.
-//             The token transpose of g_y is skipped; a tensor on the token axis goes through
-//             the token view as usual.
+//             g_w = (Σ_n g_n X̂_nᵀ) P (channel) or Σ_n (g_n Pᵀ) x̂[:, n, :] (token, one GEMM over
+//             all images at the end); g_x,n = col2im(columns) with columns = W2ᵀ (Q g_n),
+//             W2 = Q w (g_y on the channel axis) or (Q g_nᵀ w)ᵀ Q (token axis), in a
+//             per-thread (I, L) buffer; g_b = Σ_n g_n 1.
+// Calibration passes keep the image and accumulate the Gram statistics from the im2col
+// columns and the g_y image (accumulate_columns).
 #include <omp.h>
 
 #include <chrono>
