@@ -111,10 +111,10 @@ class Instant : public Strategy {
   nlohmann::json state_json() const override;
   void load_state_json(const nlohmann::json& j) override;
 
-  // Conv2d (instant_conv.cpp): on the channel axis the im2col view is never materialised:
-  // X̂ = im2col(x) Pᵀ is the convolution of x with P as R_x filters (kept as (N, R_x, L)),
-  // and the backward works on g_y's image layout, image by image (g_x = col2im((G Qᵀ)(Q w))).
-  // Token-axis tensors use the base class's token view.
+  // Conv2d (instant_conv.cpp): the (N, L, I) im2col token view is never materialised. On
+  // the channel axis X̂ = im2col(x) Pᵀ is the convolution of x with P as R_x filters (kept as
+  // (N, R_x, L)); on the token axis x̂ = P im2col(x_n)ᵀ per image (kept as (R_x, N, I)). The
+  // backward works on g_y's image layout, image by image, with col2im for g_x.
   SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) override;
   Gradients backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
                                 bool want_gx, bool want_gw, const ConvGeometry& cg) override;
