@@ -3,9 +3,11 @@
 // i % 8 of byte i / 8, as dropout): 1/32 of the output in f32. Saving the output instead
 // would keep it alive for the whole backward; in a conv net it is the next conv's input, which
 // a compressing backward strategy (INSTANT, HOT) would otherwise free after the forward.
-#include <immintrin.h>
-
 #include <algorithm>
+#include <type_traits>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
