@@ -350,7 +350,7 @@ TEST_F(GlueFiles, MrpcWithAndWithoutBom) {
 // --- errors --------------------------------------------------------------------------------
 
 TEST_F(GlueFiles, ErrorsNameFileAndLine) {
-  EXPECT_ERROR(read("rte", "train"), "cannot open " + path("train"));
+  EXPECT_ERROR(read("rte", "train"), "GLUE rte train: no file " + path("train") + " (HINT: dir should be");
   const std::string rte_header = "index\tsentence1\tsentence2\tlabel\n";
   write("train", rte_header + "0\ta\tb\tentailment\n1\ta\tb\n");
   EXPECT_ERROR(read("rte", "train"), path("train") + ":3: malformed row: 3 tab-separated fields, expected 4");

@@ -168,7 +168,8 @@ int64_t parse_label(const GlueTask& task, const std::string& s, const std::strin
 std::string canonical_name(const std::string& name) {
   std::string out;
   for (char ch : name)
-    if (ch != '-' && ch != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ch != '-' && ch != '_')
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return out;
 }
 
@@ -232,10 +233,13 @@ GlueSplit read_glue(const GlueTask& task, const std::string& dir, const std::str
   out.split = split;
   out.path = (std::filesystem::path(dir) / (split + ".tsv")).string();
   const std::string& path = out.path;
-  LineReader reader(path);
-  LB_CHECK(reader.is_open(), "GLUE ", task.name, " ", split, ": cannot open ", path,
+  std::error_code ec;
+  LB_CHECK(std::filesystem::is_regular_file(path, ec), "GLUE ", task.name, " ", split,
+           ": no file ", path,
            " (HINT: dir should be the task's folder of the GLUE download, e.g. glue_data/",
            task.dir_name, ")");
+  LineReader reader(path);
+  LB_CHECK(reader.is_open(), "GLUE ", task.name, " ", split, ": cannot open ", path);
 
   const bool is_test = std::find(task.test_splits.begin(), task.test_splits.end(), split) !=
                        task.test_splits.end();
@@ -268,7 +272,8 @@ GlueSplit read_glue(const GlueTask& task, const std::string& dir, const std::str
         continue;
       }
       LB_FAIL(where, ": malformed row: ", f.size(), " tab-separated fields, expected ",
-              cols.num_fields, headerless ? " (CoLA: source, label, blank, sentence)" : " (as the header)");
+              cols.num_fields,
+              headerless ? " (CoLA: source, label, blank, sentence)" : " (as the header)");
     }
     GlueExample ex;
     ex.line = line_no;

@@ -76,7 +76,8 @@ std::vector<int64_t> class_ids(const data::GlueTask& task, const std::vector<dou
   for (size_t i = 0; i < v.size(); ++i) {
     LB_CHECK(v[i] == std::floor(v[i]) && v[i] >= 0 && v[i] < static_cast<double>(task.num_labels),
              "glue_metrics(", task.name, "): ", what, "[", i, "] = ", v[i],
-             " is not a class id in [0, ", task.num_labels, ") (HINT: pass argmax ids, not logits)");
+             " is not a class id in [0, ", task.num_labels,
+             ") (HINT: pass argmax ids, not logits)");
     out[i] = static_cast<int64_t>(v[i]);
   }
   return out;

@@ -9,7 +9,8 @@
 //  - matthews_corrcoef: any number of classes (sklearn's multiclass formula from the
 //    confusion matrix); 0 when undefined (all predictions or all gold labels one class).
 //  - pearson, spearman: at least 2 equal-length values; NaN when either input is constant
-//    or holds a NaN, as scipy.stats.pearsonr / spearmanr return. spearman ranks ties by their average rank.
+//    or holds a NaN, as scipy.stats.pearsonr / spearmanr return. spearman ranks ties by
+//    their average rank.
 //    (SciPy returns NaN for spearman on fewer than 2 values; here that is an error, like
 //    pearsonr.)
 #pragma once
@@ -31,7 +32,8 @@ double spearman(const std::vector<double>& x, const std::vector<double>& y);
 
 // The official metrics of a task under Hugging Face run_glue names (no "eval_" prefix):
 //   cola {"matthews_correlation"}; sst2, mnli, qnli, rte, wnli {"accuracy"};
-//   mrpc, qqp {"accuracy", "f1", "combined_score"}; stsb {"pearson", "spearmanr", "combined_score"}.
+//   mrpc, qqp {"accuracy", "f1", "combined_score"};
+//   stsb {"pearson", "spearmanr", "combined_score"}.
 // combined_score is the mean of the other two, as run_glue computes it. Classification
 // predictions and gold are class ids (argmax) given as integral doubles in [0, num_labels);
 // stsb takes the raw scores. A NaN correlation (constant input) stays NaN in the JSON
