@@ -12,6 +12,12 @@ Writes
       truncation longest_first): per example the FNV-1a hash and length, full ids for the
       first EXAMPLES_IN_FULL of each task.
   tests/fixtures/tokenizer_golden.json  hand-made tricky texts with full ids and tokens.
+With --sweep DIR it writes no fixture but DIR/sweep_input.txt, one line "x{c}y A{c} {c}{c}b"
+per code point c of planes 0-2 and 14, and DIR/sweep_hf.jsonl, HF's ids per line; then
+    leanback tokenize --vocab VOCAB < DIR/sweep_input.txt > DIR/sweep_ours.jsonl
+    /work/venv-gold/bin/python tools/golden/gen_tokenizer.py --compare DIR
+lists the code points where the two differ, by Unicode category (not a test: the known
+differences come from HF's older Unicode table, see src/data/basic_tokenizer.cpp).
 
 Hash (the C++ test computes the same): 64-bit FNV-1a (offset 0xcbf29ce484222325, prime
 0x100000001b3) over the bytes of every input id as a 4-byte little-endian unsigned integer,
@@ -89,6 +95,8 @@ CASES = [
     ("cjk", "中文字符", None, 0),
     ("cjk_mixed_latin", "BERT模型在中文上abc混合123文本", None, 0),
     ("cjk_extension_and_compat", "\u3400\u4dbf \U00020000 \uf900\ufa0b \U0002f800x", None, 0),
+    # tokenizers' is_chinese_char starts Extension E at 0x2B920 (Python BERT: 0x2B820).
+    ("cjk_extension_e_boundary", "a\U0002b81fb\U0002b820c\U0002b91fd\U0002b920e\U0002ceaff", None, 0),
     ("japanese_kana", "ひらがなとカタカナ、日本語のテキストです。ｶﾀｶﾅ", None, 0),
     ("korean_hangul", "한국어 텍스트입니다 안녕하세요", None, 0),
     ("emoji", "I love it 😀😂👍🏽 🥺 🫠!", None, 0),
@@ -200,13 +208,50 @@ def glue(fast, data):
     return tasks
 
 
+def sweep_code_points():
+    return [c for c in range(0x80, 0x110000)
+            if not 0xD800 <= c <= 0xDFFF and (c < 0x30000 or c >= 0xE0000)]
+
+
+def sweep(fast, out_dir):
+    lines = [f"x{chr(c)}y A{chr(c)} {chr(c)}{chr(c)}b" for c in sweep_code_points()]
+    with open(os.path.join(out_dir, "sweep_input.txt"), "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+    with open(os.path.join(out_dir, "sweep_hf.jsonl"), "w") as f:
+        for e in fast.backend_tokenizer.encode_batch(lines):
+            f.write(json.dumps({"input_ids": e.ids}) + "\n")
+
+
+def compare(out_dir):
+    import collections
+    import unicodedata
+
+    def ids(name):
+        with open(os.path.join(out_dir, name)) as f:
+            return [json.loads(line)["input_ids"] for line in f]
+
+    differ = [c for c, h, o in zip(sweep_code_points(), ids("sweep_hf.jsonl"), ids("sweep_ours.jsonl"))
+              if h != o]
+    print(f"{len(differ)} of {len(sweep_code_points())} code points differ (Python's Unicode "
+          f"{unicodedata.unidata_version} categories):",
+          dict(collections.Counter(unicodedata.category(chr(c)) for c in differ).most_common()))
+    for c in differ:
+        print(f"U+{c:04X} {unicodedata.category(chr(c))} {unicodedata.name(chr(c), '?')}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=os.path.join(os.path.dirname(ROOT), "shared", "data"))
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures"))
+    ap.add_argument("--sweep", metavar="DIR", help="write the code point sweep instead")
+    ap.add_argument("--compare", metavar="DIR", help="compare DIR/sweep_ours.jsonl with HF's")
     args = ap.parse_args()
+    if args.compare:
+        return compare(args.compare)
     vocab = os.path.join(args.data, "bert-base-uncased", "vocab.txt")
     fast, raw = load_tokenizers(vocab)
+    if args.sweep:
+        return sweep(fast, args.sweep)
     meta = {"generator": "tools/golden/gen_tokenizer.py",
             "reference": "transformers.BertTokenizerFast.from_pretrained(<dir with vocab.txt>)",
             "transformers": transformers.__version__, "tokenizers": tokenizers.__version__,

@@ -8,7 +8,8 @@
 //      verbatim (case-sensitive) in the raw text and map to their ids, as HF's added tokens
 //      with normalized=false;
 //   2. every other stretch: drop U+0000, U+FFFD and Cc/Cf/Co characters except \t \n \r,
-//      map whitespace (\t \n \r, Zs, Zl, Zp) to ' ', put spaces around CJK ideographs;
+//      map whitespace (\t \n \r, Zs, Zl, Zp) to ' ', put spaces around CJK ideographs
+//      (tokenizers' ranges);
 //   3. strip accents (NFD, then drop Mn) when strip_accents (default: = do_lower_case), then
 //      lowercase (Unicode simple lowercase, plus İ -> i U+0307 as Rust's char::to_lowercase);
 //   4. split on spaces and punctuation (ASCII punctuation or Unicode P*), each punctuation
@@ -16,7 +17,7 @@
 //   5. WordPiece: a word over 100 code points, or one with no full match, becomes [UNK].
 // Invalid UTF-8 bytes decode to U+FFFD, which step 2 drops (as HF does for text decoded
 // with errors="replace"). Unicode tables are utf8proc's (Unicode 15); HF's categories come
-// from an older table, so marks/punctuation assigned after that differ (see tokenizer.cpp).
+// from an older table, so marks/punctuation assigned after that differ (basic_tokenizer.cpp).
 #pragma once
 #include <cstdint>
 #include <memory>
