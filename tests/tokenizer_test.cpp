@@ -77,6 +77,14 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// tests/fixtures/tokenizer_tiny_vocab.txt is the same vocab for the CLI's CTest checks.
+TEST_F(TokenizerTest, TinyVocabFixtureIsThisVocab) {
+  std::ifstream in(testing::fixture_path("tokenizer_tiny_vocab.txt"));
+  Strings lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  EXPECT_EQ(lines, kTinyVocab);
+}
+
 TEST_F(TokenizerTest, VocabIdsAndSpecials) {
   const auto t = tiny();
   EXPECT_EQ(t.vocab_size(), static_cast<int64_t>(kTinyVocab.size()));
@@ -354,10 +362,11 @@ class TokenizerGoldenTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string data = testing::shared_data_dir();
-    if (data.empty()) GTEST_SKIP() << "shared data (bert-base-uncased vocab) absent";
+    const std::string vocab = data + "/bert-base-uncased/vocab.txt";
+    if (data.empty() || !fs::is_regular_file(vocab))
+      GTEST_SKIP() << "shared data (bert-base-uncased/vocab.txt) absent";
     data_ = data;
-    tok_ = std::make_unique<WordPieceTokenizer>(
-        WordPieceTokenizer::from_vocab_file(data + "/bert-base-uncased/vocab.txt"));
+    tok_ = std::make_unique<WordPieceTokenizer>(WordPieceTokenizer::from_vocab_file(vocab));
   }
   std::string data_;
   std::unique_ptr<WordPieceTokenizer> tok_;
@@ -432,6 +441,7 @@ std::vector<Strings> read_tsv_columns(const std::string& path, bool header,
 }
 
 TEST_F(TokenizerGoldenTest, GlueDevSetsMatchBertTokenizerFast) {
+  if (!fs::is_directory(data_ + "/glue")) GTEST_SKIP() << "shared GLUE data absent";
   const auto j = read_json(testing::fixture_path("tokenizer_glue.json"));
   const int64_t max_len = j.at("max_length");
   int64_t total = 0, mismatched = 0;
