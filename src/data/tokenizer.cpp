@@ -1,8 +1,8 @@
 // WordPiece over the basic tokenizer's words, special tokens matched in the raw text, and the
 // [CLS] a [SEP] b [SEP] encoding with HF tokenizers' longest_first truncation (see
-// tokenizer.h). Vocab lookups are hash maps of string_view into the token strings, one for
-// word-initial pieces and one for "##" pieces keyed without the prefix, so WordPiece looks
-// up substrings of the word in place.
+// tokenizer.h). Vocab lookups are flat hash tables of views into the token strings
+// (vocab_table.h), one for word-initial pieces and one for "##" pieces keyed without the
+// prefix, so WordPiece looks up substrings of the word in place.
 #include "lb/data/tokenizer.h"
 
 #include <utf8proc.h>
@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "basic_tokenizer.h"
+#include "vocab_table.h"
 #include "lb/core/error.h"
 
 namespace lb::data {
@@ -55,17 +56,15 @@ std::vector<std::string> read_vocab_lines(const std::string& path) {
 struct WordPieceTokenizer::Impl {
   BasicTokenizer basic;
   std::vector<std::string> tokens;
-  std::unordered_map<std::string_view, int32_t> initial;       // "abc" -> id
-  std::unordered_map<std::string_view, int32_t> continuation;  // "##abc" keyed as "abc"
-  size_t max_initial_bytes = 0, max_continuation_bytes = 0;
+  VocabTable initial;       // "abc" -> id
+  VocabTable continuation;  // "##abc" keyed as "abc"
   int64_t pad = -1, unk = -1, cls = -1, sep = -1, mask = -1;
   std::vector<std::pair<std::string_view, int32_t>> specials;  // matched verbatim in raw text
 
   Impl(std::vector<std::string> vocab, const BasicTokenizerOptions& options,
        const std::string& path)
       : basic(options), tokens(std::move(vocab)) {
-    initial.reserve(tokens.size());
-    continuation.reserve(tokens.size() / 4);
+    std::vector<std::pair<std::string_view, int32_t>> initial_keys, continuation_keys;
     std::unordered_map<std::string_view, int32_t> all;  // for the duplicate check
     all.reserve(tokens.size());
     for (size_t id = 0; id < tokens.size(); ++id) {
@@ -73,15 +72,13 @@ struct WordPieceTokenizer::Impl {
       const auto [it, fresh] = all.emplace(t, static_cast<int32_t>(id));
       LB_CHECK(fresh, path, ":", id + 1, ": duplicate token '", t, "' (first on line ",
                it->second + 1, ")");
-      if (t.size() > kContinuation.size() && t.substr(0, kContinuation.size()) == kContinuation) {
-        const std::string_view rest = t.substr(kContinuation.size());
-        continuation.emplace(rest, static_cast<int32_t>(id));
-        max_continuation_bytes = std::max(max_continuation_bytes, rest.size());
-      } else {
-        initial.emplace(t, static_cast<int32_t>(id));
-        max_initial_bytes = std::max(max_initial_bytes, t.size());
-      }
+      if (t.size() > kContinuation.size() && t.substr(0, kContinuation.size()) == kContinuation)
+        continuation_keys.emplace_back(t.substr(kContinuation.size()), static_cast<int32_t>(id));
+      else
+        initial_keys.emplace_back(t, static_cast<int32_t>(id));
     }
+    initial.build(initial_keys);
+    continuation.build(continuation_keys);
     auto required = [&](const char* name) -> int64_t {
       const auto it = all.find(name);
       LB_CHECK(it != all.end(), "vocab file ", path, " has no ", name,
@@ -112,18 +109,14 @@ struct WordPieceTokenizer::Impl {
       return (static_cast<unsigned char>(word[i]) & 0xC0) == 0x80;
     };
     for (size_t start = 0; start < word.size();) {
-      const auto& map = start == 0 ? initial : continuation;
+      const VocabTable& table = start == 0 ? initial : continuation;
       // No piece is longer than the longest token: start there, on a character boundary.
-      size_t end = std::min(word.size(), start + (start == 0 ? max_initial_bytes
-                                                             : max_continuation_bytes));
+      size_t end = std::min(word.size(), start + table.max_len());
       while (end > start && end < word.size() && is_continuation_byte(end)) --end;
       int32_t id = -1;
       while (end > start) {
-        const auto it = map.find(word.substr(start, end - start));
-        if (it != map.end()) {
-          id = it->second;
-          break;
-        }
+        id = table.find(word.substr(start, end - start));
+        if (id >= 0) break;
         do --end;
         while (end > start && is_continuation_byte(end));
       }
@@ -297,11 +290,9 @@ int64_t WordPieceTokenizer::token_to_id(const std::string& t) const {
   const Impl& m = *impl_;
   const std::string_view v = t;
   if (v.size() > kContinuation.size() && v.substr(0, kContinuation.size()) == kContinuation) {
-    const auto it = m.continuation.find(v.substr(kContinuation.size()));
-    return it == m.continuation.end() ? -1 : it->second;
+    return m.continuation.find(v.substr(kContinuation.size()));
   }
-  const auto it = m.initial.find(v);
-  return it == m.initial.end() ? -1 : it->second;
+  return m.initial.find(v);
 }
 
 const std::string& WordPieceTokenizer::id_to_token(int64_t id) const {
