@@ -58,10 +58,11 @@ class WordPieceTokenizer {
   std::vector<int64_t> tokenize_ids(const std::string& text) const;  // ids of tokenize(), no specials
   // Pair encoding with longest-first truncation of the two texts (HF's "longest_first") so the
   // result has at most max_len ids including specials; max_len <= 0 means no truncation.
-  // b == nullptr: single sentence.
+  // b == nullptr: single sentence. An empty *b is still a pair ([CLS] a [SEP] [SEP]), as in
+  // tokenizers' Tokenizer.encode (transformers' __call__ drops an empty text_pair instead).
   Encoding encode(const std::string& a, const std::string* b, int64_t max_len) const;
   // Same, from already tokenized ids (the trainer tokenizes each text once and may
-  // re-truncate). A max_len too small for the specials (1..2 single, 1..3 pair) throws.
+  // re-truncate). A max_len below the number of specials (2 single, 3 pair) throws.
   Encoding encode_ids(const std::vector<int64_t>& a, const std::vector<int64_t>* b,
                       int64_t max_len) const;
 
@@ -75,7 +76,6 @@ class WordPieceTokenizer {
   const std::string& id_to_token(int64_t id) const;
   bool do_lower_case() const;
   const BasicTokenizerOptions& options() const;
-
 
  private:
   struct Impl;
