@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "lb/nn/backward/factory.h"
+#include "src/cli/bench_tokenize.h"
 #include "src/cli/bench_workloads.h"
+#include "src/cli/cli_parse.h"
 #include "src/cli/commands.h"
 #include "src/cpu/sgemm_avx512.h"
 
@@ -42,7 +44,7 @@ namespace {
 std::string workload_names() {
   std::string s;
   for (const auto& w : bench_workloads()) s += (s.empty() ? "" : ", ") + w.name;
-  return s + ", gemm";
+  return s + ", gemm, tokenize";
 }
 
 int parse_count(const std::vector<std::string>& args, size_t& i, int min) {
@@ -121,12 +123,35 @@ std::string summary(const nlohmann::json& r) {
   return os.str();
 }
 
+// `bench tokenize`: WordPiece tokens/s over a TSV's sentence column (SST-2 train by default).
+int cmd_bench_tokenize(const std::vector<std::string>& args) {
+  CLI::App app{"WordPiece tokenizer throughput, one thread (Hugging Face twin: tools/bench/tokenizer_hf.py).",
+               "leanback bench tokenize"};
+  std::string vocab = "../shared/data/bert-base-uncased", data = "../shared/data/glue/SST-2/train.tsv";
+  int iters = 5;
+  bool json = false;
+  app.add_option("--vocab", vocab, "tokenizer directory or vocab.txt")->capture_default_str();
+  app.add_option("--data", data, "TSV with a 'sentence' column")->capture_default_str();
+  app.add_option("--iters", iters, "timed passes")->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_flag("--json", json, "one JSON line");
+  if (!parse_cli(app, std::vector<std::string>(args.begin() + 1, args.end()))) return 0;
+  const nlohmann::json r = bench_tokenize(vocab, data, iters);
+  if (json) std::cout << r.dump() << std::endl;
+  else
+    std::cout << "tokenize: " << std::fixed << std::setprecision(2)
+              << r.value("tokens_per_s", 0.0) / 1e6 << " M tokens/s (" << r.value("texts", 0)
+              << " texts, " << r.value("tokens", 0) << " tokens, median pass "
+              << std::setprecision(1) << r.value("ms", 0.0) << " ms, one thread)" << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
   const auto is_help = [](const std::string& a) { return a == "-h" || a == "--help" || a == "help"; };
   if (!args.empty() && (is_help(args[0]) ||
-                        (args.size() > 1 && is_help(args[1]) && args[0] != "gemm"))) {
+                        (args.size() > 1 && is_help(args[1]) && args[0] != "gemm" &&
+                         args[0] != "tokenize"))) {
     std::cout << "usage: leanback bench WORKLOAD [--strategy S] [--rank N] [--iters N] "
                  "[--warmup N] [--json]\n"
                  "  --strategy vanilla|instant|hot  backward of every compressible Linear/Conv2d "
@@ -137,12 +162,15 @@ int cmd_bench(const std::vector<std::string>& args) {
       std::cout << "  " << std::left << std::setw(11) << w.name << w.description << "\n";
     std::cout << "  " << std::left << std::setw(11) << "gemm"
               << "float GEMM GFLOP/s, ours vs OpenBLAS (own flags: --m --n --k --ta --tb --threads)\n";
+    std::cout << "  " << std::left << std::setw(11) << "tokenize"
+              << "WordPiece tokens/s on SST-2 train, one thread (own flags: --vocab --data --iters)\n";
     return 0;
   }
   if (args.empty() || args[0].rfind("--", 0) == 0)
     throw UsageError("bench needs a workload first (" + workload_names() + "); leanback bench --help");
   const std::string& name = args[0];
   if (name == "gemm") return cmd_bench_gemm(args);  // its own flags (bench_gemm.cpp)
+  if (name == "tokenize") return cmd_bench_tokenize(args);
   for (const auto& w : bench_workloads()) {
     if (w.name != name) continue;
     const BenchOptions opt = parse_options(args);

@@ -1,6 +1,6 @@
 // `leanback bench tokenize`: single-threaded WordPiece throughput (text -> ids, no specials)
 // over the sentences of a GLUE TSV (SST-2 train.tsv: the `sentence` column). The PyPI twin is
-// tools/bench/tokenize.py (BertTokenizerFast on the same sentences, same JSON fields).
+// tools/bench/tokenizer_hf.py (BertTokenizerFast on the same sentences, same JSON fields).
 #pragma once
 #include <string>
 

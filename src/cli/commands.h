@@ -14,5 +14,9 @@ struct UsageError : std::runtime_error {
 std::string usage();
 int cmd_info(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
+int cmd_train(const std::vector<std::string>& args);
+int cmd_eval(const std::vector<std::string>& args);
+int cmd_predict(const std::vector<std::string>& args);
+int cmd_plan(const std::vector<std::string>& args);
 
 }  // namespace lb::cli

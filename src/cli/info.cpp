@@ -13,13 +13,25 @@ extern "C" int openblas_get_num_threads();
 namespace lb::cli {
 
 std::string usage() {
-  return "usage: leanback <command> [options]\n"
+  return "usage: leanback <command> [options]   (leanback <command> --help for its options)\n"
+         "  train CONFIG [--strategy vanilla|instant|hot] [--set key=value]... [--out DIR]\n"
+         "        [--resume DIR] [--seed N] [--overwrite]\n"
+         "                               train from a JSON config (configs/README.md)\n"
+         "  eval CONFIG --checkpoint DIR [--split S] [--predictions FILE.jsonl]\n"
+         "                               metrics of a checkpoint on a labeled split\n"
+         "  predict CONFIG --checkpoint DIR --out DIR\n"
+         "                               test-split predictions as GLUE submission files\n"
+         "  plan CONFIG [--strategy S]   which backward strategy each layer gets, and why\n"
+         "  tokenize --vocab DIR|FILE [--pair] [--max-len N]\n"
+         "                               stdin lines -> input_ids/token_type_ids JSON lines\n"
          "  info                         version, build, BLAS, threads, CUDA devices\n"
          "  bench WORKLOAD [--strategy vanilla|instant|hot] [--rank N] [--iters N] [--json]\n"
          "                               benchmarks printing one line (JSON with --json);\n"
          "                               `leanback bench` lists the workloads\n"
          "  bench gemm [--m M --n N --k K [--ta] [--tb]] [--iters N] [--threads T] [--json]\n"
-         "                               float GEMM GFLOP/s, ours vs OpenBLAS\n";
+         "                               float GEMM GFLOP/s, ours vs OpenBLAS\n"
+         "  bench tokenize [--vocab DIR|FILE] [--data TSV] [--iters N] [--json]\n"
+         "                               WordPiece tokens/s on SST-2 train, one thread\n";
 }
 
 int cmd_info(const std::vector<std::string>& args) {

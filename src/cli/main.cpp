@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "src/cli/commands.h"
+#include "src/cli/tokenize.h"
 #include "lb/core/error.h"
 
 int main(int argc, char** argv) {
@@ -19,6 +20,11 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "info") return lb::cli::cmd_info(args);
     if (cmd == "bench") return lb::cli::cmd_bench(args);
+    if (cmd == "train") return lb::cli::cmd_train(args);
+    if (cmd == "eval") return lb::cli::cmd_eval(args);
+    if (cmd == "predict") return lb::cli::cmd_predict(args);
+    if (cmd == "plan") return lb::cli::cmd_plan(args);
+    if (cmd == "tokenize") return lb::cli::cmd_tokenize(args);
     std::cerr << "leanback: unknown command '" << cmd << "'\n" << lb::cli::usage();
     return 2;
   } catch (const lb::cli::UsageError& e) {

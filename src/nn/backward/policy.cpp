@@ -5,6 +5,9 @@
 #include "lb/nn/backward/factory.h"
 #include "lb/nn/layers.h"
 
+#include <iomanip>
+#include <sstream>
+
 namespace lb::nn::backward {
 
 namespace {
@@ -64,6 +67,103 @@ bool Policy::compressible(const std::string& layer) const {
   for (const auto& g : compressible_) in = in || glob_match(g, layer);
   for (const auto& g : exclude_) in = in && !glob_match(g, layer);
   return in;
+}
+
+Plan Policy::plan(Module& root, const std::string& override_type) const {
+  nlohmann::json override_spec;
+  if (!override_type.empty()) {
+    auto it = strategies_.find(override_type);
+    override_spec = it != strategies_.end() ? it->second : nlohmann::json{{"type", override_type}};
+    make_strategy(override_spec, "--strategy " + override_type);
+  }
+  Plan plan;
+  for (const auto& r : rules_) plan.rule_matches.emplace_back(r.match, 0);
+  std::vector<std::vector<std::string>> other_matches(rules_.size());
+  for (auto& [name, m] : root.named_modules()) {
+    auto* lin = dynamic_cast<Linear*>(m);
+    auto* conv = dynamic_cast<Conv2d*>(m);
+    if (!lin && !conv) {
+      for (size_t i = 0; i < rules_.size(); ++i)
+        if (!name.empty() && glob_match(rules_[i].match, name) && other_matches[i].size() < 3)
+          other_matches[i].push_back(name + " (" + m->type_name() + ")");
+      continue;
+    }
+    PlanEntry e;
+    e.layer = name;
+    e.kind = lin ? "Linear" : "Conv2d";
+    e.spec = default_spec_;
+    e.reason = path_ + ".default";
+    for (size_t i = 0; i < rules_.size(); ++i)
+      if (glob_match(rules_[i].match, name)) {
+        e.spec = rules_[i].spec;
+        e.reason = path_ + ".rules[" + std::to_string(i) + "] '" + rules_[i].match + "'";
+        ++plan.rule_matches[i].second;
+        break;
+      }
+    if (!override_type.empty()) {
+      if (compressible(name)) {
+        e.spec = override_spec;
+        e.reason = "--strategy " + override_type;
+      } else if (e.reason == path_ + ".default") {
+        e.reason += " (not compressible: " + path_ + ".exclude)";
+      }
+    }
+    const Tensor& weight = lin ? lin->weight() : conv->weight();
+    if (!weight.requires_grad() && e.spec.value("type", "") != "vanilla") {
+      e.spec = {{"type", "vanilla"}};
+      e.reason = "frozen weight (nothing to keep for g_w)";
+    } else if (conv && conv->args().groups != 1 && e.spec.value("type", "") != "vanilla") {
+      e.spec = {{"type", "vanilla"}};
+      e.reason = "grouped convolution (stays exact)";
+    }
+    plan.layers.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    if (plan.rule_matches[i].second > 0) continue;
+    std::string seen;
+    for (const auto& o : other_matches[i]) seen += (seen.empty() ? "" : ", ") + o;
+    LB_FAIL(path_, ".rules[", i, "] (match '", rules_[i].match, "') decides no Linear/Conv2d layer: ",
+            seen.empty() ? std::string("it matches no module name (names look like '") +
+                               (plan.layers.empty() ? std::string("") : plan.layers.front().layer) + "')"
+                         : "it matches only " + seen +
+                               ", which have no pluggable backward",
+            " — or an earlier rule already took every layer it matches");
+  }
+  return plan;
+}
+
+std::string Plan::table() const {
+  size_t w = 5;
+  for (const auto& e : layers) w = std::max(w, e.layer.size());
+  std::ostringstream os;
+  os << std::left << std::setw(static_cast<int>(w) + 2) << "layer" << std::setw(8) << "kind"
+     << std::setw(10) << "strategy" << "reason\n";
+  for (const auto& e : layers) {
+    nlohmann::json settings = e.spec;
+    settings.erase("type");
+    os << std::left << std::setw(static_cast<int>(w) + 2) << e.layer << std::setw(8) << e.kind
+       << std::setw(10) << e.spec.value("type", "?") << e.reason;
+    if (!settings.empty()) os << "  " << settings.dump();
+    os << "\n";
+  }
+  std::map<std::string, int64_t> counts;
+  for (const auto& e : layers) ++counts[e.spec.value("type", "?")];
+  os << layers.size() << " layers:";
+  for (const auto& [t, n] : counts) os << " " << t << " " << n;
+  os << "\n";
+  for (size_t i = 0; i < rule_matches.size(); ++i)
+    os << "rule " << i << " '" << rule_matches[i].first << "' matched " << rule_matches[i].second
+       << " layer(s)\n";
+  return os.str();
+}
+
+nlohmann::json Plan::to_json() const {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& e : layers)
+    j.push_back({{"layer", e.layer}, {"kind", e.kind}, {"strategy", e.spec}, {"reason", e.reason}});
+  nlohmann::json rules = nlohmann::json::array();
+  for (const auto& [g, n] : rule_matches) rules.push_back({{"match", g}, {"layers", n}});
+  return {{"layers", j}, {"rules", rules}};
 }
 
 std::vector<std::shared_ptr<Strategy>> Policy::apply(Module& root,

@@ -23,6 +23,22 @@
 
 namespace lb::nn::backward {
 
+// One row of the plan: which strategy a layer gets and why.
+struct PlanEntry {
+  std::string layer;   // dotted module name
+  std::string kind;    // "Linear" | "Conv2d"
+  nlohmann::json spec; // the strategy object applied ({"type": ...})
+  std::string reason;  // "backward.rules[1] 'bert.encoder.*'", "backward.default", "--strategy hot", "frozen", ...
+};
+
+struct Plan {
+  std::vector<PlanEntry> layers;
+  // Per rule (in order): its glob and how many Linear/Conv2d layers it decided.
+  std::vector<std::pair<std::string, int64_t>> rule_matches;
+  std::string table() const;  // printable layer -> strategy -> reason table with rule counts
+  nlohmann::json to_json() const;
+};
+
 class Policy {
  public:
   Policy() = default;  // everything vanilla
@@ -33,6 +49,11 @@ class Policy {
   std::vector<std::shared_ptr<Strategy>> apply(Module& root, const std::string& override_type = "") const;
 
   bool compressible(const std::string& layer) const;
+
+  // What apply() would assign, with reasons. Strict, for configs: a rule that decides no
+  // Linear/Conv2d layer (it matches nothing, only other module types, or only layers an
+  // earlier rule took) is an error naming the rule and what it matched.
+  Plan plan(Module& root, const std::string& override_type = "") const;
 
  private:
   struct Rule {

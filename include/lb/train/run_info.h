@@ -1,0 +1,16 @@
+// Facts about the run's environment recorded in metrics.jsonl and reports: the CPU, threads,
+// kernels in use, build, and the git commit of the source tree.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace lb::train {
+
+nlohmann::json environment_json();
+// `git rev-parse HEAD` of the source tree leanback was built from, or "unknown".
+std::string git_commit();
+// /proc/cpuinfo's model name (or "unknown").
+std::string cpu_model();
+
+}  // namespace lb::train

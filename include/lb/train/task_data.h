@@ -1,0 +1,55 @@
+// The data a config names, loaded into memory and ready to batch: a GLUE task or the
+// synthetic quickstart task (tokenized once), or an image dataset (decoded once). Also the
+// task's facts the trainer needs: number of labels, regression or not, label names, and how
+// to score predictions (the official GLUE metric, else accuracy).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/data/batch.h"
+#include "lb/data/glue.h"
+#include "lb/data/images.h"
+#include "lb/data/text_dataset.h"
+#include "lb/train/config.h"
+
+namespace lb::train {
+
+struct TaskData {
+  std::string task;
+  bool text = true;
+  bool regression = false;
+  int64_t num_labels = 0;
+  int64_t vocab_size = 0;                 // the tokenizer's, for text tasks
+  int64_t pad_id = 0;
+  std::vector<std::string> label_names;   // may be empty
+  const data::GlueTask* glue = nullptr;   // GLUE tasks only
+  std::string train_split, eval_split;
+  std::shared_ptr<data::TextDataset> train_text, eval_text;
+  std::shared_ptr<data::ImageSet> train_images, eval_images;
+
+  int64_t train_size() const;
+  int64_t eval_size() const;
+  bool eval_labeled() const;
+  // The metric the best checkpoint is chosen by (higher is better), without "eval_".
+  std::string primary_metric() const;
+  // Metrics of predictions (class ids, or regression values) against gold, with Hugging
+  // Face's names without the "eval_" prefix.
+  nlohmann::json score(const std::vector<double>& predictions, const std::vector<double>& gold) const;
+};
+
+struct TaskDataOptions {
+  bool train = true;        // load the training split
+  std::string eval_split;   // "" = config.data.eval_split or the task's first dev split
+};
+
+TaskData load_task_data(const Config& config, const TaskDataOptions& opt = {});
+
+// A loader over the training split (shuffled with `seed`, augmented for images) or the
+// evaluation split (in order, no augmentation).
+std::unique_ptr<data::BatchSource> make_loader(const TaskData& d, const Config& config, bool train_split,
+                                               uint64_t seed);
+
+}  // namespace lb::train

@@ -1,0 +1,33 @@
+// The model a config names, built (fresh or from a Hugging Face directory) and run on a
+// data::Batch: BERT on text inputs, ViT and ResNet on images. One interface, so the trainer
+// never branches on the model type.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "lb/data/batch.h"
+#include "lb/nn/module.h"
+#include "lb/train/config.h"
+
+namespace lb::train {
+
+struct ModelOutput {
+  Tensor logits;  // (B, num_labels)
+  Tensor loss;    // scalar mean over the batch; undefined without labels
+};
+
+class TaskModel {
+ public:
+  virtual ~TaskModel() = default;
+  virtual nn::Module& module() = 0;
+  virtual ModelOutput forward(const data::Batch& batch) = 0;
+  virtual nlohmann::json model_config() const = 0;  // the architecture actually built
+};
+
+// Builds the model of `config.model` with `num_labels` outputs. Text models with random
+// initialisation take vocab_size from `vocab_size` unless the config sets it. `log` receives
+// the Hugging Face load report (weights newly initialised / unused).
+std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels,
+                                            int64_t vocab_size, std::string* log = nullptr);
+
+}  // namespace lb::train

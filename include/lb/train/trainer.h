@@ -1,0 +1,77 @@
+// The training loop behind `leanback train`, in the manner of Hugging Face's Trainer:
+// optimizer steps over a seeded data order, gradient accumulation, clipping, warm-up
+// schedules, backward-strategy calibration through the Calibrator, evaluation and
+// checkpoints, metrics streamed to the run directory, exact resume.
+//
+// Run directory:
+//   config.json          the resolved config (every default filled in)
+//   plan.txt             layer -> backward strategy -> reason
+//   metrics.jsonl        line 1: {"type":"run", config, environment, git commit, plan};
+//                        then "train" lines (every train.log_every steps), "eval" lines
+//                        (Hugging Face names: eval_loss, eval_accuracy, ...), "calibration"
+//   eval_results.json    the final and the best evaluation
+//   checkpoint-<step>/   model.safetensors, optimizer.safetensors, trainer_state.json
+//
+// Data order and resume: optimizer step s of an epoch of E = ceil(batches / grad_accum) steps
+// consumes micro-batches [j·k, min((j+1)·k, batches)) of epoch s / E (j = s mod E, k =
+// grad_accum), in the epoch's order (data::epoch_order(seed, epoch)); the micro-batch losses
+// are weighted by their share of the step's examples, so k micro-batches of B equal one batch
+// of k·B. Calibration batches come from their own shuffled stream over the training data,
+// positioned by a counter. Everything that decides the next step — weights, optimizer state,
+// the default generator (dropout), strategy state, the step and that counter — is in the
+// checkpoint, so an interrupted run resumed from it continues bit-for-bit on the CPU.
+//
+// Checkpoints are written at every evaluation and every train.save_every steps, on
+// interruption and at the end. Retention: the train.keep_checkpoints most recent ones and the
+// best (by the task's primary metric) are kept; the best is never deleted.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/train/config.h"
+
+namespace lb::train {
+
+struct TrainOptions {
+  std::string strategy;          // run override of backward strategies ("" = config's policy)
+  std::string out_dir;           // "" = config.output.dir, else runs/<config stem>
+  std::string resume;            // a run directory (its latest checkpoint) or a checkpoint
+  std::optional<uint64_t> seed;  // overrides train.seed
+  bool overwrite = false;        // allow reusing an existing, non-empty run directory
+  int progress = -1;             // -1: progress bar when stderr is a terminal; 0 off; 1 on
+  bool quiet = false;            // no per-step log lines (tests)
+  // Test hook: behave as if interrupted (Ctrl-C) after this many optimizer steps.
+  int64_t interrupt_after = 0;
+};
+
+struct TrainResult {
+  std::string run_dir;
+  int64_t steps = 0;
+  bool interrupted = false;
+  nlohmann::json final_eval;     // eval_* metrics at the end ({} when interrupted)
+  nlohmann::json best_eval;
+  std::string best_checkpoint;
+  std::string last_checkpoint;
+  std::vector<double> losses;    // training loss of every optimizer step run in this process
+};
+
+// Runs training to the end (or until interrupted). Throws lb::Error on bad input or a
+// non-finite loss/gradient (after which the last good checkpoint remains).
+TrainResult train(const Config& config, const TrainOptions& opt);
+
+// Set by the SIGINT handler the CLI installs: the loop saves a checkpoint and stops after
+// the current step.
+std::atomic<bool>& stop_requested();
+
+// The run directory train() would use for this config and options.
+std::string resolve_run_dir(const Config& config, const TrainOptions& opt);
+// The checkpoint to resume from: `path` itself if it holds trainer_state.json, else the
+// highest-step checkpoint-<N> inside it. Errors name the path.
+std::string find_checkpoint(const std::string& path);
+
+}  // namespace lb::train

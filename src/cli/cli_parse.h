@@ -1,0 +1,31 @@
+// CLI11 glue shared by the subcommands: parse an argument vector (the arguments after the
+// command name), turning --help into printed help (returns false: the command should exit 0)
+// and parse errors into UsageError (exit 2) carrying CLI11's message and a hint.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "src/cli/commands.h"
+
+namespace lb::cli {
+
+inline bool parse_cli(CLI::App& app, const std::vector<std::string>& args) {
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 pops from the back
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return false;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(std::string(e.what()) + "\n  (" + app.get_name() + " --help lists the options)");
+  }
+  return true;
+}
+
+// --strategy's valid values: the types the strategy factory knows.
+std::vector<std::string> strategy_names();
+
+}  // namespace lb::cli

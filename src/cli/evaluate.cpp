@@ -1,0 +1,137 @@
+// `leanback eval CONFIG --checkpoint DIR [--split S] [--predictions FILE.jsonl]` and
+// `leanback predict CONFIG --checkpoint DIR --out DIR`: a trained checkpoint on a split —
+// metrics (labeled splits), per-example predictions, or GLUE-server submission files.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "lb/io/atomic_file.h"
+#include "lb/train/checkpoint.h"
+#include "lb/train/evaluate.h"
+#include "lb/train/trainer.h"
+#include "src/cli/cli_parse.h"
+
+namespace lb::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Loaded {
+  train::Config config;
+  train::TaskData data;
+  std::unique_ptr<train::TaskModel> model;
+};
+
+Loaded load(const std::string& config_path, const std::vector<std::string>& sets,
+            const std::string& checkpoint, const std::string& split) {
+  Loaded l{train::load_config(config_path, sets), {}, nullptr};
+  train::TaskDataOptions o;
+  o.train = false;
+  o.eval_split = split;
+  l.data = train::load_task_data(l.config, o);
+  l.model = train::build_task_model(l.config, l.data.num_labels, l.data.vocab_size);
+  const std::string ck = train::find_checkpoint(checkpoint);
+  train::load_checkpoint(ck, l.model->module(), nullptr);
+  return l;
+}
+
+void refuse_existing(const fs::path& p, bool overwrite) {
+  if (!overwrite && fs::exists(p))
+    throw Error(p.string() + " already exists; pass --overwrite to replace it");
+}
+
+}  // namespace
+
+int cmd_eval(const std::vector<std::string>& args) {
+  CLI::App app{"Evaluate a checkpoint on a labeled split: prints the metrics as JSON.", "leanback eval"};
+  std::string config_path, checkpoint, split, predictions;
+  std::vector<std::string> sets;
+  bool overwrite = false;
+  app.add_option("config", config_path, "the run's JSON config")->required();
+  app.add_option("--checkpoint", checkpoint, "a checkpoint, or a run directory (its latest)")->required();
+  app.add_option("--split", split, "dev (default: the task's first dev split), dev_matched, test, ...");
+  app.add_option("--predictions", predictions, "write per-example index, gold, prediction, logits (JSON lines)");
+  app.add_option("--set", sets, "override a config key (repeatable)")->allow_extra_args(false);
+  app.add_flag("--overwrite", overwrite, "replace an existing predictions file");
+  if (!parse_cli(app, args)) return 0;
+  if (!predictions.empty()) refuse_existing(predictions, overwrite);
+  Loaded l = load(config_path, sets, checkpoint, split);
+  if (!l.data.eval_labeled() && predictions.empty())
+    throw Error("split '" + l.data.eval_split + "' of task " + l.data.task +
+                " has no labels to evaluate against; use `leanback predict`, or --predictions FILE");
+  auto loader = train::make_loader(l.data, l.config, false, l.config.train.seed);
+  const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data, !predictions.empty());
+  if (!predictions.empty()) {
+    std::string text;
+    const auto& ds = l.data.text ? l.data.eval_text->indices : std::vector<int64_t>{};
+    for (size_t i = 0; i < ev.predictions.size(); ++i) {
+      const int64_t pos = ev.positions[i];
+      nlohmann::json j = {{"index", ds.empty() ? pos : ds[pos]},
+                          {"prediction", ev.predictions[i]},
+                          {"logits", ev.logits[i]}};
+      if (!ev.gold.empty()) j["gold"] = ev.gold[i];
+      if (!l.data.regression && !l.data.label_names.empty())
+        j["prediction_label"] = l.data.label_names.at(static_cast<size_t>(ev.predictions[i]));
+      text += j.dump() + "\n";
+    }
+    io::write_text_atomic(predictions, text);
+    std::cerr << "wrote " << ev.predictions.size() << " predictions to " << predictions << "\n";
+  }
+  nlohmann::json out = ev.metrics;
+  out["split"] = l.data.eval_split;
+  out["checkpoint"] = train::find_checkpoint(checkpoint);
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
+int cmd_predict(const std::vector<std::string>& args) {
+  CLI::App app{"Predict the test split(s) and write GLUE-server submission files.", "leanback predict"};
+  std::string config_path, checkpoint, out_dir;
+  std::vector<std::string> sets, splits;
+  bool overwrite = false;
+  app.add_option("config", config_path, "the run's JSON config")->required();
+  app.add_option("--checkpoint", checkpoint, "a checkpoint, or a run directory (its latest)")->required();
+  app.add_option("--out", out_dir, "folder for the submission files")->required();
+  app.add_option("--split", splits, "split(s) to predict (default: the task's test splits)")
+      ->allow_extra_args(false);
+  app.add_option("--set", sets, "override a config key (repeatable)")->allow_extra_args(false);
+  app.add_flag("--overwrite", overwrite, "replace existing submission files");
+  if (!parse_cli(app, args)) return 0;
+  const train::Config probe = train::load_config(config_path, sets);
+  if (splits.empty()) {
+    if (probe.data.task == "synthetic" || probe.data.task == "cifar10" ||
+        probe.data.task == "cifar100" || probe.data.task == "image_folder")
+      splits = {probe.data.task == "synthetic" ? "dev" : "test"};
+    else
+      splits = data::glue_task(probe.data.task).test_splits;
+  }
+  fs::create_directories(out_dir);
+  for (const auto& split : splits) {
+    Loaded l = load(config_path, sets, checkpoint, split);
+    auto loader = train::make_loader(l.data, l.config, false, l.config.train.seed);
+    const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data);
+    if (l.data.glue) {
+      const fs::path file = fs::path(out_dir) / l.data.glue->submission_file(split);
+      refuse_existing(file, overwrite);
+      std::vector<int64_t> idx;
+      for (int64_t pos : ev.positions) idx.push_back(l.data.eval_text->indices[pos]);
+      data::write_glue_submission(*l.data.glue, split, idx, ev.predictions, out_dir);
+      std::cerr << "wrote " << file.string() << " (" << idx.size() << " rows)\n";
+    } else {
+      const fs::path file = fs::path(out_dir) / (split + "_predictions.tsv");
+      refuse_existing(file, overwrite);
+      std::string text = "index\tprediction\n";
+      for (size_t i = 0; i < ev.predictions.size(); ++i) {
+        const auto c = static_cast<size_t>(ev.predictions[i]);
+        text += std::to_string(ev.positions[i]) + "\t" +
+                (c < l.data.label_names.size() ? l.data.label_names[c] : std::to_string(c)) + "\n";
+      }
+      io::write_text_atomic(file.string(), text);
+      std::cerr << "wrote " << file.string() << " (" << ev.predictions.size() << " rows)\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace lb::cli

@@ -1,0 +1,44 @@
+// `leanback plan CONFIG [--strategy S] [--set k=v]...`: the layer -> backward strategy ->
+// reason table a training run would use, with each rule's match count (a rule that decides no
+// layer is an error). Builds the model (loading pretrained weights' config) but no data.
+#include <iostream>
+
+#include "lb/data/glue.h"
+#include "lb/nn/backward/policy.h"
+#include "lb/train/task_model.h"
+#include "src/cli/cli_parse.h"
+
+namespace lb::cli {
+
+int cmd_plan(const std::vector<std::string>& args) {
+  CLI::App app{"Print which backward strategy each Linear/Conv2d layer gets, and why.", "leanback plan"};
+  std::string config_path, strategy;
+  std::vector<std::string> sets;
+  bool json = false;
+  app.add_option("config", config_path, "the run's JSON config")->required();
+  app.add_option("--strategy", strategy, "the run override, as in leanback train")
+      ->check(CLI::IsMember(strategy_names()));
+  app.add_option("--set", sets, "override a config key (repeatable)")->allow_extra_args(false);
+  app.add_flag("--json", json, "print the plan as JSON");
+  if (!parse_cli(app, args)) return 0;
+  const train::Config c = train::load_config(config_path, sets);
+  int64_t labels = 2;
+  const std::string& t = c.data.task;
+  if (t == "cifar10") labels = 10;
+  else if (t == "cifar100") labels = 100;
+  else if (t != "synthetic" && t != "image_folder") labels = data::glue_task(t).num_labels;
+  auto model = train::build_task_model(c, labels, 0);
+  for (const auto& g : c.freeze) model->module().freeze(g);
+  const auto policy = nn::backward::Policy::from_json(c.backward, "backward");
+  nn::backward::Plan plan;
+  try {
+    plan = policy.plan(model->module(), strategy);
+  } catch (const Error& e) {
+    throw Error(config_path + ": " + e.what());
+  }
+  if (json) std::cout << plan.to_json().dump(2) << "\n";
+  else std::cout << plan.table();
+  return 0;
+}
+
+}  // namespace lb::cli

@@ -1,0 +1,395 @@
+// Config parsing, overrides and the resolved form (see config.h; keys in configs/README.md).
+#include "lb/train/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "lb/core/error.h"
+#include "lb/core/json_reader.h"
+#include "lb/nn/backward/policy.h"
+#include "models/bert.h"
+#include "models/resnet.h"
+#include "models/vit.h"
+
+namespace lb::train {
+
+namespace {
+
+constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
+
+std::vector<std::string> string_list(JsonReader& r, const std::string& key,
+                                     const std::vector<std::string>& def) {
+  const auto& v = r.raw(key);
+  if (v.is_null()) return def;
+  LB_CHECK(v.is_array(), r.path(), ".", key, ": expected a list of strings, got ", v.dump());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    LB_CHECK(v[i].is_string(), r.path(), ".", key, "[", i, "]: expected a string, got ", v[i].dump());
+    out.push_back(v[i].get<std::string>());
+  }
+  return out;
+}
+
+std::vector<double> number_list(JsonReader& r, const std::string& key, size_t n, double lo, double hi) {
+  const auto& v = r.raw(key);
+  if (v.is_null()) return {};
+  LB_CHECK(v.is_array() && v.size() == n, r.path(), ".", key, ": expected a list of ", n,
+           " numbers, got ", v.dump());
+  std::vector<double> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    LB_CHECK(v[i].is_number(), r.path(), ".", key, "[", i, "]: expected a number, got ", v[i].dump());
+    const double x = v[i].get<double>();
+    LB_CHECK(x >= lo && x <= hi, r.path(), ".", key, "[", i, "]: ", x, " is out of range [", lo,
+             ", ", hi, "]");
+    out.push_back(x);
+  }
+  return out;
+}
+
+// "~/" and "${VAR}" in paths: HOME and environment variables, with LEANBACK_HOME defaulting
+// to ~/.cache/leanback (where tools/fetch_pretrained.sh installs models).
+std::string expand_path(const std::string& p, const std::string& where) {
+  std::string out;
+  const char* home = std::getenv("HOME");
+  size_t i = 0;
+  if (p.rfind("~/", 0) == 0) {
+    LB_CHECK(home, where, ": '", p, "' starts with ~/ but HOME is not set");
+    out = home;
+    i = 1;
+  }
+  while (i < p.size()) {
+    if (p.compare(i, 2, "${") == 0) {
+      const size_t end = p.find('}', i);
+      LB_CHECK(end != std::string::npos, where, ": '", p, "' has an unclosed ${");
+      const std::string var = p.substr(i + 2, end - i - 2);
+      const char* v = std::getenv(var.c_str());
+      if (v && *v) out += v;
+      else if (var == "LEANBACK_HOME" && home) out += std::string(home) + "/.cache/leanback";
+      else LB_FAIL(where, ": '", p, "' uses ${", var, "}, which is not set");
+      i = end + 1;
+    } else {
+      out += p[i++];
+    }
+  }
+  return out;
+}
+
+// The section object at j[key] (absent = empty); anything else is an error.
+const nlohmann::json& section(const nlohmann::json& j, const std::string& key) {
+  static const nlohmann::json empty = nlohmann::json::object();
+  if (!j.contains(key)) return empty;
+  LB_CHECK(j.at(key).is_object(), key, ": expected a JSON object, got ", j.at(key).dump());
+  return j.at(key);
+}
+
+// Architecture keys accepted per model type: the names of its config's to_json().
+nlohmann::json default_arch(const std::string& type) {
+  nlohmann::json a;
+  if (type == "bert") a = models::BertConfig().to_json();
+  else if (type == "vit") a = models::ViTConfig().to_json();
+  else a = models::ResNetConfig().to_json();
+  a.erase("model_type");
+  a.erase("num_labels");
+  a.erase("num_classes");
+  return a;
+}
+
+ModelSection parse_model(const nlohmann::json& j) {
+  ModelSection m;
+  JsonReader r(j, "model");
+  m.type = r.choice("type", m.type, {"bert", "vit", "resnet"});
+  m.pretrained = expand_path(r.string("pretrained", ""), "model.pretrained");
+  m.num_labels = r.integer("num_labels", 0, 0, 100000);
+  LB_CHECK(m.pretrained.empty() || m.type != "resnet",
+           "model.pretrained: Hugging Face directories load for bert and vit, not resnet");
+  const nlohmann::json valid = default_arch(m.type);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "type" || k == "pretrained" || k == "num_labels") continue;
+    if (!valid.contains(k)) {
+      std::string names = "type, pretrained, num_labels";
+      for (auto v = valid.begin(); v != valid.end(); ++v) names += ", " + v.key();
+      LB_FAIL("model: unknown key '", k, "' for a ", m.type, " model; valid keys: ", names);
+    }
+    LB_CHECK(m.pretrained.empty(), "model.", k,
+             ": architecture keys cannot be combined with model.pretrained (the directory's "
+             "config.json defines the architecture)");
+    m.arch[k] = it.value();
+    r.allow(k);
+  }
+  r.finish();
+  // Type and range checks of the architecture by the model's own parser (paths model.<key>).
+  nlohmann::json full = valid;
+  full.update(m.arch);
+  if (m.type == "bert") (void)models::BertConfig::from_json(full, "model");
+  else if (m.type == "vit") (void)models::ViTConfig::from_json(full, "model");
+  else (void)models::ResNetConfig::from_json(full, "model");
+  return m;
+}
+
+DataSection parse_data(const nlohmann::json& j) {
+  DataSection d;
+  JsonReader r(j, "data");
+  d.task = r.string("task", d.task);
+  d.dir = expand_path(r.string("dir", ""), "data.dir");
+  d.vocab = expand_path(r.string("vocab", ""), "data.vocab");
+  d.max_seq_len = r.integer("max_seq_len", d.max_seq_len, 3, 100000);
+  d.padding = r.choice("padding", d.padding, {"dynamic", "max_length"});
+  d.batch_size = r.integer("batch_size", d.batch_size, 1, 1 << 20);
+  d.eval_batch_size = r.integer("eval_batch_size", 0, 0, 1 << 20);
+  d.workers = r.integer("workers", d.workers, 0, 64);
+  d.train_split = r.string("train_split", d.train_split);
+  d.eval_split = r.string("eval_split", "");
+  d.max_train_examples = r.integer("max_train_examples", 0, 0, kBig);
+  d.max_eval_examples = r.integer("max_eval_examples", 0, 0, kBig);
+  d.random_crop_padding = r.integer("random_crop_padding", 0, 0, 64);
+  d.horizontal_flip = r.boolean("horizontal_flip", false);
+  d.mean = number_list(r, "mean", 3, 0, 1);
+  d.std = number_list(r, "std", 3, 1e-6, 10);
+  d.synthetic_train = r.integer("synthetic_train", d.synthetic_train, 1, 10000000);
+  d.synthetic_eval = r.integer("synthetic_eval", d.synthetic_eval, 1, 10000000);
+  r.finish();
+  const bool image = d.task == "cifar10" || d.task == "cifar100" || d.task == "image_folder";
+  LB_CHECK(d.task == "synthetic" || image || !d.dir.empty(), "data.dir: required for task '",
+           d.task, "' (the folder holding its train/dev/test TSV files)");
+  LB_CHECK(!image || !d.dir.empty(), "data.dir: required for task '", d.task, "'");
+  return d;
+}
+
+TrainSection parse_train(const nlohmann::json& j) {
+  TrainSection t;
+  JsonReader r(j, "train");
+  t.epochs = r.number("epochs", t.epochs, 0, 1e6);
+  t.max_steps = r.integer("max_steps", 0, 0, int64_t{1} << 40);
+  LB_CHECK(t.epochs > 0 || t.max_steps > 0, "train: set epochs > 0 or max_steps > 0");
+  t.grad_accum = r.integer("grad_accum", 1, 1, 1 << 20);
+  t.max_grad_norm = r.number("max_grad_norm", t.max_grad_norm, 0, 1e12);
+  t.log_every = r.integer("log_every", t.log_every, 1, kBig);
+  t.eval_every = r.integer("eval_every", 0, 0, kBig);
+  t.save_every = r.integer("save_every", 0, 0, kBig);
+  t.keep_checkpoints = r.integer("keep_checkpoints", t.keep_checkpoints, 1, 1000);
+  t.seed = static_cast<uint64_t>(r.integer("seed", 42, 0, std::numeric_limits<int64_t>::max()));
+  t.label_smoothing = r.number("label_smoothing", 0, 0, 0.999);
+  t.precision = r.choice("precision", t.precision, {"f32"});
+  r.finish();
+  return t;
+}
+
+OptimizerSection parse_optimizer(const nlohmann::json& j) {
+  OptimizerSection o;
+  JsonReader r(j, "optimizer");
+  o.type = r.choice("type", o.type, {"adamw", "adam", "sgd"});
+  o.lr = r.number("lr", o.type == "sgd" ? 0.1 : o.lr, 0, 1e300);
+  LB_CHECK(o.lr > 0, "optimizer.lr: must be > 0");
+  o.weight_decay = r.number("weight_decay", 0, 0, 10);
+  o.no_decay = string_list(r, "no_decay", o.no_decay);
+  o.beta1 = r.number("beta1", o.beta1, 0, 0.999999);
+  o.beta2 = r.number("beta2", o.beta2, 0, 0.999999999);
+  o.eps = r.number("eps", o.eps, 0, 1);
+  o.momentum = r.number("momentum", 0, 0, 0.999999);
+  o.nesterov = r.boolean("nesterov", false);
+  r.finish();
+  LB_CHECK(o.type == "sgd" || (!j.contains("momentum") && !j.contains("nesterov")),
+           "optimizer.momentum/nesterov: only for type sgd (", o.type, " uses beta1/beta2)");
+  LB_CHECK(o.type != "sgd" || (!j.contains("beta1") && !j.contains("beta2") && !j.contains("eps")),
+           "optimizer.beta1/beta2/eps: only for adam and adamw");
+  LB_CHECK(!o.nesterov || o.momentum > 0, "optimizer.nesterov: needs momentum > 0");
+  return o;
+}
+
+ScheduleSection parse_schedule(const nlohmann::json& j) {
+  ScheduleSection s;
+  JsonReader r(j, "schedule");
+  s.type = r.choice("type", s.type, {"constant", "linear", "cosine"});
+  s.warmup_ratio = r.number("warmup_ratio", 0, 0, 1);
+  s.warmup_steps = r.integer("warmup_steps", 0, 0, int64_t{1} << 40);
+  s.min_ratio = r.number("min_ratio", 0, 0, 1);
+  r.finish();
+  LB_CHECK(!(s.warmup_ratio > 0 && s.warmup_steps > 0),
+           "schedule: give warmup_ratio or warmup_steps, not both");
+  return s;
+}
+
+std::string json_type_error_hint(const std::string& source, const std::string& text,
+                                 const nlohmann::json::parse_error& e) {
+  // byte offset -> line:column
+  size_t line = 1, col = 1;
+  const size_t upto = std::min(static_cast<size_t>(e.byte > 0 ? e.byte - 1 : 0), text.size());
+  for (size_t i = 0; i < upto; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  std::ostringstream os;
+  os << source << ":" << line << ":" << col << ": invalid JSON: " << e.what();
+  return os.str();
+}
+
+}  // namespace
+
+Config Config::from_json(const nlohmann::json& j, const std::string& source) {
+  LB_CHECK(j.is_object(), source, ": a config is a JSON object with sections model, data, train, "
+           "optimizer, schedule, backward, freeze, output");
+  try {
+    Config c;
+    c.source = source;
+    JsonReader top(j, "config");
+    for (const char* k : {"model", "data", "train", "optimizer", "schedule", "backward", "freeze",
+                          "output", "comment"})
+      top.allow(k);
+    top.finish();
+    c.model = parse_model(section(j, "model"));
+    c.data = parse_data(section(j, "data"));
+    c.train = parse_train(section(j, "train"));
+    c.optimizer = parse_optimizer(section(j, "optimizer"));
+    c.schedule = parse_schedule(section(j, "schedule"));
+    c.backward = section(j, "backward");
+    (void)nn::backward::Policy::from_json(c.backward, "backward");  // validates every rule
+    if (j.contains("freeze")) {
+      const auto& f = j.at("freeze");
+      LB_CHECK(f.is_array(), "freeze: expected a list of parameter-name globs, got ", f.dump());
+      for (size_t i = 0; i < f.size(); ++i) {
+        LB_CHECK(f[i].is_string(), "freeze[", i, "]: expected a string, got ", f[i].dump());
+        c.freeze.push_back(f[i].get<std::string>());
+      }
+    }
+    {
+      JsonReader r(section(j, "output"), "output");
+      c.output.dir = expand_path(r.string("dir", ""), "output.dir");
+      r.finish();
+    }
+    return c;
+  } catch (const Error& e) {
+    // Prefix the file so the message reads "configs/x.json: optimizer.lr: ...".
+    throw Error(source + ": " + e.what());
+  }
+}
+
+nlohmann::json Config::to_json() const {
+  nlohmann::json model_j = {{"type", model.type}, {"num_labels", model.num_labels}};
+  if (!model.pretrained.empty()) model_j["pretrained"] = model.pretrained;
+  else {
+    nlohmann::json a = default_arch(model.type);
+    a.update(model.arch);
+    model_j.update(a);
+  }
+  nlohmann::json data_j = {{"task", data.task},
+                           {"dir", data.dir},
+                           {"vocab", data.vocab},
+                           {"max_seq_len", data.max_seq_len},
+                           {"padding", data.padding},
+                           {"batch_size", data.batch_size},
+                           {"eval_batch_size", data.eval_batch_size},
+                           {"workers", data.workers},
+                           {"train_split", data.train_split},
+                           {"eval_split", data.eval_split},
+                           {"max_train_examples", data.max_train_examples},
+                           {"max_eval_examples", data.max_eval_examples},
+                           {"random_crop_padding", data.random_crop_padding},
+                           {"horizontal_flip", data.horizontal_flip},
+                           {"synthetic_train", data.synthetic_train},
+                           {"synthetic_eval", data.synthetic_eval}};
+  if (!data.mean.empty()) data_j["mean"] = data.mean;
+  if (!data.std.empty()) data_j["std"] = data.std;
+  nlohmann::json opt_j = {{"type", optimizer.type}, {"lr", optimizer.lr},
+                          {"weight_decay", optimizer.weight_decay}, {"no_decay", optimizer.no_decay}};
+  if (optimizer.type == "sgd") {
+    opt_j["momentum"] = optimizer.momentum;
+    opt_j["nesterov"] = optimizer.nesterov;
+  } else {
+    opt_j["beta1"] = optimizer.beta1;
+    opt_j["beta2"] = optimizer.beta2;
+    opt_j["eps"] = optimizer.eps;
+  }
+  return {{"model", model_j},
+          {"data", data_j},
+          {"train",
+           {{"epochs", train.epochs},
+            {"max_steps", train.max_steps},
+            {"grad_accum", train.grad_accum},
+            {"max_grad_norm", train.max_grad_norm},
+            {"log_every", train.log_every},
+            {"eval_every", train.eval_every},
+            {"save_every", train.save_every},
+            {"keep_checkpoints", train.keep_checkpoints},
+            {"seed", train.seed},
+            {"label_smoothing", train.label_smoothing},
+            {"precision", train.precision}}},
+          {"optimizer", opt_j},
+          {"schedule",
+           {{"type", schedule.type},
+            {"warmup_ratio", schedule.warmup_ratio},
+            {"warmup_steps", schedule.warmup_steps},
+            {"min_ratio", schedule.min_ratio}}},
+          {"backward", backward},
+          {"freeze", freeze},
+          {"output", {{"dir", output.dir}}}};
+}
+
+nlohmann::json read_config_json(const std::string& path) {
+  namespace fs = std::filesystem;
+  LB_CHECK(fs::is_regular_file(path), path, ": no such config file");
+  std::ifstream in(path, std::ios::binary);
+  LB_CHECK(in, path, ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    LB_FAIL(json_type_error_hint(path, text, e));
+  }
+}
+
+void apply_override(nlohmann::json& j, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  LB_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment,
+           "': expected KEY=VALUE with a dotted key, e.g. optimizer.lr=3e-5");
+  const std::string key = assignment.substr(0, eq);
+  const std::string value = assignment.substr(eq + 1);
+  nlohmann::json v;
+  try {
+    v = nlohmann::json::parse(value);
+  } catch (const nlohmann::json::parse_error&) {
+    v = value;  // bare words are strings: data.task=sst2
+  }
+  LB_CHECK(j.is_object(), "--set ", key, ": the config is not a JSON object");
+  nlohmann::json* node = &j;
+  size_t start = 0;
+  std::string walked;
+  while (true) {
+    const size_t dot = key.find('.', start);
+    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    LB_CHECK(!part.empty(), "--set ", key, ": empty key component");
+    walked += (walked.empty() ? "" : ".") + part;
+    if (dot == std::string::npos) {
+      (*node)[part] = v;
+      return;
+    }
+    if (!node->contains(part)) (*node)[part] = nlohmann::json::object();
+    node = &(*node)[part];
+    LB_CHECK(node->is_object(), "--set ", key, ": ", walked, " is not an object in the config");
+    start = dot + 1;
+  }
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  nlohmann::json j = read_config_json(path);
+  LB_CHECK(j.is_object(), path, ": a config is a JSON object, got ", j.type_name());
+  for (const auto& o : overrides) {
+    try {
+      apply_override(j, o);
+    } catch (const Error& e) {
+      throw Error(path + ": " + e.what());
+    }
+  }
+  return Config::from_json(j, path);
+}
+
+}  // namespace lb::train

@@ -1,0 +1,107 @@
+// build_task_model (see task_model.h).
+#include "lb/train/task_model.h"
+
+#include "lb/core/error.h"
+#include "models/bert.h"
+#include "models/hf_import.h"
+#include "models/resnet.h"
+#include "models/vit.h"
+
+namespace lb::train {
+
+namespace {
+
+const Tensor& input(const data::Batch& b, const std::string& name) {
+  auto it = b.inputs.find(name);
+  LB_CHECK(it != b.inputs.end(), "model input '", name, "' is missing from the batch");
+  return it->second;
+}
+
+class BertTask : public TaskModel {
+ public:
+  explicit BertTask(std::unique_ptr<models::BertForSequenceClassification> m) : m_(std::move(m)) {}
+  nn::Module& module() override { return *m_; }
+  ModelOutput forward(const data::Batch& b) override {
+    auto out = m_->forward(input(b, "input_ids"), input(b, "token_type_ids"),
+                           input(b, "attention_mask"), b.labels);
+    return {out.logits, out.loss};
+  }
+  nlohmann::json model_config() const override { return m_->config().to_json(); }
+
+ private:
+  std::unique_ptr<models::BertForSequenceClassification> m_;
+};
+
+// ViT and ResNet: images in, label smoothing in training mode only.
+template <typename M>
+class ImageTask : public TaskModel {
+ public:
+  ImageTask(std::unique_ptr<M> m, double smoothing) : m_(std::move(m)), smoothing_(smoothing) {}
+  nn::Module& module() override { return *m_; }
+  ModelOutput forward(const data::Batch& b) override {
+    auto out = m_->forward(input(b, "images"), b.labels, m_->is_training() ? smoothing_ : 0.0);
+    return {out.logits, out.loss};
+  }
+  nlohmann::json model_config() const override { return m_->config().to_json(); }
+
+ private:
+  std::unique_ptr<M> m_;
+  double smoothing_;
+};
+using VitTask = ImageTask<models::ViTForImageClassification>;
+using ResNetTask = ImageTask<models::ResNet>;
+
+}  // namespace
+
+std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels,
+                                            int64_t vocab_size, std::string* log) {
+  const ModelSection& m = config.model;
+  const int64_t labels = m.num_labels > 0 ? m.num_labels : num_labels;
+  LB_CHECK(labels > 0, config.source, ": model.num_labels: the task does not define it; set it");
+  LB_CHECK(m.num_labels == 0 || m.num_labels == num_labels || num_labels == 0, config.source,
+           ": model.num_labels is ", m.num_labels, " but the task has ", num_labels, " labels");
+  const double smoothing = config.train.label_smoothing;
+  if (m.type == "bert") {
+    LB_CHECK(smoothing == 0, config.source,
+             ": train.label_smoothing: not supported for BERT sequence classification");
+    if (!m.pretrained.empty()) {
+      models::HfLoadReport report;
+      auto model = models::load_hf_bert(m.pretrained, labels, &report);
+      if (log) *log = report.summary();
+      LB_CHECK(vocab_size == 0 || model->config().vocab_size >= vocab_size, config.source,
+               ": the tokenizer has ", vocab_size, " tokens but ", m.pretrained, " has vocab_size ",
+               model->config().vocab_size);
+      return std::make_unique<BertTask>(std::move(model));
+    }
+    nlohmann::json arch = m.arch;
+    if (!arch.contains("vocab_size") && vocab_size > 0) arch["vocab_size"] = vocab_size;
+    arch["num_labels"] = labels;
+    auto cfg = models::BertConfig::from_json(arch, "model");
+    LB_CHECK(vocab_size == 0 || cfg.vocab_size >= vocab_size, config.source,
+             ": model.vocab_size ", cfg.vocab_size, " is smaller than the tokenizer's ", vocab_size);
+    LB_CHECK(cfg.max_position_embeddings >= config.data.max_seq_len, config.source,
+             ": data.max_seq_len ", config.data.max_seq_len, " exceeds model.max_position_embeddings ",
+             cfg.max_position_embeddings);
+    return std::make_unique<BertTask>(std::make_unique<models::BertForSequenceClassification>(cfg));
+  }
+  if (m.type == "vit") {
+    if (!m.pretrained.empty()) {
+      models::HfLoadReport report;
+      auto model = models::load_hf_vit(m.pretrained, labels, &report);
+      if (log) *log = report.summary();
+      return std::make_unique<VitTask>(std::move(model), smoothing);
+    }
+    nlohmann::json arch = m.arch;
+    arch["num_labels"] = labels;
+    auto cfg = models::ViTConfig::from_json(arch, "model");
+    return std::make_unique<VitTask>(std::make_unique<models::ViTForImageClassification>(cfg),
+                                     smoothing);
+  }
+  nlohmann::json arch = models::ResNetConfig().to_json();
+  arch.update(m.arch);
+  arch["num_classes"] = labels;
+  auto cfg = models::ResNetConfig::from_json(arch, "model");
+  return std::make_unique<ResNetTask>(std::make_unique<models::ResNet>(cfg), smoothing);
+}
+
+}  // namespace lb::train

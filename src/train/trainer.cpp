@@ -1,0 +1,559 @@
+// The training loop (see trainer.h).
+#include "lb/train/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "lb/autograd/node.h"
+#include "lb/core/allocator.h"
+#include "lb/core/error.h"
+#include "lb/core/random.h"
+#include "lb/io/atomic_file.h"
+#include "lb/nn/backward/accounting.h"
+#include "lb/nn/backward/calibration.h"
+#include "lb/nn/backward/policy.h"
+#include "lb/ops/elementwise.h"
+#include "lb/optim/lr_schedule.h"
+#include "lb/optim/optimizer.h"
+#include "lb/train/checkpoint.h"
+#include "lb/train/evaluate.h"
+#include "lb/train/progress.h"
+#include "lb/train/run_info.h"
+#include "lb/train/task_data.h"
+#include "lb/train/task_model.h"
+
+namespace lb::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool>& stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+std::string resolve_run_dir(const Config& config, const TrainOptions& opt) {
+  if (!opt.out_dir.empty()) return opt.out_dir;
+  if (!config.output.dir.empty()) return config.output.dir;
+  return (fs::path("runs") / fs::path(config.source).stem()).string();
+}
+
+namespace {
+
+int64_t checkpoint_step(const fs::path& p) {
+  const std::string name = p.filename().string();
+  if (name.rfind("checkpoint-", 0) != 0) return -1;
+  try {
+    size_t used = 0;
+    const int64_t s = std::stoll(name.substr(11), &used);
+    return used == name.size() - 11 ? s : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+std::string find_checkpoint(const std::string& path) {
+  LB_CHECK(fs::is_directory(path), "--resume ", path, ": no such directory");
+  if (fs::exists(fs::path(path) / "trainer_state.json")) return path;
+  int64_t best = -1;
+  std::string found;
+  for (const auto& e : fs::directory_iterator(path)) {
+    const int64_t s = checkpoint_step(e.path());
+    if (s > best && fs::exists(e.path() / "trainer_state.json")) {
+      best = s;
+      found = e.path().string();
+    }
+  }
+  LB_CHECK(!found.empty(), "--resume ", path,
+           ": no checkpoint in it (expected trainer_state.json, or checkpoint-<step>/ folders)");
+  return found;
+}
+
+namespace {
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, nn::Module& model) {
+  const OptimizerSection& o = c.optimizer;
+  const auto named = model.named_parameters();
+  auto groups = optim::param_groups_with_decay(named, o.lr, o.weight_decay, o.no_decay);
+  if (o.type == "sgd") {
+    optim::SgdOptions s;
+    s.momentum = o.momentum;
+    s.nesterov = o.nesterov;
+    return std::make_unique<optim::SGD>(std::move(groups), s);
+  }
+  optim::AdamOptions a;
+  a.beta1 = o.beta1;
+  a.beta2 = o.beta2;
+  a.eps = o.eps;
+  a.decoupled = o.type == "adamw";
+  return std::make_unique<optim::Adam>(std::move(groups), a);
+}
+
+optim::LrSchedule make_schedule(const ScheduleSection& s, int64_t total_steps) {
+  optim::LrSchedule sch;
+  sch.kind = s.type == "linear"   ? optim::ScheduleKind::Linear
+             : s.type == "cosine" ? optim::ScheduleKind::Cosine
+                                  : optim::ScheduleKind::Constant;
+  sch.total_steps = total_steps;
+  sch.warmup_steps = s.warmup_steps > 0
+                         ? s.warmup_steps
+                         : static_cast<int64_t>(std::ceil(s.warmup_ratio * static_cast<double>(total_steps)));
+  if (sch.kind != optim::ScheduleKind::Constant)
+    sch.warmup_steps = std::min(sch.warmup_steps, std::max<int64_t>(total_steps - 1, 0));
+  sch.min_ratio = s.min_ratio;
+  return sch;
+}
+
+// The first parameter whose gradient holds a NaN/inf, as "name (layer L runs S)".
+std::string first_bad_gradient(nn::Module& model,
+                               const std::vector<std::shared_ptr<nn::backward::Strategy>>& strategies) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    const auto v = g.to_double_vector();
+    if (std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); })) continue;
+    std::string where = name;
+    for (const auto& s : strategies) {
+      if (name.rfind(s->layer_name() + ".", 0) == 0)
+        return where + " (layer " + s->layer_name() + ", backward strategy " + s->type() + ")";
+    }
+    return where;
+  }
+  return "";
+}
+
+// metrics.jsonl without the lines past `step` (a resumed run rewrites what it repeats).
+void truncate_metrics(const fs::path& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  std::ifstream in(path);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (j.value("type", "") != "run" && j.value("step", int64_t{0}) > step) continue;
+    } catch (const std::exception&) {
+      continue;  // a line torn by a kill
+    }
+    kept += line + "\n";
+  }
+  io::write_text_atomic(path.string(), kept);
+}
+
+class MetricsLog {
+ public:
+  explicit MetricsLog(const fs::path& path) : out_(path, std::ios::app) {
+    LB_CHECK(out_, "cannot write ", path.string());
+  }
+  void write(const nlohmann::json& j) {
+    out_ << j.dump() << "\n";
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+struct LoopState {
+  int64_t step = 0;             // optimizer steps done
+  int64_t calib_batches = 0;    // calibration micro-batches drawn so far
+  double best_metric = -std::numeric_limits<double>::infinity();
+  int64_t best_step = -1;
+  std::vector<int64_t> checkpoints;  // steps with a checkpoint on disk, oldest first
+  nlohmann::json best_eval = nlohmann::json::object();
+
+  nlohmann::json to_json() const {
+    return {{"step", step},           {"calib_batches", calib_batches},
+            {"best_metric", std::isfinite(best_metric) ? nlohmann::json(best_metric) : nlohmann::json()},
+            {"best_step", best_step}, {"checkpoints", checkpoints},
+            {"best_eval", best_eval}};
+  }
+  void from_json(const nlohmann::json& j, const std::string& where) {
+    try {
+      step = j.at("step").get<int64_t>();
+      calib_batches = j.at("calib_batches").get<int64_t>();
+      best_metric = j.at("best_metric").is_null() ? -std::numeric_limits<double>::infinity()
+                                                  : j.at("best_metric").get<double>();
+      best_step = j.at("best_step").get<int64_t>();
+      checkpoints = j.at("checkpoints").get<std::vector<int64_t>>();
+      best_eval = j.at("best_eval");
+    } catch (const nlohmann::json::exception& e) {
+      LB_FAIL(where, ": extra.trainer is malformed (", e.what(), ")");
+    }
+    LB_CHECK(step >= 0 && calib_batches >= 0, where, ": extra.trainer has negative counters");
+  }
+};
+
+}  // namespace
+
+TrainResult train(const Config& config_in, const TrainOptions& opt) {
+  Config config = config_in;
+  if (opt.seed) config.train.seed = *opt.seed;
+  const TrainSection& tc = config.train;
+  TrainResult result;
+  const fs::path run_dir = resolve_run_dir(config, opt);
+  result.run_dir = run_dir.string();
+
+  // ---- the run directory: never overwrite a user's run by accident ----
+  std::string resume_ckpt;
+  if (!opt.resume.empty()) resume_ckpt = find_checkpoint(opt.resume);
+  const bool resuming = !resume_ckpt.empty();
+  if (!resuming && fs::exists(run_dir) && !fs::is_empty(run_dir)) {
+    LB_CHECK(opt.overwrite, "run directory ", run_dir.string(),
+             " already exists and is not empty; pass --overwrite to replace it, --out DIR for "
+             "another one, or --resume ", run_dir.string(), " to continue it");
+    for (const auto& e : fs::directory_iterator(run_dir)) fs::remove_all(e.path());
+  }
+
+  // ---- data, model, strategies, optimizer (all validated before any training work) ----
+  manual_seed(tc.seed);
+  const TaskData data = load_task_data(config);
+  std::string load_log;
+  auto model = build_task_model(config, data.num_labels, data.vocab_size, &load_log);
+  nn::Module& module = model->module();
+  for (const auto& g : config.freeze) {
+    try {
+      module.freeze(g);
+    } catch (const Error& e) {
+      throw Error(config.source + ": freeze: " + e.what());
+    }
+  }
+  const auto policy = nn::backward::Policy::from_json(config.backward, "backward");
+  nn::backward::Plan plan;
+  try {
+    plan = policy.plan(module, opt.strategy);
+  } catch (const Error& e) {
+    throw Error(config.source + ": " + e.what());
+  }
+  const auto strategies = policy.apply(module, opt.strategy);
+  nn::backward::Calibrator calibrator(strategies);
+  auto optimizer = make_optimizer(config, module);
+  std::vector<Tensor> trainable;
+  for (const auto& p : module.parameters())
+    if (p.requires_grad()) trainable.push_back(p);
+  LB_CHECK(!trainable.empty(), config.source, ": freeze: every parameter is frozen; nothing to train");
+
+  auto train_loader = make_loader(data, config, /*train_split=*/true, tc.seed);
+  auto calib_loader = make_loader(data, config, true, tc.seed ^ 0x5ca1ab1eULL);
+  auto eval_loader = make_loader(data, config, /*train_split=*/false, tc.seed);
+  const int64_t batches = train_loader->batches_per_epoch();
+  const int64_t k = tc.grad_accum;
+  const int64_t steps_per_epoch = (batches + k - 1) / k;
+  const int64_t total_steps =
+      tc.max_steps > 0 ? tc.max_steps
+                       : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(tc.epochs * static_cast<double>(steps_per_epoch))));
+  const optim::LrSchedule schedule = make_schedule(config.schedule, total_steps);
+  const int64_t eval_every = tc.eval_every > 0 ? tc.eval_every : steps_per_epoch;
+
+  LoopState st;
+  fs::create_directories(run_dir);
+  if (resuming) {
+    const LoadedCheckpoint ck = load_checkpoint(resume_ckpt, module, optimizer.get());
+    const std::string where = (fs::path(resume_ckpt) / "trainer_state.json").string();
+    LB_CHECK(ck.state.contains("extra") && ck.state["extra"].contains("trainer"), where,
+             ": not a checkpoint written by leanback train (no extra.trainer)");
+    st.from_json(ck.state["extra"]["trainer"], where);
+    LB_CHECK(st.step == ck.step, where, ": trainer step ", st.step, " and optimizer step ", ck.step,
+             " disagree");
+    LB_CHECK(st.step <= total_steps, where, ": the checkpoint is at step ", st.step,
+             ", past this config's ", total_steps, " steps");
+    for (const auto& n : ck.notes) std::cerr << "resume: " << n << "\n";
+    // Drop metric lines the resumed steps will write again.
+    truncate_metrics(run_dir / "metrics.jsonl", st.step);
+    // Checkpoints past the resumed one belong to the abandoned future.
+    std::vector<int64_t> kept;
+    for (int64_t s : st.checkpoints)
+      if (s <= st.step && fs::exists(run_dir / ("checkpoint-" + std::to_string(s)))) kept.push_back(s);
+    st.checkpoints = kept;
+  }
+  io::write_text_atomic((run_dir / "config.json").string(), config.to_json().dump(2) + "\n");
+  io::write_text_atomic((run_dir / "plan.txt").string(), plan.table());
+  MetricsLog metrics(run_dir / "metrics.jsonl");
+  if (!resuming) {
+    metrics.write({{"type", "run"},
+                   {"config", config.to_json()},
+                   {"model", model->model_config()},
+                   {"parameters", module.num_parameters()},
+                   {"trainable_parameters", module.num_parameters(true)},
+                   {"train_examples", data.train_size()},
+                   {"eval_examples", data.eval_size()},
+                   {"eval_split", data.eval_split},
+                   {"steps", total_steps},
+                   {"steps_per_epoch", steps_per_epoch},
+                   {"strategy_override", opt.strategy},
+                   {"environment", environment_json()},
+                   {"git_commit", git_commit()},
+                   {"plan", plan.to_json()},
+                   {"load_report", load_log}});
+  }
+
+  Logger log(opt.quiet);
+  log.info("run directory " + run_dir.string() + (resuming ? " (resuming from " + resume_ckpt + ")" : ""));
+  if (!load_log.empty()) log.info(load_log);
+  log.info(std::to_string(data.train_size()) + " training examples, " + std::to_string(data.eval_size()) +
+           " for evaluation (" + data.eval_split + "); " + std::to_string(total_steps) + " steps (" +
+           std::to_string(steps_per_epoch) + " per epoch, batch " + std::to_string(config.data.batch_size) +
+           " x " + std::to_string(k) + " accumulated); " + std::to_string(module.num_parameters(true)) +
+           " trainable parameters");
+  if (!opt.quiet) std::cerr << plan.table();
+
+  // ---- checkpoint save with retention ----
+  auto save = [&](bool is_best) {
+    const std::string name = "checkpoint-" + std::to_string(st.step);
+    if (std::find(st.checkpoints.begin(), st.checkpoints.end(), st.step) == st.checkpoints.end())
+      st.checkpoints.push_back(st.step);
+    if (is_best) st.best_step = st.step;
+    nlohmann::json extra = {{"trainer", st.to_json()}, {"config", config.to_json()},
+                            {"strategy_override", opt.strategy}};
+    save_checkpoint((run_dir / name).string(), module, optimizer.get(), &schedule, extra);
+    result.last_checkpoint = (run_dir / name).string();
+    // Keep the newest keep_checkpoints and the best; delete the rest.
+    std::vector<int64_t> keep;
+    const int64_t n = static_cast<int64_t>(st.checkpoints.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t s = st.checkpoints[i];
+      if (i >= n - tc.keep_checkpoints || s == st.best_step) keep.push_back(s);
+      else fs::remove_all(run_dir / ("checkpoint-" + std::to_string(s)));
+    }
+    st.checkpoints = keep;
+  };
+
+  auto run_eval = [&]() {
+    EvalOutput ev = evaluate(*model, *eval_loader, data);
+    nlohmann::json line = ev.metrics;
+    line["type"] = "eval";
+    line["step"] = st.step;
+    line["epoch"] = static_cast<double>(st.step) / static_cast<double>(steps_per_epoch);
+    metrics.write(line);
+    const std::string key = "eval_" + data.primary_metric();
+    bool best = false;
+    if (ev.metrics.contains(key)) {
+      const double v = ev.metrics[key].get<double>();
+      if (v > st.best_metric || st.best_step < 0) {
+        st.best_metric = v;
+        st.best_eval = line;
+        best = true;
+      }
+    }
+    std::ostringstream os;
+    os << "eval step " << st.step << ":";
+    for (auto& [kk, v] : ev.metrics.items())
+      if (kk != "eval_samples" && kk != "eval_runtime_s" && kk != "eval_samples_per_second")
+        os << " " << kk << " " << std::setprecision(4) << v.get<double>();
+    os << (best ? " (best)" : "");
+    log.info(os.str());
+    return std::make_pair(line, best);
+  };
+
+  // ---- the loop ----
+  module.train();
+  nn::backward::run_context().seed = tc.seed;
+  Progress progress(total_steps, opt.progress < 0 ? ::isatty(2) != 0 : opt.progress == 1, opt.quiet);
+  int64_t loader_epoch = -1, loader_next = 0;  // where train_loader stands
+  struct Window {
+    double loss = 0, grad_norm = 0, step_ms = 0, fwd = 0, bwd = 0, opt = 0, wait = 0;
+    int64_t steps = 0, examples = 0, saved_max = 0;
+    double saved_sum = 0;
+  } win;
+  nlohmann::json last_eval;
+  bool last_was_best = false;
+  int64_t steps_this_run = 0;
+  double train_ms = 0;          // optimizer steps only (no evaluation, calibration, saving)
+  int64_t train_examples = 0;
+  cpu_allocator().reset_peak();
+
+  while (st.step < total_steps) {
+    if (stop_requested() || (opt.interrupt_after > 0 && steps_this_run >= opt.interrupt_after)) {
+      result.interrupted = true;
+      break;
+    }
+    const int64_t step = st.step;
+    nn::backward::run_context().step = step;
+    // Calibration (INSTANT bases, HOT's quantiser choice) on its own stream of batches.
+    if (calibrator.needs_calibration(step)) {
+      const auto c0 = Clock::now();
+      calibrator.calibrate(
+          step,
+          [&](int64_t) {
+            // One calibration pass sees what one optimizer step sees: k micro-batches, their
+            // losses weighted as in training, so accumulation leaves the statistics unchanged.
+            std::vector<data::Batch> mb(static_cast<size_t>(k));
+            int64_t examples = 0;
+            for (auto& b : mb) {
+              const int64_t c = st.calib_batches++;
+              calib_loader->start_epoch(c / batches, c % batches);
+              LB_CHECK(calib_loader->next(b), "calibration loader ran dry");
+              examples += b.size();
+            }
+            for (auto& b : mb) {
+              const double share = static_cast<double>(b.size()) / static_cast<double>(examples);
+              const Tensor loss = model->forward(b).loss;
+              (share == 1.0 ? loss : loss * share).backward();
+            }
+          },
+          [&] { optimizer->zero_grad(); });
+      const double ms = ms_between(c0, Clock::now());
+      metrics.write({{"type", "calibration"}, {"step", step}, {"ms", ms},
+                     {"report", calibrator.report()["layers"]}});
+    }
+    const int64_t epoch = step / steps_per_epoch;
+    const int64_t first = (step % steps_per_epoch) * k;
+    const int64_t last = std::min(first + k, batches);
+    if (loader_epoch != epoch || loader_next != first) train_loader->start_epoch(epoch, first);
+    loader_epoch = epoch;
+    const auto t0 = Clock::now();
+    std::vector<data::Batch> micro(static_cast<size_t>(last - first));
+    int64_t step_examples = 0;
+    for (auto& b : micro) {
+      LB_CHECK(train_loader->next(b), "training loader ended early at epoch ", epoch);
+      step_examples += b.size();
+    }
+    loader_next = last;
+    const auto t_data = Clock::now();
+    double fwd_ms = 0, bwd_ms = 0, step_loss = 0;
+    for (size_t m = 0; m < micro.size(); ++m) {
+      const auto f0 = Clock::now();
+      ModelOutput out = model->forward(micro[m]);
+      const auto f1 = Clock::now();
+      if (m == 0) {
+        const int64_t sb = autograd::saved_bytes();
+        win.saved_sum += static_cast<double>(sb);
+        win.saved_max = std::max(win.saved_max, sb);
+      }
+      const double l = out.loss.item_double();
+      if (!std::isfinite(l))
+        LB_FAIL("step ", step + 1, ": the training loss is ", l, " (micro-batch ", m, ")",
+                result.last_checkpoint.empty() ? std::string("; no checkpoint was written yet")
+                                               : "; the last good checkpoint is " + result.last_checkpoint);
+      const double share = static_cast<double>(micro[m].size()) / static_cast<double>(step_examples);
+      step_loss += l * share;
+      const auto f2 = Clock::now();
+      (share == 1.0 ? out.loss : out.loss * share).backward();
+      const auto f3 = Clock::now();
+      fwd_ms += ms_between(f0, f1);
+      bwd_ms += ms_between(f2, f3);
+    }
+    const auto o0 = Clock::now();
+    const double gnorm = optim::clip_grad_norm(
+        trainable, tc.max_grad_norm > 0 ? tc.max_grad_norm : std::numeric_limits<double>::infinity());
+    if (!std::isfinite(gnorm)) {
+      const std::string bad = first_bad_gradient(module, strategies);
+      LB_FAIL("step ", step + 1, ": non-finite gradient norm ", gnorm,
+              bad.empty() ? std::string("") : " (first in " + bad + ")",
+              result.last_checkpoint.empty() ? std::string("; no checkpoint was written yet")
+                                             : "; the last good checkpoint is " + result.last_checkpoint);
+    }
+    optimizer->set_lr_factor(schedule.factor(step));
+    const double lr = optimizer->groups().front().lr;
+    optimizer->step();
+    optimizer->zero_grad();
+    const auto t1 = Clock::now();
+    ++st.step;
+    ++steps_this_run;
+    result.losses.push_back(step_loss);
+
+    win.loss += step_loss;
+    win.grad_norm += gnorm;
+    win.step_ms += ms_between(t0, t1);
+    win.fwd += fwd_ms;
+    win.bwd += bwd_ms;
+    win.opt += ms_between(o0, t1);
+    // The time this step spent getting its batches: collating (text) or waiting for the
+    // background workers (images); wait_ms() alone counts only the latter.
+    win.wait += ms_between(t0, t_data);
+    win.examples += step_examples;
+    train_ms += ms_between(t0, t1);
+    train_examples += step_examples;
+    ++win.steps;
+    progress.update(st.step, step_loss, static_cast<double>(step_examples) / (ms_between(t0, t1) / 1000.0));
+
+    if (st.step % tc.log_every == 0 || st.step == total_steps) {
+      const double n = static_cast<double>(win.steps);
+      const MemStats mem = cpu_allocator().stats();
+      nlohmann::json peak_by_tag;
+      for (int i = 0; i < kNumMemTags; ++i) peak_by_tag[mem_tag_name(static_cast<MemTag>(i))] = mem.peak[i];
+      nlohmann::json line = {{"type", "train"},
+                             {"step", st.step},
+                             {"epoch", static_cast<double>(st.step) / static_cast<double>(steps_per_epoch)},
+                             {"loss", win.loss / n},
+                             {"lr", lr},
+                             {"grad_norm", win.grad_norm / n},
+                             {"step_ms", win.step_ms / n},
+                             {"forward_ms", win.fwd / n},
+                             {"backward_ms", win.bwd / n},
+                             {"optimizer_ms", win.opt / n},
+                             {"data_wait_ms", win.wait / n},
+                             {"examples_per_s", static_cast<double>(win.examples) / (win.step_ms / 1000.0)},
+                             {"saved_bytes", win.saved_sum / n},
+                             {"saved_bytes_max", win.saved_max},
+                             {"peak_bytes", mem.total_peak},
+                             {"peak_bytes_by_tag", peak_by_tag}};
+      metrics.write(line);
+      std::ostringstream os;
+      os << std::fixed << "step " << st.step << "/" << total_steps << " loss " << std::setprecision(4)
+         << win.loss / n << " lr " << std::scientific << std::setprecision(2) << lr << std::fixed
+         << " grad_norm " << std::setprecision(3) << win.grad_norm / n << " " << std::setprecision(1)
+         << win.step_ms / n << " ms/step " << line["examples_per_s"].get<double>() << " ex/s saved "
+         << win.saved_sum / n / (1024.0 * 1024.0) << " MiB";
+      progress.log(os.str());
+      win = Window{};
+      cpu_allocator().reset_peak();
+    }
+    const bool at_eval = st.step % eval_every == 0 || st.step == total_steps;
+    if (at_eval) {
+      progress.pause();
+      auto [line, best] = run_eval();
+      last_eval = line;
+      last_was_best = best;
+      save(best);
+    } else if (tc.save_every > 0 && st.step % tc.save_every == 0) {
+      save(false);
+    }
+  }
+  progress.finish();
+  if (result.interrupted) {
+    if (result.last_checkpoint.empty() || checkpoint_step(result.last_checkpoint) != st.step) save(false);
+    log.info("interrupted at step " + std::to_string(st.step) + "; resume with --resume " +
+             run_dir.string());
+  } else {
+    result.final_eval = last_eval;
+    nlohmann::json results = {{"final", last_eval}, {"best", st.best_eval},
+                              {"best_checkpoint", st.best_step >= 0
+                                                      ? (run_dir / ("checkpoint-" + std::to_string(st.best_step))).string()
+                                                      : ""},
+                              {"primary_metric", "eval_" + data.primary_metric()},
+                              {"train_runtime_s", train_ms / 1000.0},
+                              {"train_samples_per_second",
+                               train_ms > 0 ? static_cast<double>(train_examples) / (train_ms / 1000.0) : 0.0},
+                              {"minutes_per_epoch",
+                               steps_this_run > 0 ? train_ms / 60000.0 * static_cast<double>(steps_per_epoch) /
+                                                        static_cast<double>(steps_this_run)
+                                                  : 0.0},
+                              {"calibration", calibrator.report()},
+                              {"accounting", nn::backward::accounting_report(strategies)["total"]}};
+    io::write_text_atomic((run_dir / "eval_results.json").string(), results.dump(2) + "\n");
+    (void)last_was_best;
+  }
+  result.steps = st.step;
+  result.best_eval = st.best_eval;
+  if (st.best_step >= 0) result.best_checkpoint = (run_dir / ("checkpoint-" + std::to_string(st.best_step))).string();
+  return result;
+}
+
+}  // namespace lb::train

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# End to end through the CLI on the synthetic task (no shared data): train, plan, eval with
+# per-example predictions, predict, resume after Ctrl-C, and bad input giving a message that
+# names the problem with a non-zero exit, leaving the user's files alone.
+# Usage: train_eval_predict.sh LEANBACK_BINARY CONFIG_DIR
+set -uo pipefail
+lb="$1"
+configs="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+small=(--set train.epochs=2 --set data.synthetic_train=640 --set data.synthetic_eval=200 --no-progress)
+
+# train
+"$lb" train "$configs/quickstart.json" "${small[@]}" --out "$tmp/run" > "$tmp/train.out" 2> "$tmp/train.err" \
+  || { cat "$tmp/train.err"; fail "train exited $?"; }
+grep -q '"eval_accuracy"' "$tmp/train.out" || fail "train printed no final metrics"
+for f in config.json plan.txt metrics.jsonl eval_results.json; do
+  [ -f "$tmp/run/$f" ] || fail "run directory lacks $f"
+done
+grep -q "layer .*kind .*strategy .*reason" "$tmp/train.err" || fail "train did not print the plan"
+
+# an existing run directory is not overwritten
+echo keep > "$tmp/run/mine.txt"
+"$lb" train "$configs/quickstart.json" "${small[@]}" --out "$tmp/run" 2> "$tmp/again.err"
+[ $? -eq 1 ] || fail "training into an existing run directory did not exit 1"
+grep -q "already exists and is not empty; pass --overwrite" "$tmp/again.err" || fail "no message for existing run dir"
+[ -f "$tmp/run/mine.txt" ] || fail "the user's file was removed"
+
+# eval with per-example predictions; refuses to overwrite them
+"$lb" eval "$configs/quickstart.json" --checkpoint "$tmp/run" --predictions "$tmp/pred.jsonl" \
+  "${small[@]:0:6}" > "$tmp/eval.out" 2>/dev/null || fail "eval failed"
+grep -q '"eval_accuracy"' "$tmp/eval.out" || fail "eval printed no metrics"
+[ "$(wc -l < "$tmp/pred.jsonl")" -eq 200 ] || fail "predictions file does not have 200 lines"
+head -1 "$tmp/pred.jsonl" | grep -q '"gold".*"index".*"logits".*"prediction"' || fail "prediction line lacks fields"
+"$lb" eval "$configs/quickstart.json" --checkpoint "$tmp/run" --predictions "$tmp/pred.jsonl" \
+  "${small[@]:0:6}" 2> "$tmp/eval2.err" && fail "eval overwrote a predictions file"
+grep -q "already exists; pass --overwrite" "$tmp/eval2.err" || fail "no message for existing predictions"
+
+# predict
+"$lb" predict "$configs/quickstart.json" --checkpoint "$tmp/run" --out "$tmp/sub" "${small[@]:0:6}" \
+  2>/dev/null || fail "predict failed"
+[ "$(head -1 "$tmp/sub/dev_predictions.tsv")" = "$(printf 'index\tprediction')" ] || fail "predict header"
+[ "$(wc -l < "$tmp/sub/dev_predictions.tsv")" -eq 201 ] || fail "predict rows"
+
+# plan
+"$lb" plan "$configs/quickstart.json" --strategy instant | grep -q "bert.encoder.layer.0.intermediate.dense .*instant .*--strategy instant" \
+  || fail "plan did not apply the override"
+
+# Ctrl-C saves a resumable checkpoint and exits 130; --resume finishes the run
+"$lb" train "$configs/quickstart.json" --set train.epochs=8 --set data.synthetic_train=640 \
+  --set data.synthetic_eval=100 --no-progress --out "$tmp/int" > /dev/null 2> "$tmp/int.err" &
+pid=$!
+for _ in $(seq 1 200); do grep -q "step 25/" "$tmp/int.err" 2>/dev/null && break; sleep 0.1; done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+[ $rc -eq 130 ] || { cat "$tmp/int.err"; fail "Ctrl-C exit status $rc, expected 130"; }
+grep -q "interrupted at step" "$tmp/int.err" || fail "no interruption message"
+ls -d "$tmp"/int/checkpoint-* > /dev/null 2>&1 || fail "no checkpoint after Ctrl-C"
+"$lb" train "$configs/quickstart.json" --set train.epochs=8 --set data.synthetic_train=640 \
+  --set data.synthetic_eval=100 --no-progress --resume "$tmp/int" > "$tmp/res.out" 2> "$tmp/res.err" \
+  || { cat "$tmp/res.err"; fail "resume failed"; }
+grep -q '"step":160' "$tmp/res.out" || fail "resumed run did not reach step 160"
+
+# bad input: named, non-zero
+check() {  # expected-status pattern args...
+  local want="$1" pattern="$2"
+  shift 2
+  "$lb" "$@" > /dev/null 2> "$tmp/bad.err"
+  local got=$?
+  [ $got -eq "$want" ] || fail "'$*' exited $got, expected $want"
+  grep -q -- "$pattern" "$tmp/bad.err" || { cat "$tmp/bad.err"; fail "'$*' message lacks: $pattern"; }
+}
+echo '{"model": {"type": "bert",}}' > "$tmp/syntax.json"
+check 1 "syntax.json:1:" train "$tmp/syntax.json"
+check 1 "optimizer.lr: expected a number" train "$configs/quickstart.json" --set optimizer.lr=fast --out "$tmp/x"
+check 1 "train: unknown key 'epoch'" train "$configs/quickstart.json" --set train.epoch=3 --out "$tmp/x"
+check 1 "no such config file" train "$tmp/missing.json"
+check 2 "--strategy: fancy not in" train "$configs/quickstart.json" --strategy fancy
+check 2 "The following argument was not expected" train "$configs/quickstart.json" extra
+check 1 "no checkpoint in it" eval "$configs/quickstart.json" --checkpoint "$tmp"
+check 2 "--checkpoint is required" eval "$configs/quickstart.json"
+[ ! -e "$tmp/x" ] || fail "a failed run left a run directory behind"
+echo "ok"

@@ -1,0 +1,156 @@
+// Run configs (lb/train/config.h): defaults, the resolved form, --set overrides with type
+// checking, and every error path naming the file and JSON path.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lb/core/error.h"
+#include "lb/train/config.h"
+
+namespace lb::train {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Config parse(const nlohmann::json& j) { return Config::from_json(j, "test.json"); }
+
+std::string parse_error(const nlohmann::json& j) {
+  return error_of([&] { parse(j); });
+}
+
+TEST(Config, DefaultsAndResolvedRoundTrip) {
+  const Config c = parse({{"model", {{"type", "bert"}, {"hidden_size", 64}, {"num_attention_heads", 4}}}});
+  EXPECT_EQ(c.data.task, "synthetic");
+  EXPECT_EQ(c.data.batch_size, 32);
+  EXPECT_EQ(c.optimizer.type, "adamw");
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 5e-5);
+  EXPECT_EQ(c.schedule.type, "linear");
+  EXPECT_EQ(c.train.grad_accum, 1);
+  const nlohmann::json r = c.to_json();
+  EXPECT_EQ(r["model"]["hidden_size"], 64);
+  EXPECT_EQ(r["model"]["num_hidden_layers"], 12);  // defaults filled in
+  EXPECT_EQ(r["train"]["seed"], 42);
+  // The resolved config parses back to itself.
+  EXPECT_EQ(parse(r).to_json(), r);
+}
+
+TEST(Config, SgdDefaultsAndKeys) {
+  const Config c = parse({{"optimizer", {{"type", "sgd"}, {"momentum", 0.9}, {"nesterov", true}}}});
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.1);
+  EXPECT_TRUE(c.optimizer.nesterov);
+  EXPECT_NE(parse_error({{"optimizer", {{"type", "sgd"}, {"beta1", 0.9}}}}).find("only for adam"),
+            std::string::npos);
+  EXPECT_NE(parse_error({{"optimizer", {{"type", "adamw"}, {"momentum", 0.9}}}}).find("only for type sgd"),
+            std::string::npos);
+}
+
+TEST(Config, ErrorsNameFileAndPath) {
+  struct Case {
+    nlohmann::json j;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{{"modle", nlohmann::json::object()}}, "test.json: config: unknown key 'modle'"},
+      {{{"model", 3}}, "model: expected a JSON object"},
+      {{{"model", {{"type", "gpt"}}}}, "model.type: 'gpt' is not valid; choose one of: bert, vit, resnet"},
+      {{{"model", {{"hidden_sise", 8}}}}, "model: unknown key 'hidden_sise' for a bert model"},
+      {{{"model", {{"hidden_size", "big"}}}}, "hidden_size"},
+      {{{"model", {{"type", "resnet"}, {"depth", 19}}}}, "model.depth: must be 18, 34 or 50"},
+      {{{"model", {{"pretrained", "/x"}, {"hidden_size", 8}}}}, "cannot be combined with model.pretrained"},
+      {{{"data", {{"batch_size", 0}}}}, "data.batch_size: 0 is out of range"},
+      {{{"data", {{"batch_size", 3.5}}}}, "data.batch_size: expected an integer, got 3.5"},
+      {{{"data", {{"padding", "left"}}}}, "data.padding: 'left' is not valid"},
+      {{{"data", {{"task", "mrpc"}}}}, "data.dir: required for task 'mrpc'"},
+      {{{"data", {{"mean", {0.5, 0.5}}}}}, "data.mean: expected a list of 3 numbers"},
+      {{{"train", {{"epochs", 0}, {"max_steps", 0}}}}, "train: set epochs > 0 or max_steps > 0"},
+      {{{"train", {{"grad_accum", -1}}}}, "train.grad_accum: -1 is out of range"},
+      {{{"train", {{"seed", -3}}}}, "train.seed: -3 is out of range"},
+      {{{"train", {{"precision", "f16"}}}}, "train.precision: 'f16' is not valid"},
+      {{{"optimizer", {{"lr", 0}}}}, "optimizer.lr: must be > 0"},
+      {{{"optimizer", {{"lr", "fast"}}}}, "optimizer.lr: expected a number"},
+      {{{"schedule", {{"type", "step"}}}}, "schedule.type: 'step' is not valid"},
+      {{{"schedule", {{"warmup_ratio", 0.1}, {"warmup_steps", 10}}}}, "warmup_ratio or warmup_steps, not both"},
+      {{{"backward", {{"default", {{"type", "fast"}}}}}}, "backward.default"},
+      {{{"backward", {{"rules", {{{"match", "*"}, {"type", "instant"}, {"epsilon", 2}}}}}}}, "backward.rules[0]"},
+      {{{"freeze", "bert.*"}}, "freeze: expected a list"},
+      {{{"freeze", {1}}}, "freeze[0]: expected a string"},
+      {{{"output", {{"path", "x"}}}}, "output: unknown key 'path'"},
+  };
+  for (const auto& c : cases) {
+    const std::string e = parse_error(c.j);
+    EXPECT_NE(e.find(c.expect), std::string::npos) << c.j.dump() << "\n  got: " << e;
+    EXPECT_EQ(e.rfind("test.json: ", 0), 0u) << e;
+  }
+}
+
+TEST(Config, OverridesAreTypeChecked) {
+  nlohmann::json j = {{"optimizer", {{"lr", 1e-3}}}};
+  apply_override(j, "optimizer.lr=3e-5");
+  apply_override(j, "data.task=synthetic");      // bare word: a string
+  apply_override(j, "train.max_steps=7");
+  apply_override(j, "freeze=[\"bert.embeddings.*\"]");
+  apply_override(j, "data.padding=\"max_length\"");
+  const Config c = parse(j);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 3e-5);
+  EXPECT_EQ(c.train.max_steps, 7);
+  EXPECT_EQ(c.freeze.at(0), "bert.embeddings.*");
+  EXPECT_EQ(c.data.padding, "max_length");
+
+  nlohmann::json k = nlohmann::json::object();
+  apply_override(k, "train.grad_accum=two");
+  EXPECT_NE(parse_error(k).find("train.grad_accum: expected an integer, got \"two\""), std::string::npos);
+  nlohmann::json u = nlohmann::json::object();
+  apply_override(u, "optimizer.learning_rate=1");
+  EXPECT_NE(parse_error(u).find("optimizer: unknown key 'learning_rate'"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_override(u, "no_equals"); }).find("expected KEY=VALUE"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_override(u, "optimizer..lr=1"); }).find("empty key component"),
+            std::string::npos);
+  nlohmann::json v = {{"freeze", nlohmann::json::array()}};
+  EXPECT_NE(error_of([&] { apply_override(v, "freeze.x=1"); }).find("freeze is not an object"),
+            std::string::npos);
+}
+
+TEST(Config, FileErrorsNameLineAndColumn) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("lb_config_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path bad = dir / "bad.json";
+  std::ofstream(bad) << "{\n  \"model\": {\"type\": \"bert\",}\n}\n";
+  const std::string e = error_of([&] { load_config(bad.string()); });
+  EXPECT_NE(e.find(bad.string() + ":2:"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { load_config((dir / "missing.json").string()); }).find("no such config file"),
+            std::string::npos);
+  const fs::path arr = dir / "arr.json";
+  std::ofstream(arr) << "[1, 2]";
+  EXPECT_NE(error_of([&] { load_config(arr.string()); }).find("a config is a JSON object"), std::string::npos);
+  const fs::path ok = dir / "ok.json";
+  std::ofstream(ok) << R"({"train": {"max_steps": 3}})";
+  const Config c = load_config(ok.string(), {"train.max_steps=5", "optimizer.lr=0.01"});
+  EXPECT_EQ(c.train.max_steps, 5);
+  EXPECT_EQ(c.source, ok.string());
+  const std::string o = error_of([&] { load_config(ok.string(), {"train.max_steps=-5"}); });
+  EXPECT_NE(o.find(ok.string() + ": train.max_steps: -5 is out of range"), std::string::npos) << o;
+  fs::remove_all(dir);
+}
+
+TEST(Config, PathsExpandHomeAndLeanbackHome) {
+  ::setenv("LEANBACK_HOME", "/opt/lbhome", 1);
+  const Config c = parse({{"model", {{"pretrained", "${LEANBACK_HOME}/models/m"}}}});
+  EXPECT_EQ(c.model.pretrained, "/opt/lbhome/models/m");
+  ::unsetenv("LEANBACK_HOME");
+  const Config d = parse({{"model", {{"pretrained", "${LEANBACK_HOME}/models/m"}}}});
+  EXPECT_EQ(d.model.pretrained, std::string(std::getenv("HOME")) + "/.cache/leanback/models/m");
+  EXPECT_NE(parse_error({{"data", {{"dir", "${LB_SURELY_UNSET_VAR}/x"}}}}).find("LB_SURELY_UNSET_VAR"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace lb::train
