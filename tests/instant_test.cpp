@@ -383,6 +383,47 @@ TEST(Instant, PaperMetricsMatchReference) {
   EXPECT_EQ(r["measured"]["backward_calls"], 0);  // calibration passes are counted apart
 }
 
+// An eigendecomposition that fails (here: NaN in the calibration input, which eigh refuses)
+// switches that layer to the exact backward for good and is reported; other layers go on.
+TEST(Instant, FailedCalibrationFallsBackToExact) {
+  auto bad = instant({{"calib_every", 2}, {"rank", 2}});
+  auto good = instant({{"calib_every", 2}, {"rank", 2}});
+  bad->set_layer("encoder.bad", 0);
+  good->set_layer("encoder.good", 1);
+  Calibrator cal(std::vector<std::shared_ptr<Strategy>>{bad, good});
+  const Tensor w = testing::randn({6, 5}, 1, DType::F32), b = testing::randn({6}, 2, DType::F32);
+  Tensor nan_x = testing::randn({2, 4, 5}, 3, DType::F32);
+  nan_x.data<float>()[7] = std::nanf("");
+  EXPECT_TRUE(cal.calibrate(
+      0,
+      [&](int64_t i) {
+        run_linear(bad, nan_x, w, b, testing::randn({2, 4, 6}, 20 + i, DType::F32));
+        run_linear(good, testing::randn({2, 4, 5}, 10 + i, DType::F32), w, b,
+                   testing::randn({2, 4, 6}, 20 + i, DType::F32));
+      },
+      [] {}));
+  const auto failures = cal.take_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].first, "encoder.bad");
+  EXPECT_NE(failures[0].second.find("eigh"), std::string::npos) << failures[0].second;
+  EXPECT_TRUE(cal.take_failures().empty());
+  EXPECT_TRUE(bad->fell_back());
+  EXPECT_FALSE(good->fell_back());
+  EXPECT_EQ(good->calibrations(), 1);
+  EXPECT_TRUE(bad->report().contains("fallback_reason"));
+  // The fallen-back layer computes exactly what vanilla does, and is never calibrated again.
+  const Tensor x = testing::randn({2, 4, 5}, 30, DType::F32), g = testing::randn({2, 4, 6}, 31, DType::F32);
+  const Grads gb = run_linear(bad, x, w, b, g);
+  const Grads gv = run_linear(make_strategy({{"type", "vanilla"}}, "test"), x, w, b, g);
+  EXPECT_TRUE(testing::all_close(gb.gx, gv.gx, 0, 0));
+  EXPECT_TRUE(testing::all_close(gb.gw, gv.gw, 0, 0));
+  EXPECT_TRUE(cal.needs_calibration(2));  // the good layer's schedule
+  cal.begin(2);
+  EXPECT_FALSE(bad->calibrating());
+  EXPECT_TRUE(good->calibrating());
+  cal.finish();
+}
+
 TEST(Instant, CalibrationSchedule) {
   auto s = instant({{"calib_every", 10}, {"calib_batches", 3}});
   EXPECT_EQ(s->calibration_batches(), 3);

@@ -74,7 +74,10 @@ void save_checkpoint(const std::string& dir, const nn::Module& model,
   // Learned per-layer strategy state (INSTANT bases, HOT quantiser choices).
   nlohmann::json backward = nlohmann::json::object();
   for (auto& [name, s] : strategies_of(const_cast<nn::Module&>(model)))
+  {
     backward[name] = {{"type", s->type()}, {"state", s->state_json()}};
+    if (s->fell_back()) backward[name]["fallback_reason"] = s->fallback_reason();
+  }
   state["backward"] = backward;
   state["extra"] = extra;
   io::write_text_atomic((fs::path(dir) / kStateFile).string(), state.dump(2) + "\n");
@@ -129,6 +132,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
         continue;
       }
       s->load_state_json(entry.at("state"));
+      if (entry.contains("fallback_reason")) s->fall_back_to_exact(entry.at("fallback_reason").get<std::string>());
     }
   } catch (const nlohmann::json::exception& e) {
     LB_FAIL(state_path, ": malformed entry: ", e.what());

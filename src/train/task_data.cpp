@@ -69,9 +69,12 @@ std::shared_ptr<data::TextDataset> glue_dataset(const data::GlueTask& task, cons
 
 std::shared_ptr<data::ImageSet> read_images(const Config& c, const std::string& split) {
   const fs::path dir(c.data.dir);
-  if (c.data.task != "image_folder" && fs::exists(dir / (c.data.task == "cifar10" ? "data_batch_1.bin" : "train.bin")))
+  const bool cifar10 = c.data.task == "cifar10";
+  const bool binary = fs::exists(dir / (cifar10 ? "data_batch_1.bin" : "train.bin")) ||
+                      fs::exists(dir / (cifar10 ? "cifar-10-batches-bin" : "cifar-100-binary"));
+  if (c.data.task != "image_folder" && binary)
     return std::make_shared<data::ImageSet>(
-        data::read_cifar_binary(c.data.dir, split, c.data.task == "cifar10" ? 10 : 100));
+        data::read_cifar_binary(c.data.dir, split, cifar10 ? 10 : 100));
   // An image folder per split: <dir>/<split>/<class>/<file>.
   LB_CHECK(fs::is_directory(dir / split), c.source, ": data.dir ", c.data.dir, " has no '", split,
            "' folder (expected <dir>/", split, "/<class>/<image>, or CIFAR binary batches)");

@@ -411,6 +411,13 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
       const double ms = ms_between(c0, Clock::now());
       metrics.write({{"type", "calibration"}, {"step", step}, {"ms", ms},
                      {"report", calibrator.report()["layers"]}});
+      for (const auto& [layer, why] : calibrator.take_failures()) {
+        progress.pause();
+        log.warn("step " + std::to_string(step + 1) + ": calibration of " + layer +
+                 " failed; the layer runs the vanilla (exact) backward from now on: " + why);
+        metrics.write({{"type", "warning"}, {"step", step}, {"layer", layer},
+                       {"message", "calibration failed; vanilla backward from now on: " + why}});
+      }
     }
     const int64_t epoch = step / steps_per_epoch;
     const int64_t first = (step % steps_per_epoch) * k;

@@ -18,7 +18,7 @@ bool Calibrator::needs_calibration(int64_t step) const { return num_batches(step
 int64_t Calibrator::num_batches(int64_t step) const {
   int64_t n = 0;
   for (const auto& s : all_)
-    if (s->needs_calibration(step)) n = std::max<int64_t>(n, std::max<int64_t>(1, s->calibration_batches()));
+    if (!s->fell_back() && s->needs_calibration(step)) n = std::max<int64_t>(n, std::max<int64_t>(1, s->calibration_batches()));
   return n;
 }
 
@@ -26,7 +26,7 @@ void Calibrator::begin(int64_t step) {
   LB_CHECK(active_.empty(), "Calibrator::begin(", step, "): a calibration is already running; call finish() first");
   num_batches_ = num_batches(step);
   for (size_t i = 0; i < all_.size(); ++i)
-    if (all_[i]->needs_calibration(step)) {
+    if (!all_[i]->fell_back() && all_[i]->needs_calibration(step)) {
       all_[i]->begin_calibration();
       active_.push_back(all_[i]);
       calibrated_[i] = true;
@@ -36,7 +36,14 @@ void Calibrator::begin(int64_t step) {
 }
 
 void Calibrator::finish() {
-  for (const auto& s : active_) s->finish_calibration();
+  for (const auto& s : active_) {
+    try {
+      s->finish_calibration();
+    } catch (const Error& e) {
+      s->fall_back_to_exact(e.what());
+      failures_.emplace_back(s->layer_name(), e.what());
+    }
+  }
   active_.clear();
   ++calibrations_;
   ms_total_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
@@ -73,6 +80,12 @@ nlohmann::json Calibrator::report() const {
     layers.push_back(l);
   }
   return {{"calibrations", calibrations_}, {"ms_total", ms_total_}, {"steps", steps_}, {"layers", layers}};
+}
+
+std::vector<std::pair<std::string, std::string>> Calibrator::take_failures() {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.swap(failures_);
+  return out;
 }
 
 }  // namespace lb::nn::backward

@@ -145,7 +145,7 @@ Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const 
   cg.args = args;
   const int64_t O = w.size(0);
   const Tensor w2d = w.detach().reshape({O, -1});
-  SavedState state = strategy->save_conv(x.detach(), w2d, cg);
+  SavedState state = strategy->save_conv_checked(x.detach(), w2d, cg);
   std::vector<Tensor> saved = state.tensors;
   saved.push_back(w);  // a parameter: costs no saved bytes, and the exact conv backward wants
                       // its shape even when only g_w is needed

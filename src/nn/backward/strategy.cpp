@@ -24,6 +24,7 @@ SavedState Strategy::save(const Tensor& x, const Tensor& w) {
     observe_input(x);
     return save_exact(x, w);
   }
+  if (fell_back_) return save_exact(x, w);
   SavedState s = save_impl(x, w);
   s.geom = last_geom_;
   int64_t bytes = 0;
@@ -77,6 +78,7 @@ nlohmann::json Strategy::report() const {
   j["layer"] = layer_name_;
   j["type"] = type();
   j["hyperparams"] = hyperparams();
+  if (fell_back_) j["fallback_reason"] = fallback_reason_;
   j["geometry"] = {{"B", last_geom_.B}, {"L", last_geom_.L}, {"I", last_geom_.I}, {"O", last_geom_.O}};
   j["paper"] = {{"backward_mflops_per_sample", paper_backward_flops(last_geom_) / 1e6},
                 {"saved_mib_fp32_per_sample", paper_saved_bytes_fp32(last_geom_) / (1024.0 * 1024.0)}};

@@ -62,6 +62,11 @@ class Calibrator {
   // part, its ranks (INSTANT) and calibration cost.
   nlohmann::json report() const;
 
+  // Layers whose calibration failed (lb::Error from finishing it) since the last call, as
+  // (layer, message). Such a layer falls back to the exact backward for the rest of the run
+  // (Strategy::fall_back_to_exact) and is not calibrated again; the others are unaffected.
+  std::vector<std::pair<std::string, std::string>> take_failures();
+
  private:
   std::vector<std::shared_ptr<Strategy>> all_;
   std::vector<std::shared_ptr<Strategy>> active_;
@@ -71,6 +76,7 @@ class Calibrator {
   double ms_total_ = 0;
   std::chrono::steady_clock::time_point started_;
   std::vector<int64_t> steps_;
+  std::vector<std::pair<std::string, std::string>> failures_;
 };
 
 }  // namespace lb::nn::backward

@@ -106,6 +106,21 @@ class Strategy {
   void finish_calibration();
   bool calibrating() const { return calibrating_; }
 
+  // ---- failure fallback ----
+  // After a failed calibration (e.g. the eigendecomposition did not converge, or saw NaN)
+  // the layer runs the exact backward for the rest of the run; `why` is kept for reports
+  // and checkpoints.
+  void fall_back_to_exact(const std::string& why) {
+    fell_back_ = true;
+    fallback_reason_ = why;
+  }
+  bool fell_back() const { return fell_back_; }
+  const std::string& fallback_reason() const { return fallback_reason_; }
+  // The conv save strategy_conv2d uses: the exact image save once the layer fell back.
+  SavedState save_conv_checked(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
+    return fell_back_ ? save_conv_exact(x, w2d, cg) : save_conv(x, w2d, cg);
+  }
+
   // ---- accounting ----
   // Paper metrics per sample for geometry g: backward GEMM FLOPs (a multiply-add = 2) and the
   // bytes of saved input in fp32 terms.
@@ -148,6 +163,8 @@ class Strategy {
   std::string layer_name_;
   int64_t layer_id_ = 0;
   bool calibrating_ = false;
+  bool fell_back_ = false;
+  std::string fallback_reason_;
   // Measured: calls, total backward milliseconds, last geometry and saved bytes. Backward
   // calls made while calibrating are counted apart (they are calibration cost).
   int64_t calls_ = 0;
