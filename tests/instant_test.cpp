@@ -383,29 +383,40 @@ TEST(Instant, PaperMetricsMatchReference) {
   EXPECT_EQ(r["measured"]["backward_calls"], 0);  // calibration passes are counted apart
 }
 
-// An eigendecomposition that fails (here: NaN in the calibration input, which eigh refuses)
-// switches that layer to the exact backward for good and is reported; other layers go on.
+// A calibration that fails switches that layer to the exact backward for good and is
+// reported; other layers go on. (INSTANT itself stays exact on a non-finite Gram before
+// LAPACK sees it; what is left to fail is ?syevd not converging, provoked here by a strategy
+// whose eigensolve throws as eigh does.)
+class FailingInstant : public Instant {
+ public:
+  explicit FailingInstant(const Instant& proto) : Instant(proto) {}
+
+ protected:
+  void finish_calibration_impl() override {
+    LB_FAIL("eigh: ?syevd did not converge on a (4, 4) f32 matrix (test)");
+  }
+};
+
 TEST(Instant, FailedCalibrationFallsBackToExact) {
-  auto bad = instant({{"calib_every", 2}, {"rank", 2}});
+  auto proto = instant({{"calib_every", 2}, {"rank", 2}});
+  auto bad = std::make_shared<FailingInstant>(*proto);
   auto good = instant({{"calib_every", 2}, {"rank", 2}});
   bad->set_layer("encoder.bad", 0);
   good->set_layer("encoder.good", 1);
   Calibrator cal(std::vector<std::shared_ptr<Strategy>>{bad, good});
   const Tensor w = testing::randn({6, 5}, 1, DType::F32), b = testing::randn({6}, 2, DType::F32);
-  Tensor nan_x = testing::randn({2, 4, 5}, 3, DType::F32);
-  nan_x.data<float>()[7] = std::nanf("");
   EXPECT_TRUE(cal.calibrate(
       0,
       [&](int64_t i) {
-        run_linear(bad, nan_x, w, b, testing::randn({2, 4, 6}, 20 + i, DType::F32));
-        run_linear(good, testing::randn({2, 4, 5}, 10 + i, DType::F32), w, b,
-                   testing::randn({2, 4, 6}, 20 + i, DType::F32));
+        for (const std::shared_ptr<Strategy> s : {std::shared_ptr<Strategy>(bad), std::shared_ptr<Strategy>(good)})
+          run_linear(s, testing::randn({2, 4, 5}, 10 + i, DType::F32), w, b,
+                     testing::randn({2, 4, 6}, 20 + i, DType::F32));
       },
       [] {}));
   const auto failures = cal.take_failures();
   ASSERT_EQ(failures.size(), 1u);
   EXPECT_EQ(failures[0].first, "encoder.bad");
-  EXPECT_NE(failures[0].second.find("eigh"), std::string::npos) << failures[0].second;
+  EXPECT_NE(failures[0].second.find("did not converge"), std::string::npos) << failures[0].second;
   EXPECT_TRUE(cal.take_failures().empty());
   EXPECT_TRUE(bad->fell_back());
   EXPECT_FALSE(good->fell_back());
