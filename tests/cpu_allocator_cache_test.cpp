@@ -24,15 +24,38 @@ TEST(CpuAllocatorCache, ReusesFreedLargeBlocksAndAccountsSeparately) {
   EXPECT_EQ(s1.total_current, s0.total_current);  // freed: not live any more
   EXPECT_GE(s1.cached, 1200000);                  // but kept for reuse
   {
-    // 1 199 990 bytes rounds to the same 4 KiB-multiple block.
+    // 1 199 990 bytes rounds to the same size class.
     Tensor t = Tensor::empty({1199990}, DType::U8, Device::cpu(), MemTag::Workspace);
     EXPECT_EQ(t.raw_data(), first);
-    EXPECT_EQ(a.stats().cached, s1.cached - 1200128);
+    EXPECT_EQ(a.stats().cached, s0.cached);
     EXPECT_EQ(a.stats().current[int(MemTag::Workspace)] - s0.current[int(MemTag::Workspace)],
               1199990);
   }
   a.release_cached();
   EXPECT_EQ(a.stats().cached, 0);
+}
+
+// Shapes that vary from step to step (dynamic padding) reuse a cached block up to twice their
+// size, and the block goes back to the cache whole.
+TEST(CpuAllocatorCache, BestFitReusesALargerBlockUpToTwice) {
+  Allocator& a = cpu_allocator();
+  a.release_cached();
+  const void* big = nullptr;
+  { Tensor t = Tensor::empty({400000}, DType::F32); big = t.raw_data(); }  // 1.6 MB
+  const int64_t block = a.stats().cached;
+  EXPECT_GE(block, 1600000);
+  {
+    Tensor t = Tensor::empty({250000}, DType::F32);  // 1.0 MB: fits, under 2x
+    EXPECT_EQ(t.raw_data(), big);
+    EXPECT_EQ(a.stats().cached, 0);
+    EXPECT_GE(a.stats().current[int(MemTag::Other)], 1000000);
+  }
+  EXPECT_EQ(a.stats().cached, block);  // returned at its real size
+  {
+    Tensor t = Tensor::empty({100000}, DType::F32);  // 0.4 MB: would waste over half
+    EXPECT_NE(t.raw_data(), big);
+  }
+  a.release_cached();
 }
 
 TEST(CpuAllocatorCache, SmallBlocksAreNotCached) {

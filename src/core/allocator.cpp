@@ -3,7 +3,9 @@
 
 #include <cstdlib>
 #include <map>
+#include <bit>
 #include <mutex>
+#include <unordered_map>
 #include <new>
 #include <string>
 
@@ -82,13 +84,18 @@ class CpuAllocator final : public Allocator {
   void* allocate(size_t nbytes, MemTag tag) override {
     const size_t rounded = block_size(nbytes);
     void* p = nullptr;
+    size_t got = rounded;
     if (rounded >= kCacheMin) {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(rounded);
-      if (it != free_.end()) {
+      // Best fit among cached blocks up to twice the request: varying shapes (dynamic
+      // padding: every batch has its own sequence length) then reuse memory instead of
+      // faulting in fresh pages each step.
+      auto it = free_.lower_bound(rounded);
+      if (it != free_.end() && it->first <= 2 * rounded) {
         p = it->second;
+        got = it->first;
         free_.erase(it);
-        cached_ -= rounded;
+        cached_ -= got;
       }
     }
     if (p == nullptr) {
@@ -100,15 +107,24 @@ class CpuAllocator final : public Allocator {
     }
     LB_CHECK(p != nullptr || rounded == 0, "out of host memory allocating ", nbytes, " bytes (",
              mem_tag_name(tag), ")");
+    if (rounded >= kCacheMin) {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_[p] = got;
+    }
     count_alloc(nbytes, tag);
     return p;
   }
   void deallocate(void* p, size_t nbytes, MemTag tag) override {
     count_free(nbytes, tag);
     if (p == nullptr) return;
-    const size_t rounded = block_size(nbytes);
+    size_t rounded = block_size(nbytes);
     if (rounded >= kCacheMin) {
       std::lock_guard<std::mutex> lock(mu_);
+      auto live = live_.find(p);
+      if (live != live_.end()) {  // the block may be larger than this request asked for
+        rounded = live->second;
+        live_.erase(live);
+      }
       if (cached_ + rounded <= limit_) {
         free_.emplace(rounded, p);
         cached_ += rounded;
@@ -132,15 +148,18 @@ class CpuAllocator final : public Allocator {
 
  private:
   static constexpr size_t kCacheMin = 64 << 10;
-  // 64-byte multiples (AVX-512 loads); cached sizes are page multiples so that a block serves
-  // every request that rounds to it.
+  // 64-byte multiples (AVX-512 loads); cached sizes are rounded up to 16 classes per power
+  // of two (at most 1/16 wasted) so that near sizes share blocks.
   static size_t block_size(size_t n) {
     const size_t r = (n + 63) / 64 * 64;
-    return r >= kCacheMin ? (r + 4095) / 4096 * 4096 : r;
+    if (r < kCacheMin) return r;
+    const size_t step = std::max<size_t>(4096, std::bit_floor(r) / 16);
+    return (r + step - 1) / step * step;
   }
 
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;  // rounded size -> free block
+  std::unordered_map<void*, size_t> live_;  // cacheable blocks in use -> their real size
   size_t cached_ = 0;
   size_t limit_ = size_t{4096} << 20;
 };
