@@ -35,6 +35,11 @@ std::string usage() {
 }
 
 int cmd_info(const std::vector<std::string>& args) {
+  if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
+    std::cout << "usage: leanback info\n  prints the version, build type, BLAS, float GEMM kernel, "
+                 "threads and CUDA devices\n";
+    return 0;
+  }
   if (!args.empty()) throw UsageError("info takes no arguments, got '" + args[0] + "'");
   std::cout << "leanback " << LEANBACK_VERSION << "\n"
             << "build type: " << LEANBACK_BUILD_TYPE << "\n"

@@ -82,4 +82,42 @@ check 2 "The following argument was not expected" train "$configs/quickstart.jso
 check 1 "no checkpoint in it" eval "$configs/quickstart.json" --checkpoint "$tmp"
 check 2 "--checkpoint is required" eval "$configs/quickstart.json"
 [ ! -e "$tmp/x" ] || fail "a failed run left a run directory behind"
+
+# A GLUE task in its original layout (RTE: index, sentence1, sentence2, label; test without
+# label), generated here with its own vocabulary: train, eval, predict to a GLUE-server file,
+# and the named errors for an unlabeled split and a malformed row.
+mkdir -p "$tmp/rte"
+printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n.\nyes\nno\n' > "$tmp/vocab.txt"
+for i in $(seq 0 40); do echo "w$i" >> "$tmp/vocab.txt"; done
+gen() {  # split rows labeled
+  local n=$2
+  if [ "$3" = 1 ]; then printf 'index\tsentence1\tsentence2\tlabel\n'; else printf 'index\tsentence1\tsentence2\n'; fi
+  for i in $(seq 0 $((n - 1))); do
+    local a="w$((i % 41)) w$(((i * 7) % 41)) w$(((i * 3) % 41))"
+    if [ $((i % 2)) = 0 ]; then b="w$((i % 13)) yes ."; l=entailment; else b="w$((i % 11)) no ."; l=not_entailment; fi
+    if [ "$3" = 1 ]; then printf '%d\t%s\t%s\t%s\n' "$i" "$a" "$b" "$l"; else printf '%d\t%s\t%s\n' "$i" "$a" "$b"; fi
+  done
+}
+gen train 128 1 > "$tmp/rte/train.tsv"
+gen dev 40 1 > "$tmp/rte/dev.tsv"
+gen test 30 0 > "$tmp/rte/test.tsv"
+cat > "$tmp/rte.json" <<JSON
+{"model": {"type": "bert", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+           "intermediate_size": 64, "max_position_embeddings": 32},
+ "data": {"task": "rte", "dir": "$tmp/rte", "vocab": "$tmp/vocab.txt", "max_seq_len": 32, "batch_size": 16},
+ "train": {"epochs": 6, "log_every": 8, "seed": 5},
+ "optimizer": {"type": "adamw", "lr": 3e-3},
+ "schedule": {"type": "linear", "warmup_ratio": 0.1}}
+JSON
+"$lb" train "$tmp/rte.json" --out "$tmp/rte_run" --no-progress > "$tmp/rte.out" 2> "$tmp/rte.err" \
+  || { cat "$tmp/rte.err"; fail "GLUE-layout training failed"; }
+python3 -c "import json,sys; a=json.load(open('$tmp/rte_run/eval_results.json'))['final']['eval_accuracy']; sys.exit(0 if a >= 0.9 else 1)" \
+  || fail "RTE-layout task not learnt: $(cat "$tmp/rte.out")"
+"$lb" predict "$tmp/rte.json" --checkpoint "$tmp/rte_run" --out "$tmp/rte_sub" 2>/dev/null || fail "GLUE predict failed"
+[ "$(head -1 "$tmp/rte_sub/RTE.tsv")" = "$(printf 'index\tprediction')" ] || fail "RTE.tsv header"
+[ "$(wc -l < "$tmp/rte_sub/RTE.tsv")" -eq 31 ] || fail "RTE.tsv rows"
+grep -q "$(printf '^0\tentailment$')" "$tmp/rte_sub/RTE.tsv" || fail "RTE.tsv does not use label names"
+check 1 "has no labels to evaluate against" eval "$tmp/rte.json" --checkpoint "$tmp/rte_run" --split test
+printf '7\tw1 w2\tw3 yes .\tmaybe\n' >> "$tmp/rte/dev.tsv"
+check 1 "dev.tsv:42" eval "$tmp/rte.json" --checkpoint "$tmp/rte_run"
 echo "ok"
