@@ -137,7 +137,7 @@ DataSection parse_data(const nlohmann::json& j) {
   d.dir = expand_path(r.string("dir", ""), "data.dir");
   d.vocab = expand_path(r.string("vocab", ""), "data.vocab");
   d.max_seq_len = r.integer("max_seq_len", d.max_seq_len, 3, 100000);
-  d.padding = r.choice("padding", d.padding, {"dynamic", "max_length"});
+  d.padding = r.choice("padding", d.padding, {"auto", "dynamic", "max_length"});
   d.batch_size = r.integer("batch_size", d.batch_size, 1, 1 << 20);
   d.eval_batch_size = r.integer("eval_batch_size", 0, 0, 1 << 20);
   d.workers = r.integer("workers", d.workers, 0, 64);

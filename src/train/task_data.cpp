@@ -212,7 +212,7 @@ std::unique_ptr<data::BatchSource> make_loader(const TaskData& d, const Config& 
     o.batch_size = train_split ? c.data.batch_size : eval_batch;
     o.shuffle = train_split;
     o.seed = seed;
-    o.pad_to = c.data.padding == "max_length" ? c.data.max_seq_len : 0;
+    o.pad_to = c.data.padding == "max_length" ? c.data.max_seq_len : 0;  // "auto" is resolved by train()
     o.pad_id = d.pad_id;
     return std::make_unique<data::TextLoader>(train_split ? d.train_text : d.eval_text, o);
   }

@@ -241,6 +241,24 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   } catch (const Error& e) {
     throw Error(config.source + ": " + e.what());
   }
+  // Padding: INSTANT's token-axis projections need one sequence length for the whole run.
+  {
+    std::string token_layer;
+    for (const auto& e : plan.layers)
+      if (e.spec.value("type", "") == "instant" && e.spec.value("axis", "auto") != "channel") {
+        token_layer = e.layer;
+        break;
+      }
+    if (data.text && !token_layer.empty()) {
+      LB_CHECK(config.data.padding != "dynamic", config.source, ": data.padding: \"dynamic\" gives every ",
+               "batch its own sequence length, but INSTANT on the token axis (", token_layer,
+               ", axis auto or token) needs one; use \"auto\" or \"max_length\", or set the layer's ",
+               "\"axis\": \"channel\"");
+      if (config.data.padding == "auto") config.data.padding = "max_length";
+    } else if (config.data.padding == "auto") {
+      config.data.padding = "dynamic";
+    }
+  }
   const auto strategies = policy.apply(module, opt.strategy);
   nn::backward::Calibrator calibrator(strategies);
   auto optimizer = make_optimizer(config, module);

@@ -30,7 +30,9 @@ struct DataSection {
   std::string dir;               // the task's data folder ("" for synthetic)
   std::string vocab;             // tokenizer directory or vocab.txt ("" = model.pretrained)
   int64_t max_seq_len = 128;
-  std::string padding = "dynamic";  // dynamic (to the batch's longest) | max_length
+  // auto (dynamic unless a layer runs INSTANT on the token axis, which needs one length) |
+  // dynamic (to the batch's longest) | max_length
+  std::string padding = "auto";
   int64_t batch_size = 32;
   int64_t eval_batch_size = 0;   // 0 = batch_size
   int64_t workers = 2;           // background threads preparing image batches
