@@ -214,12 +214,10 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   std::string resume_ckpt;
   if (!opt.resume.empty()) resume_ckpt = find_checkpoint(opt.resume);
   const bool resuming = !resume_ckpt.empty();
-  if (!resuming && fs::exists(run_dir) && !fs::is_empty(run_dir)) {
-    LB_CHECK(opt.overwrite, "run directory ", run_dir.string(),
-             " already exists and is not empty; pass --overwrite to replace it, --out DIR for "
-             "another one, or --resume ", run_dir.string(), " to continue it");
-    for (const auto& e : fs::directory_iterator(run_dir)) fs::remove_all(e.path());
-  }
+  const bool replace = !resuming && fs::exists(run_dir) && !fs::is_empty(run_dir);
+  LB_CHECK(!replace || opt.overwrite, "run directory ", run_dir.string(),
+           " already exists and is not empty; pass --overwrite to replace it, --out DIR for "
+           "another one, or --resume ", run_dir.string(), " to continue it");
 
   // ---- data, model, strategies, optimizer (all validated before any training work) ----
   manual_seed(tc.seed);
@@ -280,6 +278,9 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   const int64_t eval_every = tc.eval_every > 0 ? tc.eval_every : steps_per_epoch;
 
   LoopState st;
+  // Everything is validated: only now is an old run directory (with --overwrite) cleared.
+  if (replace)
+    for (const auto& e : fs::directory_iterator(run_dir)) fs::remove_all(e.path());
   fs::create_directories(run_dir);
   if (resuming) {
     const LoadedCheckpoint ck = load_checkpoint(resume_ckpt, module, optimizer.get());
@@ -292,6 +293,17 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     LB_CHECK(st.step <= total_steps, where, ": the checkpoint is at step ", st.step,
              ", past this config's ", total_steps, " steps");
     for (const auto& n : ck.notes) std::cerr << "resume: " << n << "\n";
+    // A changed config is allowed (e.g. a new lr), but then the run is no longer the one saved.
+    if (ck.state["extra"].contains("config")) {
+      const nlohmann::json saved = ck.state["extra"]["config"], now = config.to_json();
+      std::string changed;
+      for (auto it = now.begin(); it != now.end(); ++it)
+        if (it.key() != "output" && (!saved.contains(it.key()) || saved[it.key()] != *it))
+          changed += (changed.empty() ? "" : ", ") + it.key();
+      if (!changed.empty())
+        std::cerr << "resume: warning: the config differs from the checkpoint's in: " << changed
+                  << " (the continued run will not equal an uninterrupted one)\n";
+    }
     // Drop metric lines the resumed steps will write again.
     truncate_metrics(run_dir / "metrics.jsonl", st.step);
     // Checkpoints past the resumed one belong to the abandoned future.
@@ -552,6 +564,12 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     }
   }
   progress.finish();
+  if (!result.interrupted && steps_this_run == 0) {
+    // Resumed at its last step: evaluate once so the results are there.
+    auto [line, best] = run_eval();
+    last_eval = line;
+    (void)best;
+  }
   if (result.interrupted) {
     if (result.last_checkpoint.empty() || checkpoint_step(result.last_checkpoint) != st.step) save(false);
     log.info("interrupted at step " + std::to_string(st.step) + "; resume with --resume " +
