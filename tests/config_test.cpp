@@ -7,18 +7,12 @@
 
 #include "lb/core/error.h"
 #include "lb/train/config.h"
+#include "testing/testing.h"
 
 namespace lb::train {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const std::function<void()>& f) { return lb::testing::error_message(f); }
 
 Config parse(const nlohmann::json& j) { return Config::from_json(j, "test.json"); }
 
@@ -120,8 +114,8 @@ TEST(Config, OverridesAreTypeChecked) {
 
 TEST(Config, FileErrorsNameLineAndColumn) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("lb_config_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const lb::testing::TempDir tmp("lb_config");
+  const fs::path& dir = tmp.path();
   const fs::path bad = dir / "bad.json";
   std::ofstream(bad) << "{\n  \"model\": {\"type\": \"bert\",}\n}\n";
   const std::string e = error_of([&] { load_config(bad.string()); });
@@ -138,7 +132,6 @@ TEST(Config, FileErrorsNameLineAndColumn) {
   EXPECT_EQ(c.source, ok.string());
   const std::string o = error_of([&] { load_config(ok.string(), {"train.max_steps=-5"}); });
   EXPECT_NE(o.find(ok.string() + ": train.max_steps: -5 is out of range"), std::string::npos) << o;
-  fs::remove_all(dir);
 }
 
 TEST(Config, PathsExpandHomeAndLeanbackHome) {

@@ -223,14 +223,8 @@ TEST_F(GlueRealData, SubmissionOfARealTestSplit) {
 
 class GlueFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("lb_glue_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  lb::testing::TempDir tmp_{"lb_glue"};
+  const fs::path& dir_ = tmp_.path();
   // Writes dir_/<split>.tsv with the exact bytes given.
   void write(const std::string& split, const std::string& bytes) {
     std::ofstream(dir_ / (split + ".tsv"), std::ios::binary) << bytes;
@@ -239,7 +233,6 @@ class GlueFiles : public ::testing::Test {
     return read_glue(glue_task(task), dir_.string(), split);
   }
   std::string path(const std::string& split) const { return (dir_ / (split + ".tsv")).string(); }
-  fs::path dir_;
 };
 
 TEST_F(GlueFiles, QqpWithMalformedRowsSkipped) {

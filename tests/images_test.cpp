@@ -19,14 +19,8 @@ namespace fs = std::filesystem;
 
 class ImagesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lb_images_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  lb::testing::TempDir tmp_{"lb_images"};
+  const fs::path& dir_ = tmp_.path();
 };
 
 void write_file(const fs::path& p, const std::vector<uint8_t>& bytes) {
@@ -58,14 +52,7 @@ void expect_cifar_image(const ImageSet& set, int64_t i, int file, int r) {
             << "image " << i << " y " << y << " x " << x << " c " << c;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+std::string error_of(const std::function<void()>& f) { return lb::testing::error_message(f); }
 
 TEST_F(ImagesTest, Cifar10TrainBatchesInOrderWithClassNames) {
   const int counts[5] = {2, 1, 1, 1, 3};

@@ -36,14 +36,8 @@ const Strings kTinyVocab = {
 
 class TokenizerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("lb_tok_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  lb::testing::TempDir tmp_{"lb_tok"};
+  const fs::path& dir_ = tmp_.path();
 
   std::string write(const std::string& name, const std::string& content) const {
     const std::string path = (dir_ / name).string();
@@ -63,7 +57,6 @@ class TokenizerTest : public ::testing::Test {
     for (const auto& s : tokens) out.push_back(t.token_to_id(s));
     return out;
   }
-  fs::path dir_;
 };
 
 // The message of the lb::Error that f throws ("" when it throws none).

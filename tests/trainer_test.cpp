@@ -15,27 +15,14 @@
 #include "lb/data/text_dataset.h"
 #include "lb/io/safetensors.h"
 #include "lb/train/trainer.h"
+#include "testing/testing.h"
 
 namespace lb::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    static int n = 0;
-    path_ = fs::temp_directory_path() /
-            ("lb_trainer_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string sub(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using lb::testing::TempDir;
 
 nlohmann::json tiny(int64_t steps, double dropout = 0.1) {
   return {{"model",
@@ -142,7 +129,7 @@ TEST(TextLoader, EpochOrderPaddingAndResumePosition) {
 }
 
 TEST(Trainer, LearnsAndWritesTheRunDirectory) {
-  TempDir tmp;
+  TempDir tmp("lb_trainer");
   nlohmann::json j = tiny(0);
   j["train"] = {{"epochs", 4}, {"log_every", 10}, {"seed", 1}, {"keep_checkpoints", 1}};
   j["data"]["synthetic_train"] = 640;
@@ -193,7 +180,7 @@ TEST(Trainer, LearnsAndWritesTheRunDirectory) {
 }
 
 TEST(Trainer, NeverOverwritesARunDirectory) {
-  TempDir tmp;
+  TempDir tmp("lb_trainer");
   const Config c = Config::from_json(tiny(2), "tiny.json");
   const std::string run = tmp.sub("run");
   fs::create_directories(run);
@@ -212,7 +199,7 @@ TEST(Trainer, NeverOverwritesARunDirectory) {
 }
 
 TEST(Trainer, NonFiniteLossStopsNamingTheStep) {
-  TempDir tmp;
+  TempDir tmp("lb_trainer");
   nlohmann::json j = tiny(6);
   j["optimizer"] = {{"type", "sgd"}, {"lr", 1e30}};
   j["schedule"] = {{"type", "constant"}};
@@ -233,7 +220,7 @@ TEST(Trainer, NonFiniteLossStopsNamingTheStep) {
 }
 
 TEST(Trainer, PlanRuleMatchingNothingIsAnError) {
-  TempDir tmp;
+  TempDir tmp("lb_trainer");
   nlohmann::json j = tiny(1);
   j["backward"] = {{"rules", {{{"match", "bert.encoder.layer.9.*"}, {"type", "hot"}}}}};
   const Config c = Config::from_json(j, "tiny.json");
@@ -266,7 +253,7 @@ std::map<std::string, std::vector<double>> weights(const std::string& checkpoint
 class TrainerByStrategy : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TrainerByStrategy, AccumulatedMicroBatchesEqualOneLargeBatch) {
-  TempDir tmp;
+  TempDir tmp("lb_trainer");
   nlohmann::json big = tiny(4, /*dropout=*/0.0);
   big["backward"] = backward_for(GetParam());
   nlohmann::json small = big;
@@ -291,7 +278,7 @@ TEST_P(TrainerByStrategy, AccumulatedMicroBatchesEqualOneLargeBatch) {
 }
 
 TEST_P(TrainerByStrategy, InterruptedAndResumedEqualsUninterrupted) {
-  TempDir tmp;
+  TempDir tmp("lb_trainer");
   nlohmann::json j = tiny(6);  // dropout on: the generator's position must be restored
   j["backward"] = backward_quantized(GetParam());
   j["train"]["grad_accum"] = 2;
@@ -327,7 +314,7 @@ TEST_P(TrainerByStrategy, InterruptedAndResumedEqualsUninterrupted) {
 // a bright corner, with noise) read, augmented by the background loader, and learnt by a
 // narrow ResNet-18; eval and the data-wait figure in the metrics.
 TEST(Trainer, ImageFolderWithResNet) {
-  TempDir tmp;
+  TempDir tmp("lb_trainer");
   const fs::path root = tmp.sub("images");
   PhiloxStream rng(11);
   for (const std::string split : {"train", "test"})

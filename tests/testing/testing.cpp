@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <sstream>
 
+#include <unistd.h>
+
+#include "lb/core/error.h"
 #include "lb/ops.h"
 
 namespace lb::testing {
@@ -116,6 +119,32 @@ std::string shared_data_dir() {
   std::error_code ec;
   const std::filesystem::path p(LB_SHARED_DATA_DIR);
   return std::filesystem::is_directory(p, ec) ? std::filesystem::canonical(p, ec).string() : "";
+}
+
+TempDir::TempDir(const std::string& tag) {
+  static int counter = 0;
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  if (info) name += std::string("_") + info->name();
+  for (char& c : name)
+    if (c == '/') c = '_';  // parameterised test names
+  path_ = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string error_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 }  // namespace lb::testing

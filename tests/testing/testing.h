@@ -3,6 +3,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,5 +40,23 @@ std::string fixture_path(const std::string& name);  // LB_FIXTURES_DIR/name
 io::SafetensorsFile load_fixture(const std::string& name);
 // Root of ../shared/data, or "" when absent (tests then GTEST_SKIP).
 std::string shared_data_dir();
+
+// A fresh, empty directory under the system temp dir named after `tag`, the process and the
+// running test; removed with the object.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "lb");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string sub(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// The message of the lb::Error that f throws, or "(no error)".
+std::string error_message(const std::function<void()>& f);
 
 }  // namespace lb::testing
