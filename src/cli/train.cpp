@@ -3,6 +3,7 @@
 // a resumable checkpoint and exits with status 130; a second Ctrl-C kills at once.
 #include <csignal>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 
 #include "lb/nn/backward/factory.h"
@@ -62,7 +63,9 @@ int cmd_train(const std::vector<std::string>& args) {
     return 130;
   }
   std::cout << r.final_eval.dump() << "\n";
-  std::cerr << "run directory: " << r.run_dir << " (metrics.jsonl, eval_results.json, "
+  std::cerr << std::fixed << std::setprecision(2) << "trained " << r.losses.size() << " steps in "
+            << r.train_runtime_s / 60.0 << " min (" << std::setprecision(1) << r.train_samples_per_second
+            << " examples/s)\nrun directory: " << r.run_dir << " (metrics.jsonl, eval_results.json, "
             << "best checkpoint " << r.best_checkpoint << ")\n";
   return 0;
 }

@@ -595,6 +595,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   }
   result.steps = st.step;
   result.best_eval = st.best_eval;
+  result.train_runtime_s = train_ms / 1000.0;
+  result.train_samples_per_second = train_ms > 0 ? static_cast<double>(train_examples) / (train_ms / 1000.0) : 0.0;
   if (st.best_step >= 0) result.best_checkpoint = (run_dir / ("checkpoint-" + std::to_string(st.best_step))).string();
   return result;
 }

@@ -58,6 +58,8 @@ struct TrainResult {
   std::string best_checkpoint;
   std::string last_checkpoint;
   std::vector<double> losses;    // training loss of every optimizer step run in this process
+  double train_runtime_s = 0;    // optimizer steps of this process only (no evaluation, saving)
+  double train_samples_per_second = 0;
 };
 
 // Runs training to the end (or until interrupted). Throws lb::Error on bad input or a
