@@ -288,6 +288,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     LB_CHECK(ck.state.contains("extra") && ck.state["extra"].contains("trainer"), where,
              ": not a checkpoint written by leanback train (no extra.trainer)");
     st.from_json(ck.state["extra"]["trainer"], where);
+    result.last_checkpoint = resume_ckpt;  // the last good one, should this run diverge
     LB_CHECK(st.step == ck.step, where, ": trainer step ", st.step, " and optimizer step ", ck.step,
              " disagree");
     LB_CHECK(st.step <= total_steps, where, ": the checkpoint is at step ", st.step,
