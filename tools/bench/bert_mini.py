@@ -5,7 +5,7 @@ ids (attention mask all ones, 2 labels), AdamW (lr 1e-4, weight decay 0.01); ful
 steps, medians per phase, one JSON line with the C++ bench's fields.
 
 Usage: python tools/bench/bert_mini.py [--iters N] [--warmup N] [--threads N] [--json]
-(e.g. /work/venv-gold/bin/python: Debian's torch 1.13 + transformers 4.36; see
+(e.g. $VENV_GOLD/bin/python: Debian's torch 1.13 + transformers 4.36; see
 train_step_common.py for LB_BENCH_EXTRA_PATH with another torch).
 """
 import sys

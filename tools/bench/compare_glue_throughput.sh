@@ -9,7 +9,7 @@ cd "$root"
 rounds="${1:-3}"
 config="${2:-configs/minilm_mrpc.json}"
 steps="${STEPS:-60}"
-python="${PYTHON:-/work/venv-gold/bin/python}"
+python="${PYTHON:-python3}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $steps steps per run; $config"

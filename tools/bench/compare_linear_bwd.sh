@@ -5,7 +5,7 @@
 # round are back to back, so the ratio is the figure least disturbed by other load).
 #
 # Usage: tools/bench/compare_linear_bwd.sh [ROUNDS] [OUT]
-#   LEANBACK=build/leanback  TORCH_PYTHONS="/usr/bin/python3 /work/venv-torch/bin/python"
+#   LEANBACK=build/leanback  TORCH_PYTHONS="/usr/bin/python3 $VENV_TORCH/bin/python"
 #   WAIT_IDLE=SECONDS: before each round, wait up to SECONDS for the CPUs to be >= 90% idle
 #   over 3 s (on a shared machine, rounds then run in quiet spells).
 set -euo pipefail

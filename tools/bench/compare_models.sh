@@ -11,7 +11,7 @@
 #   ROUNDS default 3, OUT default /tmp/models_compare.jsonl,
 #   WORKLOADS default "bert_mini vit_tiny resnet18"
 # Environment: LEANBACK=build/leanback  ITERS=5  WARMUP=2
-#   TORCH_PYTHONS="/work/venv-gold/bin/python /work/venv-torch/bin/python"
+#   TORCH_PYTHONS="$VENV_GOLD/bin/python $VENV_TORCH/bin/python"
 #   LB_BENCH_EXTRA_PATH: appended to the PyTorch scripts' sys.path (see train_step_common.py)
 set -euo pipefail
 cd "$(dirname "$0")/../.."

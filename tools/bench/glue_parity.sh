@@ -4,12 +4,12 @@
 # JSON line per run (final dev metrics, examples/s, minutes per epoch, CPU) to OUT.
 #   TASKS="mrpc rte" SEEDS="1 2 3" tools/bench/glue_parity.sh [OUT]
 # Needs tools/fetch_pretrained.sh done, ../shared/data/glue, and a Python with torch and
-# transformers (PYTHON, default /work/venv-gold/bin/python).
+# transformers (PYTHON, default python3).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 out="${1:-tools/bench/results/glue_parity.jsonl}"
-python="${PYTHON:-/work/venv-gold/bin/python}"
+python="${PYTHON:-python3}"
 lb="${LB:-build/leanback}"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 for task in ${TASKS:-mrpc rte stsb cola sst2}; do

@@ -7,7 +7,7 @@ special tokens. One JSON line per mode, with the C++ bench's fields:
   tokenizers_batch         Tokenizer.encode_batch(all sentences) on one Rayon thread
 "tokens" counts wordpieces per pass (equal to ours when both tokenize alike); "ms" is the
 median pass. Usage:
-  /work/venv-gold/bin/python tools/bench/tokenizer_hf.py [--vocab DIR|vocab.txt] [--tsv FILE] [--iters N]
+  $VENV_GOLD/bin/python tools/bench/tokenizer_hf.py [--vocab DIR|vocab.txt] [--tsv FILE] [--iters N]
 """
 import os
 import sys

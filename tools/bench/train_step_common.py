@@ -13,7 +13,7 @@ allocator statistics, so peak_bytes is null; both frameworks report peak_rss_byt
 Missing packages: transformers / torchvision are looked up in this interpreter first, then in
 the directories of $LB_BENCH_EXTRA_PATH (colon-separated), which are *appended* to sys.path
 so that they never shadow this interpreter's torch (e.g. a PyPI torch in a venv that lacks
-transformers: LB_BENCH_EXTRA_PATH=/work/venv-gold/lib/python3.11/site-packages).
+transformers: LB_BENCH_EXTRA_PATH=$VENV_GOLD/lib/python3.11/site-packages).
 """
 import argparse
 import json

@@ -2,7 +2,7 @@
 matthews_corrcoef and scipy's pearsonr and spearmanr on random and edge cases.
 
 Writes tests/fixtures/metrics_golden.json (NaN stored as null). Run from the repo root:
-  /work/venv-gold/bin/python tools/golden/gen_metrics.py
+  $VENV_GOLD/bin/python tools/golden/gen_metrics.py
 (venv: pip install scikit-learn scipy numpy)
 """
 import json

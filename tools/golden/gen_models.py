@@ -2,9 +2,9 @@
 transformers (BERT, ViT) and torchvision's ResNet blocks.
 
 Needs transformers (e.g. a venv with system site packages:
-  /usr/bin/python3 -m venv --system-site-packages /work/venv-gold
-  /work/venv-gold/bin/pip install transformers==4.36.2
-  /work/venv-gold/bin/python tools/gen_golden.py models)
+  /usr/bin/python3 -m venv --system-site-packages $VENV_GOLD
+  $VENV_GOLD/bin/pip install transformers==4.36.2
+  $VENV_GOLD/bin/python tools/gen_golden.py models)
 
 Everything runs in float64 so the C++ side can check its f64 run tightly and its f32 run
 against exact values. model_<name>: every state_dict entry under "w.<key>", inputs "in.<name>", "logits",

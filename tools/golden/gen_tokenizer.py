@@ -3,8 +3,8 @@ BertTokenizerFast ids over the bert-base-uncased vocab.
 
 Generated with transformers 5.24.0 and tokenizers 0.23.3 (the versions actually used are
 also written into each fixture). Run:
-    python3 -m venv /work/venv-gold && /work/venv-gold/bin/pip install tokenizers transformers
-    /work/venv-gold/bin/python tools/golden/gen_tokenizer.py [--data /work/shared/data]
+    python3 -m venv $VENV_GOLD && $VENV_GOLD/bin/pip install tokenizers transformers
+    $VENV_GOLD/bin/python tools/golden/gen_tokenizer.py [--data ../shared/data]
 
 Writes
   tests/fixtures/tokenizer_glue.json    every example of the six GLUE dev sets as the
@@ -15,7 +15,7 @@ Writes
 With --sweep DIR it writes no fixture but DIR/sweep_input.txt, one line "x{c}y A{c} {c}{c}b"
 per code point c of planes 0-2 and 14, and DIR/sweep_hf.jsonl, HF's ids per line; then
     leanback tokenize --vocab VOCAB < DIR/sweep_input.txt > DIR/sweep_ours.jsonl
-    /work/venv-gold/bin/python tools/golden/gen_tokenizer.py --compare DIR
+    $VENV_GOLD/bin/python tools/golden/gen_tokenizer.py --compare DIR
 lists the code points where the two differ, by Unicode category (not a test: the known
 differences come from HF's older Unicode table, see src/data/basic_tokenizer.cpp).
 
