@@ -2,6 +2,7 @@
 #include "models/bert.h"
 
 #include <cmath>
+#include <optional>
 
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
@@ -71,11 +72,13 @@ BertEmbeddings::BertEmbeddings(const BertConfig& c) {
   dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(c.hidden_dropout_prob));
 }
 
-Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& types) {
-  const int64_t T = ids.size(1);
-  LB_CHECK(T <= position_->weight().size(0), "sequence length ", T,
-           " exceeds max_position_embeddings ", position_->weight().size(0));
-  const Tensor pos = Tensor::arange(T).unsqueeze(0);  // (1, T)
+Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& types, const Tensor& positions) {
+  if (!positions.defined()) {
+    const int64_t T = ids.size(1);
+    LB_CHECK(T <= position_->weight().size(0), "sequence length ", T,
+             " exceeds max_position_embeddings ", position_->weight().size(0));
+  }
+  const Tensor pos = positions.defined() ? positions : Tensor::arange(ids.size(1)).unsqueeze(0);  // (1, T)
   const Tensor tt = types.defined() ? types : Tensor::zeros(ids.shape(), DType::I64);
   Tensor e = add(add(word_->forward(ids), token_type_->forward(tt)), position_->forward(pos));
   return dropout_->forward(norm_->forward(e));
@@ -96,9 +99,9 @@ BertLayer::BertLayer(const BertConfig& c) : act_(nn::activation_from_name(c.hidd
   dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(c.hidden_dropout_prob));
 }
 
-Tensor BertLayer::forward(const Tensor& x, const Tensor& mask) {
+Tensor BertLayer::forward(const Tensor& x, const Tensor& mask, const nn::TokenPacking* packing) {
   // Post-LN: h = LN(x + drop(W_o attn(x))); y = LN(h + drop(W_2 act(W_1 h))).
-  const Tensor ctx = self_->forward(x, mask);
+  const Tensor ctx = packing ? self_->forward_packed(x, mask, *packing) : self_->forward(x, mask);
   const Tensor h = attn_norm_->forward(add(x, dropout_->forward(attn_out_->forward(ctx))));
   const Tensor inter = nn::apply_activation(intermediate_->forward(h), act_);
   return out_norm_->forward(add(h, dropout_->forward(out_->forward(inter))));
@@ -124,10 +127,26 @@ SequenceClassifierOutput BertForSequenceClassification::forward(const Tensor& id
   LB_CHECK(ids.dim() == 2, "input_ids must be (B, T), got ", shape_str(ids.shape()));
   const DType dt = pooler_->weight().dtype();
   const Tensor mask = keep_mask.defined() ? nn::additive_attention_mask(keep_mask, dt) : Tensor();
-  Tensor h = embeddings_->forward(ids, types);
-  for (size_t i = 0; i < layers_->size(); ++i)
-    h = static_cast<BertLayer&>(*(*layers_)[i]).forward(h, mask);
-  const Tensor pooled = tanh(pooler_->forward(h.select(1, 0)));
+  const Tensor tt = types.defined() ? types : Tensor::zeros(ids.shape(), DType::I64);
+  Tensor first_tokens;  // (B, H): the pooler's input
+  std::optional<nn::TokenPacking> packing;
+  if (skip_padding_ && keep_mask.defined() && ids.size(1) <= config_.max_position_embeddings) {
+    packing = nn::TokenPacking::from_keep_mask(keep_mask);
+    // Nothing to skip, or a sequence whose [CLS] is masked (the pooler reads it anyway).
+    if (!packing->has_padding() || !packing->keeps_first_tokens()) packing.reset();
+  }
+  if (packing) {
+    Tensor h = embeddings_->forward(packing->pack(ids), packing->pack(tt), packing->positions());
+    for (size_t i = 0; i < layers_->size(); ++i)
+      h = static_cast<BertLayer&>(*(*layers_)[i]).forward(h, mask, &*packing);
+    first_tokens = index_select(h, 0, packing->first_rows());
+  } else {
+    Tensor h = embeddings_->forward(ids, tt);
+    for (size_t i = 0; i < layers_->size(); ++i)
+      h = static_cast<BertLayer&>(*(*layers_)[i]).forward(h, mask);
+    first_tokens = h.select(1, 0);
+  }
+  const Tensor pooled = tanh(pooler_->forward(first_tokens));
   SequenceClassifierOutput out;
   out.logits = classifier_->forward(dropout_->forward(pooled));
   if (labels.defined()) {

@@ -33,7 +33,10 @@ class BertEmbeddings : public nn::Module {
  public:
   explicit BertEmbeddings(const BertConfig& c);
   std::string type_name() const override { return "BertEmbeddings"; }
-  Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids);
+  // input_ids and token_type_ids (B, T), positions 0..T-1; or, packed, all three (N) with
+  // each token's position given.
+  Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids,
+                 const Tensor& position_ids = Tensor());
 
  private:
   std::shared_ptr<nn::Embedding> word_, position_, token_type_;
@@ -45,7 +48,9 @@ class BertLayer : public nn::Module {
  public:
   explicit BertLayer(const BertConfig& c);
   std::string type_name() const override { return "BertLayer"; }
-  Tensor forward(const Tensor& x, const Tensor& mask);
+  // x (B, T, H) with the additive mask, or x (N, H) packed by `packing` (the mask then is
+  // its key-padding mask).
+  Tensor forward(const Tensor& x, const Tensor& mask, const nn::TokenPacking* packing = nullptr);
 
  private:
   std::shared_ptr<nn::SelfAttention> self_;
@@ -69,9 +74,15 @@ class BertForSequenceClassification : public nn::Module {
   SequenceClassifierOutput forward(const Tensor& input_ids, const Tensor& token_type_ids,
                                    const Tensor& attention_mask, const Tensor& labels = Tensor());
   const BertConfig& config() const { return config_; }
+  // Padding-free execution (lb/nn/token_packing.h): batches with padding run the token-wise
+  // layers on their kept tokens only. Same results on kept tokens; off by default, because
+  // INSTANT's token-axis projections need the padded (B, T) layout.
+  void set_skip_padding(bool on) { skip_padding_ = on; }
+  bool skip_padding() const { return skip_padding_; }
 
  private:
   BertConfig config_;
+  bool skip_padding_ = false;
   std::shared_ptr<BertEmbeddings> embeddings_;
   std::shared_ptr<nn::ModuleList> layers_;
   std::shared_ptr<nn::Linear> pooler_, classifier_;

@@ -306,5 +306,69 @@ TEST(Attention, SelfAttentionModuleUsesFusedOp) {
   EXPECT_EQ(y.shape(), (Shape{2, 3, 8}));
 }
 
+
+// Padding-free layout: pack keeps the kept tokens in batch-major order, unpack puts them
+// back with zero rows at the padding, first_rows finds each [CLS].
+TEST(TokenPacking, PackUnpackRoundTrip) {
+  const Tensor keep = Tensor::from_vector<int64_t>({1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0}, {3, 4});
+  const auto p = nn::TokenPacking::from_keep_mask(keep);
+  EXPECT_EQ(p.tokens(), 7);
+  EXPECT_TRUE(p.has_padding());
+  EXPECT_TRUE(p.keeps_first_tokens());
+  EXPECT_EQ(p.positions().to_double_vector(), (std::vector<double>{0, 1, 2, 3, 0, 1, 0}));
+  EXPECT_EQ(p.first_rows().to_double_vector(), (std::vector<double>{0, 4, 6}));
+  const Tensor x = testing::randn({3, 4, 2}, 5);
+  const Tensor packed = p.pack(x);
+  ASSERT_EQ(packed.shape(), (Shape{7, 2}));
+  const auto xv = x.to_double_vector(), pv = packed.to_double_vector();
+  const int src_rows[7] = {0, 1, 2, 3, 4, 5, 8};
+  for (int r = 0; r < 7; ++r) {
+    const int src = src_rows[r];
+    EXPECT_EQ(pv[2 * r], xv[2 * src]);
+    EXPECT_EQ(pv[2 * r + 1], xv[2 * src + 1]);
+  }
+  const Tensor back = p.unpack(packed);
+  ASSERT_EQ(back.shape(), (Shape{3, 4, 2}));
+  const auto bv = back.to_double_vector();
+  const auto kv = keep.to_double_vector();
+  for (int i = 0; i < 12; ++i)
+    for (int h = 0; h < 2; ++h) EXPECT_EQ(bv[2 * i + h], kv[i] ? xv[2 * i + h] : 0.0) << i;
+  // Integer inputs (token ids) pack too.
+  EXPECT_EQ(p.pack(Tensor::arange(12).reshape({3, 4})).to_double_vector(),
+            (std::vector<double>{0, 1, 2, 3, 4, 5, 8}));
+}
+
+TEST(TokenPacking, MaskedFirstTokenAndNoPadding) {
+  const auto p = nn::TokenPacking::from_keep_mask(Tensor::from_vector<int64_t>({0, 1, 1, 1}, {2, 2}));
+  EXPECT_FALSE(p.keeps_first_tokens());
+  const auto full = nn::TokenPacking::from_keep_mask(Tensor::ones({2, 3}, DType::I64));
+  EXPECT_FALSE(full.has_padding());
+  expect_error([&] { (void)full.unpack(testing::randn({5, 2}, 1)); }, {"token packing", "(6, H)", "(5, 2)"});
+}
+
+// The packed module equals the padded one on kept tokens, gradients included (f64).
+TEST(TokenPacking, SelfAttentionPackedEqualsPadded) {
+  nn::SelfAttention attn(8, 2, 0.0);
+  attn.to(DType::F64);
+  const Tensor keep = Tensor::from_vector<int64_t>({1, 1, 1, 1, 1, 1, 0, 0}, {2, 4});
+  const auto p = nn::TokenPacking::from_keep_mask(keep);
+  const Tensor mask = nn::additive_attention_mask(keep, DType::F64);
+  const Tensor x = testing::randn({2, 4, 8}, 17);
+  const Tensor r = testing::randn({6, 8}, 18);
+  const Tensor padded = p.pack(attn.forward(x, mask));
+  sum(mul(padded, r)).backward();
+  std::vector<Tensor> want;
+  for (auto q : attn.parameters()) {
+    want.push_back(q.grad().clone());
+    q.zero_grad();
+  }
+  const Tensor packed = attn.forward_packed(p.pack(x), mask, p);
+  EXPECT_TRUE(testing::all_close(packed, padded, 1e-12, 1e-12));
+  sum(mul(packed, r)).backward();
+  const auto params = attn.parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(testing::all_close(params[i].grad(), want[i], 1e-10, 1e-12)) << i;
+}
+
 }  // namespace
 }  // namespace lb

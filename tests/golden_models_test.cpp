@@ -82,7 +82,8 @@ class GoldenModels : public ::testing::TestWithParam<DType> {
   double rel() const { return GetParam() == DType::F64 ? 1e-9 : 1e-4; }
 };
 
-void check_bert(const std::string& fixture, int64_t num_labels, DType dt, double rel) {
+void check_bert(const std::string& fixture, int64_t num_labels, DType dt, double rel,
+                bool skip_padding = false) {
   const auto f = testing::load_fixture(fixture);
   BertConfig c;
   c.vocab_size = 50;
@@ -95,6 +96,7 @@ void check_bert(const std::string& fixture, int64_t num_labels, DType dt, double
   c.attention_probs_dropout_prob = 0;
   c.num_labels = num_labels;
   BertForSequenceClassification model(c);
+  model.set_skip_padding(skip_padding);
   model.to(dt);
   model.load_state_dict(weights_of(f));
   optim::Adam opt(optim::param_groups_with_decay(model.named_parameters(), 1e-3, 0.01));
@@ -107,6 +109,14 @@ void check_bert(const std::string& fixture, int64_t num_labels, DType dt, double
 
 TEST_P(GoldenModels, BertClassification) { check_bert("model_bert_classification", 3, GetParam(), rel()); }
 TEST_P(GoldenModels, BertRegression) { check_bert("model_bert_regression", 1, GetParam(), rel()); }
+// The fixtures' batches have padded rows: the padding-free path (lb/nn/token_packing.h) must
+// give Hugging Face's padded results too.
+TEST_P(GoldenModels, BertClassificationSkipPadding) {
+  check_bert("model_bert_classification", 3, GetParam(), rel(), true);
+}
+TEST_P(GoldenModels, BertRegressionSkipPadding) {
+  check_bert("model_bert_regression", 1, GetParam(), rel(), true);
+}
 
 TEST_P(GoldenModels, ViT) {
   const auto f = testing::load_fixture("model_vit");

@@ -44,4 +44,11 @@ Tensor SelfAttention::forward(const Tensor& x, const Tensor& mask) {
                                       heads_, mask, dropout_p_, is_training());
 }
 
+Tensor SelfAttention::forward_packed(const Tensor& x, const Tensor& mask, const TokenPacking& packing) {
+  const Tensor ctx = scaled_dot_product_attention(
+      packing.unpack(query_->forward(x)), packing.unpack(key_->forward(x)),
+      packing.unpack(value_->forward(x)), heads_, mask, dropout_p_, is_training());
+  return packing.pack(ctx);
+}
+
 }  // namespace lb::nn

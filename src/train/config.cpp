@@ -103,14 +103,22 @@ ModelSection parse_model(const nlohmann::json& j) {
   m.type = r.choice("type", m.type, {"bert", "vit", "resnet"});
   m.pretrained = expand_path(r.string("pretrained", ""), "model.pretrained");
   m.num_labels = r.integer("num_labels", 0, 0, 100000);
+  if (r.has("skip_padding")) {
+    const nlohmann::json& v = r.raw("skip_padding");
+    LB_CHECK(v.is_boolean() || v == "auto", "model.skip_padding: expected true, false or \"auto\", got ",
+             v.dump());
+    LB_CHECK(m.type == "bert", "model.skip_padding: applies to bert models (a ", m.type,
+             " model has no padding)");
+    m.skip_padding = v.is_boolean() ? (v.get<bool>() ? "true" : "false") : "auto";
+  }
   LB_CHECK(m.pretrained.empty() || m.type != "resnet",
            "model.pretrained: Hugging Face directories load for bert and vit, not resnet");
   const nlohmann::json valid = default_arch(m.type);
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
-    if (k == "type" || k == "pretrained" || k == "num_labels") continue;
+    if (k == "type" || k == "pretrained" || k == "num_labels" || k == "skip_padding") continue;
     if (!valid.contains(k)) {
-      std::string names = "type, pretrained, num_labels";
+      std::string names = "type, pretrained, num_labels, skip_padding";
       for (auto v = valid.begin(); v != valid.end(); ++v) names += ", " + v.key();
       LB_FAIL("model: unknown key '", k, "' for a ", m.type, " model; valid keys: ", names);
     }
@@ -273,6 +281,9 @@ Config Config::from_json(const nlohmann::json& j, const std::string& source) {
 
 nlohmann::json Config::to_json() const {
   nlohmann::json model_j = {{"type", model.type}, {"num_labels", model.num_labels}};
+  if (model.type == "bert")
+    model_j["skip_padding"] = model.skip_padding == "auto" ? nlohmann::json("auto")
+                                                            : nlohmann::json(model.skip_padding == "true");
   if (!model.pretrained.empty()) model_j["pretrained"] = model.pretrained;
   else {
     nlohmann::json a = default_arch(model.type);

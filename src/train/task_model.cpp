@@ -27,6 +27,7 @@ class BertTask : public TaskModel {
     return {out.logits, out.loss};
   }
   nlohmann::json model_config() const override { return m_->config().to_json(); }
+  void set_skip_padding(bool on) override { m_->set_skip_padding(on); }
 
  private:
   std::unique_ptr<models::BertForSequenceClassification> m_;
@@ -71,6 +72,7 @@ std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_la
       LB_CHECK(vocab_size == 0 || model->config().vocab_size >= vocab_size, config.source,
                ": the tokenizer has ", vocab_size, " tokens but ", m.pretrained, " has vocab_size ",
                model->config().vocab_size);
+      model->set_skip_padding(m.skip_padding != "false");
       return std::make_unique<BertTask>(std::move(model));
     }
     nlohmann::json arch = m.arch;
@@ -82,7 +84,11 @@ std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_la
     LB_CHECK(cfg.max_position_embeddings >= config.data.max_seq_len, config.source,
              ": data.max_seq_len ", config.data.max_seq_len, " exceeds model.max_position_embeddings ",
              cfg.max_position_embeddings);
-    return std::make_unique<BertTask>(std::make_unique<models::BertForSequenceClassification>(cfg));
+    auto model = std::make_unique<models::BertForSequenceClassification>(cfg);
+    // "auto" is on here (evaluation and prediction run no backward); train() resolves it
+    // against the backward plan.
+    model->set_skip_padding(m.skip_padding != "false");
+    return std::make_unique<BertTask>(std::move(model));
   }
   if (m.type == "vit") {
     if (!m.pretrained.empty()) {

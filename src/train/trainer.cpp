@@ -256,6 +256,16 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     } else if (config.data.padding == "auto") {
       config.data.padding = "dynamic";
     }
+    // Padding-free BERT layers give token-wise layers (N, H) inputs without a (B, T) axis,
+    // which INSTANT's token-axis projections need.
+    if (config.model.type == "bert") {
+      LB_CHECK(config.model.skip_padding != "true" || token_layer.empty(), config.source,
+               ": model.skip_padding: true runs the layers on the kept tokens without a (batch, ",
+               "sequence) layout, but INSTANT on the token axis (", token_layer,
+               ") needs it; use \"auto\" or false, or set the layer's \"axis\": \"channel\"");
+      if (config.model.skip_padding == "auto") config.model.skip_padding = token_layer.empty() ? "true" : "false";
+      model->set_skip_padding(config.model.skip_padding == "true");
+    }
   }
   const auto strategies = policy.apply(module, opt.strategy);
   nn::backward::Calibrator calibrator(strategies);

@@ -3,6 +3,7 @@
 // The output projection belongs to the model (its name differs between BERT and ViT).
 #pragma once
 #include "lb/nn/layers.h"
+#include "lb/nn/token_packing.h"
 
 namespace lb::nn {
 
@@ -22,6 +23,9 @@ class SelfAttention : public Module {
   std::string type_name() const override { return "SelfAttention"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x, const Tensor& mask = Tensor());
+  // x (N, hidden) packed by `packing`: the projections run on the N kept tokens, the
+  // attention on the padded layout under `mask` (B, 1, 1, T); returns (N, hidden).
+  Tensor forward_packed(const Tensor& x, const Tensor& mask, const TokenPacking& packing);
 
  private:
   int64_t hidden_, heads_;

@@ -17,6 +17,9 @@ struct ModelSection {
   std::string type = "bert";     // bert | vit | resnet
   std::string pretrained;        // a Hugging Face directory (bert, vit); "" = random init
   int64_t num_labels = 0;        // 0 = the task's
+  // BERT: run the token-wise layers on kept tokens only (lb/nn/token_packing.h).
+  // "auto" | "true" | "false"; train() resolves "auto" (true unless INSTANT uses the token axis).
+  std::string skip_padding = "auto";
   // Architecture keys of the model type (BertConfig / ViTConfig / ResNetConfig names), as
   // given; with `pretrained` they must be absent except dropout overrides.
   nlohmann::json arch = nlohmann::json::object();

@@ -22,6 +22,8 @@ class TaskModel {
   virtual nn::Module& module() = 0;
   virtual ModelOutput forward(const data::Batch& batch) = 0;
   virtual nlohmann::json model_config() const = 0;  // the architecture actually built
+  // Padding-free execution of padded text batches (models without padding ignore it).
+  virtual void set_skip_padding(bool) {}
 };
 
 // Builds the model of `config.model` with `num_labels` outputs. Text models with random

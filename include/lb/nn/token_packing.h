@@ -1,0 +1,44 @@
+// Padding-free layout for variable-length sequences: the kept tokens of a padded (B, T)
+// batch stored back to back as N rows. Token-wise layers (Linear, LayerNorm, activations,
+// dropout) then spend nothing on padding, which is a third to two thirds of a dynamically
+// padded GLUE batch; only attention, which mixes tokens of one sequence, runs on the padded
+// (B, T, H) layout (unpack, attend with the key-padding mask, pack). The result equals the
+// padded computation's on every kept token: padded positions never reach a kept token
+// (their keys are masked) and no loss reads them, so their gradient is zero either way.
+// All moves are index_select, so gradients flow through them like any other op.
+#pragma once
+#include "lb/core/tensor.h"
+
+namespace lb::nn {
+
+class TokenPacking {
+ public:
+  // keep (B, T): 1 = token, 0 = padding (any numeric dtype).
+  static TokenPacking from_keep_mask(const Tensor& keep);
+
+  int64_t batch() const { return batch_; }
+  int64_t seq_len() const { return seq_len_; }
+  int64_t tokens() const { return tokens_; }                    // N
+  bool has_padding() const { return tokens_ < batch_ * seq_len_; }
+  // Every sequence keeps its first token (BERT's [CLS]), so first_rows() exists.
+  bool keeps_first_tokens() const { return keeps_first_; }
+
+  // (B, T, ...) -> (N, ...): the kept tokens, in batch-major order (any dtype).
+  Tensor pack(const Tensor& padded) const;
+  // (N, H) -> (B, T, H) with zero rows at the padding.
+  Tensor unpack(const Tensor& packed) const;
+  // (N) i64: each kept token's position t inside its sequence.
+  const Tensor& positions() const { return positions_; }
+  // (B) i64: the packed row of each sequence's first token (requires keeps_first_tokens()).
+  const Tensor& first_rows() const { return first_rows_; }
+
+ private:
+  int64_t batch_ = 0, seq_len_ = 0, tokens_ = 0;
+  bool keeps_first_ = false;
+  Tensor rows_;       // (N): b·T + t of each kept token
+  Tensor slots_;      // (B·T): the packed row of each position, N (a zero row) for padding
+  Tensor positions_;  // (N)
+  Tensor first_rows_; // (B)
+};
+
+}  // namespace lb::nn

@@ -1,0 +1,54 @@
+// TokenPacking (see lb/nn/token_packing.h).
+#include "lb/nn/token_packing.h"
+
+#include "lb/core/error.h"
+#include "lb/ops/shape_ops.h"
+
+namespace lb::nn {
+
+TokenPacking TokenPacking::from_keep_mask(const Tensor& keep) {
+  LB_CHECK(keep.dim() == 2, "token packing: attention mask must be (B, T), got ", shape_str(keep.shape()));
+  TokenPacking p;
+  p.batch_ = keep.size(0);
+  p.seq_len_ = keep.size(1);
+  const auto k = keep.to_double_vector();
+  const int64_t BT = p.batch_ * p.seq_len_;
+  std::vector<int64_t> rows, positions, first(p.batch_, -1), slots(BT);
+  rows.reserve(BT);
+  positions.reserve(BT);
+  for (int64_t i = 0; i < BT; ++i) {
+    if (k[i] == 0) continue;
+    if (i % p.seq_len_ == 0) first[i / p.seq_len_] = static_cast<int64_t>(rows.size());
+    slots[i] = static_cast<int64_t>(rows.size());
+    rows.push_back(i);
+    positions.push_back(i % p.seq_len_);
+  }
+  p.tokens_ = static_cast<int64_t>(rows.size());
+  for (int64_t i = 0; i < BT; ++i)
+    if (k[i] == 0) slots[i] = p.tokens_;
+  p.keeps_first_ = p.seq_len_ > 0;
+  for (int64_t f : first) p.keeps_first_ = p.keeps_first_ && f >= 0;
+  p.rows_ = Tensor::from_vector<int64_t>(rows, {p.tokens_});
+  p.slots_ = Tensor::from_vector<int64_t>(slots, {BT});
+  p.positions_ = Tensor::from_vector<int64_t>(positions, {p.tokens_});
+  if (p.keeps_first_) p.first_rows_ = Tensor::from_vector<int64_t>(first, {p.batch_});
+  return p;
+}
+
+Tensor TokenPacking::pack(const Tensor& padded) const {
+  LB_CHECK(padded.dim() >= 2 && padded.size(0) == batch_ && padded.size(1) == seq_len_,
+           "token packing: expected (", batch_, ", ", seq_len_, ", ...), got ", shape_str(padded.shape()));
+  Shape flat = padded.shape();
+  flat.erase(flat.begin());
+  flat[0] = batch_ * seq_len_;
+  return index_select(padded.reshape(flat), 0, rows_);
+}
+
+Tensor TokenPacking::unpack(const Tensor& packed) const {
+  LB_CHECK(packed.dim() == 2 && packed.size(0) == tokens_, "token packing: expected (", tokens_,
+           ", H), got ", shape_str(packed.shape()));
+  const Tensor zero_row = Tensor::zeros({1, packed.size(1)}, packed.dtype(), packed.device());
+  return index_select(concat({packed, zero_row}, 0), 0, slots_).reshape({batch_, seq_len_, packed.size(1)});
+}
+
+}  // namespace lb::nn
