@@ -12,18 +12,19 @@ out="${1:-tools/bench/results/glue_parity.jsonl}"
 python="${PYTHON:-python3}"
 lb="${LB:-build/leanback}"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"  # the leanback the runs measure
 for task in ${TASKS:-mrpc rte stsb cola sst2}; do
   for seed in ${SEEDS:-1}; do
     run="runs/parity/${task}_seed${seed}"
     if "$lb" train "configs/minilm_${task}.json" --seed "$seed" --out "$run" --overwrite --no-progress \
          > "$run.log" 2>&1 || { mkdir -p "$(dirname "$run")"; false; }; then
-      python3 - "$run/eval_results.json" "$task" "$seed" "$cpu" >> "$out" <<'PY'
+      python3 - "$run/eval_results.json" "$task" "$seed" "$cpu" "$commit" >> "$out" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 final = {k: v for k, v in r["final"].items() if k.startswith("eval_")}
 print(json.dumps({"framework": "leanback", "task": sys.argv[2], "seed": int(sys.argv[3]), "final": final,
                   "examples_per_s": r["train_samples_per_second"], "minutes_per_epoch": r["minutes_per_epoch"],
-                  "cpu": sys.argv[4]}))
+                  "cpu": sys.argv[4], "commit": sys.argv[5]}))
 PY
     else
       echo "leanback $task seed $seed failed; see $run.log" >&2
