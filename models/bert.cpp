@@ -139,7 +139,7 @@ SequenceClassifierOutput BertForSequenceClassification::forward(const Tensor& id
     Tensor h = embeddings_->forward(packing->pack(ids), packing->pack(tt), packing->positions());
     for (size_t i = 0; i < layers_->size(); ++i)
       h = static_cast<BertLayer&>(*(*layers_)[i]).forward(h, mask, &*packing);
-    first_tokens = index_select(h, 0, packing->first_rows());
+    first_tokens = packing->first_tokens(h);
   } else {
     Tensor h = embeddings_->forward(ids, tt);
     for (size_t i = 0; i < layers_->size(); ++i)

@@ -33,8 +33,8 @@ class BertEmbeddings : public nn::Module {
  public:
   explicit BertEmbeddings(const BertConfig& c);
   std::string type_name() const override { return "BertEmbeddings"; }
-  // input_ids and token_type_ids (B, T), positions 0..T-1; or, packed, all three (N) with
-  // each token's position given.
+  // input_ids and token_type_ids (B, T), positions 0..T-1; or, packed, all three (1, N)
+  // with each token's position given.
   Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids,
                  const Tensor& position_ids = Tensor());
 
@@ -48,8 +48,8 @@ class BertLayer : public nn::Module {
  public:
   explicit BertLayer(const BertConfig& c);
   std::string type_name() const override { return "BertLayer"; }
-  // x (B, T, H) with the additive mask, or x (N, H) packed by `packing` (the mask then is
-  // its key-padding mask).
+  // x (B, T, H) with the additive mask, or x (1, N, H) packed by `packing` (the mask then
+  // is its key-padding mask).
   Tensor forward(const Tensor& x, const Tensor& mask, const nn::TokenPacking* packing = nullptr);
 
  private:

@@ -308,7 +308,7 @@ TEST(Attention, SelfAttentionModuleUsesFusedOp) {
 
 
 // Padding-free layout: pack keeps the kept tokens in batch-major order, unpack puts them
-// back with zero rows at the padding, first_rows finds each [CLS].
+// back with zero rows at the padding, first_tokens picks each [CLS].
 TEST(TokenPacking, PackUnpackRoundTrip) {
   const Tensor keep = Tensor::from_vector<int64_t>({1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0}, {3, 4});
   const auto p = nn::TokenPacking::from_keep_mask(keep);
@@ -316,10 +316,9 @@ TEST(TokenPacking, PackUnpackRoundTrip) {
   EXPECT_TRUE(p.has_padding());
   EXPECT_TRUE(p.keeps_first_tokens());
   EXPECT_EQ(p.positions().to_double_vector(), (std::vector<double>{0, 1, 2, 3, 0, 1, 0}));
-  EXPECT_EQ(p.first_rows().to_double_vector(), (std::vector<double>{0, 4, 6}));
   const Tensor x = testing::randn({3, 4, 2}, 5);
   const Tensor packed = p.pack(x);
-  ASSERT_EQ(packed.shape(), (Shape{7, 2}));
+  ASSERT_EQ(packed.shape(), (Shape{1, 7, 2}));
   const auto xv = x.to_double_vector(), pv = packed.to_double_vector();
   const int src_rows[7] = {0, 1, 2, 3, 4, 5, 8};
   for (int r = 0; r < 7; ++r) {
@@ -333,6 +332,10 @@ TEST(TokenPacking, PackUnpackRoundTrip) {
   const auto kv = keep.to_double_vector();
   for (int i = 0; i < 12; ++i)
     for (int h = 0; h < 2; ++h) EXPECT_EQ(bv[2 * i + h], kv[i] ? xv[2 * i + h] : 0.0) << i;
+  const auto first = p.first_tokens(packed).to_double_vector();  // rows 0, 4, 6 of packed
+  ASSERT_EQ(first.size(), 6u);
+  for (int b = 0; b < 3; ++b)
+    for (int h = 0; h < 2; ++h) EXPECT_EQ(first[2 * b + h], pv[2 * (b == 0 ? 0 : b == 1 ? 4 : 6) + h]);
   // Integer inputs (token ids) pack too.
   EXPECT_EQ(p.pack(Tensor::arange(12).reshape({3, 4})).to_double_vector(),
             (std::vector<double>{0, 1, 2, 3, 4, 5, 8}));
@@ -343,7 +346,7 @@ TEST(TokenPacking, MaskedFirstTokenAndNoPadding) {
   EXPECT_FALSE(p.keeps_first_tokens());
   const auto full = nn::TokenPacking::from_keep_mask(Tensor::ones({2, 3}, DType::I64));
   EXPECT_FALSE(full.has_padding());
-  expect_error([&] { (void)full.unpack(testing::randn({5, 2}, 1)); }, {"token packing", "(6, H)", "(5, 2)"});
+  expect_error([&] { (void)full.unpack(testing::randn({5, 2}, 1)); }, {"token packing", "(1, 6, H)", "(5, 2)"});
 }
 
 // The packed module equals the padded one on kept tokens, gradients included (f64).
@@ -354,7 +357,7 @@ TEST(TokenPacking, SelfAttentionPackedEqualsPadded) {
   const auto p = nn::TokenPacking::from_keep_mask(keep);
   const Tensor mask = nn::additive_attention_mask(keep, DType::F64);
   const Tensor x = testing::randn({2, 4, 8}, 17);
-  const Tensor r = testing::randn({6, 8}, 18);
+  const Tensor r = testing::randn({1, 6, 8}, 18);
   const Tensor padded = p.pack(attn.forward(x, mask));
   sum(mul(padded, r)).backward();
   std::vector<Tensor> want;

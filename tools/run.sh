@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Builds leanback and runs the main job on its embedded default: trains the quickstart
 # (a small BERT on the program's synthetic sentiment task; no download) into a fresh run
-# directory runs/quickstart-<time>, evaluating each epoch, and prints the final metrics.
+# directory runs/quickstart-<time>, evaluating each epoch, and prints the final metrics; then
+# compares the three backward strategies on it (`leanback compare`) and prints their table.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${LB_BUILD_DIR:-$root/build}"
 "$root/tools/build.sh" >/dev/null
 cd "$root"
 "$build/leanback" info
-"$build/leanback" train configs/quickstart.json --out "runs/quickstart-$(date +%Y%m%d-%H%M%S)"
+stamp="$(date +%Y%m%d-%H%M%S)"
+"$build/leanback" train configs/quickstart.json --out "runs/quickstart-$stamp"
+"$build/leanback" compare configs/quickstart.json --strategies vanilla,instant,hot \
+  --out "runs/quickstart-$stamp-compare"

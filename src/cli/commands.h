@@ -18,5 +18,7 @@ int cmd_train(const std::vector<std::string>& args);
 int cmd_eval(const std::vector<std::string>& args);
 int cmd_predict(const std::vector<std::string>& args);
 int cmd_plan(const std::vector<std::string>& args);
+int cmd_compare(const std::vector<std::string>& args);
+int cmd_plot(const std::vector<std::string>& args);
 
 }  // namespace lb::cli

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
     if (cmd == "eval") return lb::cli::cmd_eval(args);
     if (cmd == "predict") return lb::cli::cmd_predict(args);
     if (cmd == "plan") return lb::cli::cmd_plan(args);
+    if (cmd == "compare") return lb::cli::cmd_compare(args);
+    if (cmd == "plot") return lb::cli::cmd_plot(args);
     if (cmd == "tokenize") return lb::cli::cmd_tokenize(args);
     std::cerr << "leanback: unknown command '" << cmd << "'\n" << lb::cli::usage();
     return 2;

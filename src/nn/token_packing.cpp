@@ -30,7 +30,7 @@ TokenPacking TokenPacking::from_keep_mask(const Tensor& keep) {
   for (int64_t f : first) p.keeps_first_ = p.keeps_first_ && f >= 0;
   p.rows_ = Tensor::from_vector<int64_t>(rows, {p.tokens_});
   p.slots_ = Tensor::from_vector<int64_t>(slots, {BT});
-  p.positions_ = Tensor::from_vector<int64_t>(positions, {p.tokens_});
+  p.positions_ = Tensor::from_vector<int64_t>(positions, {1, p.tokens_});
   if (p.keeps_first_) p.first_rows_ = Tensor::from_vector<int64_t>(first, {p.batch_});
   return p;
 }
@@ -41,14 +41,30 @@ Tensor TokenPacking::pack(const Tensor& padded) const {
   Shape flat = padded.shape();
   flat.erase(flat.begin());
   flat[0] = batch_ * seq_len_;
-  return index_select(padded.reshape(flat), 0, rows_);
+  Tensor packed = index_select(padded.reshape(flat), 0, rows_);
+  flat[0] = tokens_;
+  flat.insert(flat.begin(), 1);
+  return packed.reshape(flat);
 }
 
+namespace {
+// (1, N, H) -> (N, H), checked.
+Tensor rows_of(const Tensor& packed, int64_t tokens) {
+  LB_CHECK(packed.dim() == 3 && packed.size(0) == 1 && packed.size(1) == tokens,
+           "token packing: expected (1, ", tokens, ", H), got ", shape_str(packed.shape()));
+  return packed.reshape({tokens, packed.size(2)});
+}
+}  // namespace
+
 Tensor TokenPacking::unpack(const Tensor& packed) const {
-  LB_CHECK(packed.dim() == 2 && packed.size(0) == tokens_, "token packing: expected (", tokens_,
-           ", H), got ", shape_str(packed.shape()));
-  const Tensor zero_row = Tensor::zeros({1, packed.size(1)}, packed.dtype(), packed.device());
-  return index_select(concat({packed, zero_row}, 0), 0, slots_).reshape({batch_, seq_len_, packed.size(1)});
+  const Tensor rows = rows_of(packed, tokens_);
+  const Tensor zero_row = Tensor::zeros({1, rows.size(1)}, rows.dtype(), rows.device());
+  return index_select(concat({rows, zero_row}, 0), 0, slots_).reshape({batch_, seq_len_, rows.size(1)});
+}
+
+Tensor TokenPacking::first_tokens(const Tensor& packed) const {
+  LB_CHECK(keeps_first_, "token packing: a sequence's first token is padding");
+  return index_select(rows_of(packed, tokens_), 0, first_rows_);
 }
 
 }  // namespace lb::nn

@@ -411,6 +411,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     double loss = 0, grad_norm = 0, step_ms = 0, fwd = 0, bwd = 0, opt = 0, wait = 0;
     int64_t steps = 0, examples = 0, saved_max = 0;
     double saved_sum = 0;
+    double paper_flops_sum = 0, paper_saved_sum = 0;  // per example, summed over steps
   } win;
   nlohmann::json last_eval;
   bool last_was_best = false;
@@ -483,6 +484,11 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
         const int64_t sb = autograd::saved_bytes();
         win.saved_sum += static_cast<double>(sb);
         win.saved_max = std::max(win.saved_max, sb);
+        // The papers' accounting at this batch's geometry (per example, as they report it).
+        const auto paper = nn::backward::paper_totals_last_call(strategies);
+        const double ex = static_cast<double>(micro[m].size());
+        win.paper_flops_sum += paper.backward_flops / ex;
+        win.paper_saved_sum += paper.saved_bytes_fp32 / ex;
       }
       const double l = out.loss.item_double();
       if (!std::isfinite(l))
@@ -550,6 +556,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                              {"examples_per_s", static_cast<double>(win.examples) / (win.step_ms / 1000.0)},
                              {"saved_bytes", win.saved_sum / n},
                              {"saved_bytes_max", win.saved_max},
+                             {"paper_backward_mflops_per_example", win.paper_flops_sum / n / 1e6},
+                             {"paper_saved_mib_fp32_per_example", win.paper_saved_sum / n / (1024.0 * 1024.0)},
                              {"peak_bytes", mem.total_peak},
                              {"peak_bytes_by_tag", peak_by_tag}};
       metrics.write(line);
@@ -587,6 +595,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
              run_dir.string());
   } else {
     result.final_eval = last_eval;
+    // Per layer: strategy, settings, ranks / quantiser choices, paper and measured figures.
+    const nlohmann::json accounting = nn::backward::accounting_report(strategies);
     nlohmann::json results = {{"final", last_eval}, {"best", st.best_eval},
                               {"best_checkpoint", st.best_step >= 0
                                                       ? (run_dir / ("checkpoint-" + std::to_string(st.best_step))).string()
@@ -600,7 +610,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                                                         static_cast<double>(steps_this_run)
                                                   : 0.0},
                               {"calibration", calibrator.report()},
-                              {"accounting", nn::backward::accounting_report(strategies)["total"]}};
+                              {"accounting", accounting["total"]},
+                              {"layers", accounting["layers"]}};
     io::write_text_atomic((run_dir / "eval_results.json").string(), results.dump(2) + "\n");
     (void)last_was_best;
   }

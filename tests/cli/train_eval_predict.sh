@@ -3,12 +3,7 @@
 # per-example predictions, predict, resume after Ctrl-C, and bad input giving a message that
 # names the problem with a non-zero exit, leaving the user's files alone.
 # Usage: train_eval_predict.sh LEANBACK_BINARY CONFIG_DIR
-set -uo pipefail
-lb="$1"
-configs="$2"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.sh" "$@"
 small=(--set train.epochs=2 --set data.synthetic_train=640 --set data.synthetic_eval=200 --no-progress)
 
 # train

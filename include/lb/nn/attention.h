@@ -23,8 +23,8 @@ class SelfAttention : public Module {
   std::string type_name() const override { return "SelfAttention"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x, const Tensor& mask = Tensor());
-  // x (N, hidden) packed by `packing`: the projections run on the N kept tokens, the
-  // attention on the padded layout under `mask` (B, 1, 1, T); returns (N, hidden).
+  // x (1, N, hidden) packed by `packing`: the projections run on the N kept tokens, the
+  // attention on the padded layout under `mask` (B, 1, 1, T); returns (1, N, hidden).
   Tensor forward_packed(const Tensor& x, const Tensor& mask, const TokenPacking& packing);
 
  private:

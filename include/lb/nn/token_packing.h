@@ -1,5 +1,7 @@
 // Padding-free layout for variable-length sequences: the kept tokens of a padded (B, T)
-// batch stored back to back as N rows. Token-wise layers (Linear, LayerNorm, activations,
+// batch stored back to back as one (1, N) row of tokens, as Hugging Face's
+// DataCollatorWithFlattening lays them out (so a Linear sees one sample of N tokens and its
+// strategy's per-sample figures are per batch). Token-wise layers (Linear, LayerNorm, activations,
 // dropout) then spend nothing on padding, which is a third to two thirds of a dynamically
 // padded GLUE batch; only attention, which mixes tokens of one sequence, runs on the padded
 // (B, T, H) layout (unpack, attend with the key-padding mask, pack). The result equals the
@@ -23,22 +25,22 @@ class TokenPacking {
   // Every sequence keeps its first token (BERT's [CLS]), so first_rows() exists.
   bool keeps_first_tokens() const { return keeps_first_; }
 
-  // (B, T, ...) -> (N, ...): the kept tokens, in batch-major order (any dtype).
+  // (B, T, ...) -> (1, N, ...): the kept tokens, in batch-major order (any dtype).
   Tensor pack(const Tensor& padded) const;
-  // (N, H) -> (B, T, H) with zero rows at the padding.
+  // (1, N, H) -> (B, T, H) with zero rows at the padding.
   Tensor unpack(const Tensor& packed) const;
-  // (N) i64: each kept token's position t inside its sequence.
+  // (1, N) i64: each kept token's position t inside its sequence.
   const Tensor& positions() const { return positions_; }
-  // (B) i64: the packed row of each sequence's first token (requires keeps_first_tokens()).
-  const Tensor& first_rows() const { return first_rows_; }
+  // (1, N, H) -> (B, H): each sequence's first token (requires keeps_first_tokens()).
+  Tensor first_tokens(const Tensor& packed) const;
 
  private:
   int64_t batch_ = 0, seq_len_ = 0, tokens_ = 0;
   bool keeps_first_ = false;
   Tensor rows_;       // (N): b·T + t of each kept token
   Tensor slots_;      // (B·T): the packed row of each position, N (a zero row) for padding
-  Tensor positions_;  // (N)
-  Tensor first_rows_; // (B)
+  Tensor positions_;  // (1, N)
+  Tensor first_rows_; // (B): the packed row of each sequence's first token
 };
 
 }  // namespace lb::nn

@@ -6,6 +6,16 @@
 
 namespace lb::nn::backward {
 
+PaperTotals paper_totals_last_call(const std::vector<std::shared_ptr<Strategy>>& strategies) {
+  PaperTotals t;
+  for (const auto& s : strategies) {
+    const LayerGeometry& g = s->last_geometry();
+    t.backward_flops += s->paper_backward_flops(g) * static_cast<double>(g.B);
+    t.saved_bytes_fp32 += s->paper_saved_bytes_fp32(g) * static_cast<double>(g.B);
+  }
+  return t;
+}
+
 nlohmann::json accounting_report(const std::vector<std::shared_ptr<Strategy>>& strategies) {
   nlohmann::json layers = nlohmann::json::array();
   double mflops = 0, mib = 0, ms = 0;

@@ -126,6 +126,8 @@ class Strategy {
   // bytes of saved input in fp32 terms.
   virtual double paper_backward_flops(const LayerGeometry& g) const;
   virtual double paper_saved_bytes_fp32(const LayerGeometry& g) const;
+  // The geometry of the last call that saved for backward (B samples of L tokens).
+  const LayerGeometry& last_geometry() const { return last_geom_; }
   // Ranks, quantiser choices, paper metrics for the last geometry seen, measured figures.
   virtual nlohmann::json report() const;
 

@@ -1,0 +1,143 @@
+// `leanback compare` through the library: three strategies on the synthetic task, the report's
+// fields, same seed -> same numbers, reuse of finished runs, resume of an interrupted one, and
+// a directory of another config refused.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lb/core/error.h"
+#include "lb/train/compare.h"
+#include "testing/testing.h"
+#include "testing/train_configs.h"
+
+namespace lb::train {
+namespace {
+
+namespace fs = std::filesystem;
+using lb::testing::TempDir;
+
+Config tiny_config() {
+  nlohmann::json j = lb::testing::tiny_bert_config(6, 0.0);
+  j["train"]["eval_every"] = 3;
+  return Config::from_json(j, "tiny.json");
+}
+
+CompareOptions quiet(const std::string& out) {
+  CompareOptions o;
+  o.out_dir = out;
+  o.quiet = true;
+  o.progress = 0;
+  o.plots = false;
+  return o;
+}
+
+nlohmann::json read(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
+
+const nlohmann::json& strategy(const nlohmann::json& report, const std::string& name) {
+  for (const auto& s : report["strategies"])
+    if (s["strategy"] == name) return s;
+  throw Error("no strategy " + name + " in the report");
+}
+
+TEST(Compare, ThreeStrategiesReportAndSameSeedSameNumbers) {
+  TempDir tmp("lb_compare");
+  const Config c = tiny_config();
+  const CompareResult a = compare(c, quiet(tmp.sub("a")));
+  ASSERT_FALSE(a.interrupted);
+  for (const char* f : {"compare.json", "report.json", "report.md"}) EXPECT_TRUE(fs::exists(tmp.sub("a") + "/" + f)) << f;
+  const nlohmann::json report = read(tmp.sub("a") + "/report.json");
+  EXPECT_EQ(report, a.report);
+  EXPECT_EQ(report["primary_metric"], "eval_accuracy");
+  EXPECT_EQ(report["baseline"], "vanilla");
+  ASSERT_EQ(report["strategies"].size(), 3u);
+  for (const auto& s : report["strategies"]) {
+    ASSERT_EQ(s["runs"].size(), 1u) << s["strategy"];
+    EXPECT_TRUE(fs::exists(s["runs"][0]["dir"].get<std::string>() + "/eval_results.json"));
+    for (const char* k : {"step_ms", "backward_ms", "examples_per_s", "saved_bytes_mean", "saved_bytes_peak",
+                          "paper_saved_mib_fp32_per_example", "paper_backward_mflops_per_example",
+                          "calibration_share"})
+      EXPECT_TRUE(s[k].contains("mean")) << s["strategy"] << " " << k;
+    EXPECT_GT(s["saved_bytes_mean"]["mean"].get<double>(), 0) << s["strategy"];
+    EXPECT_TRUE(s["metrics"].contains("eval_accuracy"));
+    EXPECT_FALSE(s["peak_bytes_by_tag"].empty());
+  }
+  // The compressed strategies keep fewer bytes by the papers' count and record their choices.
+  const double vanilla_paper = strategy(report, "vanilla")["paper_saved_mib_fp32_per_example"]["mean"];
+  EXPECT_LT(strategy(report, "hot")["paper_saved_mib_fp32_per_example"]["mean"].get<double>(), vanilla_paper);
+  EXPECT_TRUE(strategy(report, "hot").contains("metric_diff"));
+  bool rank = false, quantizer = false;
+  for (const auto& l : strategy(report, "instant")["layers"]) rank = rank || l.contains("x_rank");
+  for (const auto& l : strategy(report, "hot")["layers"]) quantizer = quantizer || l.contains("quantizer");
+  EXPECT_TRUE(rank);
+  EXPECT_TRUE(quantizer);
+  EXPECT_GT(strategy(report, "instant")["calibration_share"]["mean"].get<double>(), 0);
+  const std::string md = [&] {
+    std::ifstream in(tmp.sub("a") + "/report.md");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  EXPECT_NE(md.find("| vanilla |"), std::string::npos) << md;
+  EXPECT_NE(md.find("## instant: per layer"), std::string::npos) << md;
+  EXPECT_NE(report_table(report).find("eval_accuracy"), std::string::npos);
+
+  // Same config and seed elsewhere: the same losses and metrics (timings aside).
+  const CompareResult b = compare(c, quiet(tmp.sub("b")));
+  for (const char* s : {"vanilla", "instant", "hot"}) {
+    EXPECT_EQ(strategy(a.report, s)["metrics"], strategy(b.report, s)["metrics"]) << s;
+    EXPECT_EQ(strategy(a.report, s)["saved_bytes_mean"], strategy(b.report, s)["saved_bytes_mean"]) << s;
+  }
+}
+
+TEST(Compare, ReusesFinishedRunsAndResumesAnInterruptedOne) {
+  TempDir tmp("lb_compare");
+  const Config c = tiny_config();
+  CompareOptions o = quiet(tmp.sub("cmp"));
+  o.strategies = {"vanilla", "hot"};
+  o.interrupt_after = 2;  // the first run (vanilla, seed 7) stops after 2 of its 6 steps
+  const CompareResult cut = compare(c, o);
+  EXPECT_TRUE(cut.interrupted);
+  EXPECT_FALSE(fs::exists(tmp.sub("cmp") + "/vanilla/seed-7/eval_results.json"));
+  EXPECT_TRUE(fs::exists(tmp.sub("cmp") + "/vanilla/seed-7/checkpoint-2/trainer_state.json"));
+
+  o.interrupt_after = 0;
+  const CompareResult resumed = compare(c, o);
+  ASSERT_FALSE(resumed.interrupted);
+  // The resumed run equals an uninterrupted one.
+  CompareOptions fresh = quiet(tmp.sub("fresh"));
+  fresh.strategies = {"vanilla"};
+  const CompareResult full = compare(c, fresh);
+  EXPECT_EQ(strategy(resumed.report, "vanilla")["metrics"], strategy(full.report, "vanilla")["metrics"]);
+
+  // A third strategy later: the two finished runs are reused as they are.
+  const auto stamp = fs::last_write_time(tmp.sub("cmp") + "/hot/seed-7/metrics.jsonl");
+  o.strategies = {"vanilla", "hot", "instant"};
+  const CompareResult more = compare(c, o);
+  EXPECT_EQ(fs::last_write_time(tmp.sub("cmp") + "/hot/seed-7/metrics.jsonl"), stamp);
+  EXPECT_EQ(more.report["strategies"].size(), 3u);
+  EXPECT_EQ(strategy(more.report, "hot")["metrics"], strategy(resumed.report, "hot")["metrics"]);
+
+  // Another config into the same directory is refused, naming the first difference.
+  nlohmann::json other = lb::testing::tiny_bert_config(6, 0.0);
+  other["train"]["eval_every"] = 3;
+  other["optimizer"]["lr"] = 1e-3;
+  try {
+    compare(Config::from_json(other, "tiny.json"), o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("different config (first difference at /optimizer/lr)"), std::string::npos)
+        << e.what();
+  }
+  // A directory that is not a comparison is never written into.
+  fs::create_directories(tmp.sub("mine"));
+  std::ofstream(tmp.sub("mine") + "/notes.txt") << "mine";
+  try {
+    compare(c, quiet(tmp.sub("mine")));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a compare directory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(fs::directory_iterator(tmp.sub("mine"))->path().filename(), "notes.txt");
+}
+
+}  // namespace
+}  // namespace lb::train
