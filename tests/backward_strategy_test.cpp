@@ -167,5 +167,43 @@ TEST(Strategy, ConvTokensRoundTrip) {
   EXPECT_NEAR(lhs, rhs, 1e-10 * std::abs(lhs));
 }
 
+
+// The gradient-fidelity probe: while probing, the ops pass on the exact gradients (equal to
+// the plain op's) and record the strategy's own against them, for Linear and Conv2d.
+TEST(Strategy, ProbePassesExactGradientsAndRecordsTheStrategys) {
+  for (const bool conv : {false, true}) {
+    Conv2dArgs a;
+    a.padding = {1, 1};
+    const Tensor x = conv ? testing::randn({2, 16, 8, 8}, 60, DType::F32) : testing::randn({2, 32, 16}, 60, DType::F32);
+    const Tensor w = conv ? testing::randn({16, 16, 3, 3}, 61, DType::F32) : testing::randn({24, 16}, 61, DType::F32);
+    std::vector<Tensor> grads[2];
+    std::shared_ptr<Strategy> hot = make_strategy({{"type", "hot"}}, "test");
+    for (int path = 0; path < 2; ++path) {
+      Tensor xi = x.clone(), wi = w.clone();
+      xi.set_requires_grad();
+      wi.set_requires_grad();
+      hot->set_probing(path == 1);
+      const Tensor y = path == 0 ? (conv ? conv2d(xi, wi, Tensor(), a) : linear(xi, wi, Tensor()))
+                                 : (conv ? strategy_conv2d(xi, wi, Tensor(), a, hot) : strategy_linear(xi, wi, Tensor(), hot));
+      sum(mul(y, testing::randn(y.shape(), 62, DType::F32))).backward();
+      grads[path] = {xi.grad(), wi.grad()};
+    }
+    hot->set_probing(false);
+    for (int i = 0; i < 2; ++i)
+      EXPECT_TRUE(testing::all_close(grads[1][i], grads[0][i], 1e-5, 1e-5)) << (conv ? "conv" : "linear") << " grad " << i;
+    const auto& st = hot->probe_stats();
+    EXPECT_EQ(st.calls, 1);
+    // HOT's INT4 g_x and low-rank g_w are close to, but not, the exact gradients.
+    for (const auto& [dot, ee, aa, dd] : {std::tuple{st.gw_dot, st.gw_ee, st.gw_aa, st.gw_dd},
+                                          std::tuple{st.gx_dot, st.gx_ee, st.gx_aa, st.gx_dd}}) {
+      const double cos = dot / std::sqrt(ee * aa);
+      EXPECT_GT(cos, 0.3) << (conv ? "conv" : "linear");
+      EXPECT_LT(cos, 0.99999) << (conv ? "conv" : "linear");
+      EXPECT_GT(dd, 0);
+    }
+    EXPECT_EQ(hot->report()["measured"]["backward_calls"], 0);  // probe calls are not training's
+  }
+}
+
 }  // namespace
 }  // namespace lb::nn::backward

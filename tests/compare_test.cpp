@@ -20,6 +20,7 @@ using lb::testing::TempDir;
 Config tiny_config() {
   nlohmann::json j = lb::testing::tiny_bert_config(6, 0.0);
   j["train"]["eval_every"] = 3;
+  j["train"]["grad_probe_every"] = 3;
   return Config::from_json(j, "tiny.json");
 }
 
@@ -72,6 +73,15 @@ TEST(Compare, ThreeStrategiesReportAndSameSeedSameNumbers) {
   EXPECT_TRUE(rank);
   EXPECT_TRUE(quantizer);
   EXPECT_GT(strategy(report, "instant")["calibration_share"]["mean"].get<double>(), 0);
+  // The gradient-fidelity probe, summarised per strategy and per layer (not for vanilla).
+  EXPECT_FALSE(strategy(report, "vanilla").contains("probe"));
+  for (const char* s : {"instant", "hot"}) {
+    const auto& p = strategy(report, s)["probe"];
+    EXPECT_GT(p["mean"]["local_g_w_cos"].get<double>(), 0.3) << s;
+    EXPECT_LE(p["mean"]["local_g_w_cos"].get<double>(), 1.0 + 1e-9) << s;
+    EXPECT_TRUE(p["mean"].contains("end_to_end_g_w_cos")) << s;
+    EXPECT_TRUE(strategy(report, s)["layers"][0].contains("probe")) << s;
+  }
   const std::string md = [&] {
     std::ifstream in(tmp.sub("a") + "/report.md");
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -119,6 +129,7 @@ TEST(Compare, ReusesFinishedRunsAndResumesAnInterruptedOne) {
   // Another config into the same directory is refused, naming the first difference.
   nlohmann::json other = lb::testing::tiny_bert_config(6, 0.0);
   other["train"]["eval_every"] = 3;
+  other["train"]["grad_probe_every"] = 3;
   other["optimizer"]["lr"] = 1e-3;
   try {
     compare(Config::from_json(other, "tiny.json"), o);

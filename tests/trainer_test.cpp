@@ -309,6 +309,44 @@ TEST_P(TrainerByStrategy, AccumulatedMicroBatchesEqualOneLargeBatch) {
   EXPECT_LT(worst, 2e-4) << GetParam();
 }
 
+// The gradient-fidelity probe logs per-layer closeness of the strategy's gradients to the
+// exact ones and leaves training exactly as it was (eval-mode passes, own HOT key).
+TEST_P(TrainerByStrategy, GradProbeLogsClosenessAndLeavesTrainingUnchanged) {
+  TempDir tmp("lb_trainer");
+  nlohmann::json j = tiny(6);  // dropout on: the probe must not draw from its stream
+  j["backward"] = backward_quantized(GetParam());
+  const TrainResult plain = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("plain")));
+  j["train"]["grad_probe_every"] = 3;
+  const TrainResult probed = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("probed")));
+  EXPECT_EQ(plain.losses, probed.losses) << GetParam();
+  int probes = 0, figures = 0;
+  for (const auto& line : read_lines(tmp.sub("probed") + "/metrics.jsonl")) {
+    const auto l = nlohmann::json::parse(line);
+    if (l["type"] != "probe") continue;
+    ++probes;
+    for (const auto& layer : l["layers"])
+      for (const char* where : {"local", "end_to_end"})
+        if (layer.contains(where))
+          for (auto it = layer[where].begin(); it != layer[where].end(); ++it) {
+            const double c = it.value()["cos"];
+            EXPECT_GE(c, -1.0 - 1e-9);
+            EXPECT_LE(c, 1.0 + 1e-9);
+            EXPECT_GE(it.value()["rel_err"].get<double>(), 0.0);
+            // The approximation is not the exact gradient, but close to it in direction.
+            EXPECT_GT(c, 0.3) << layer["layer"] << " " << where << " " << it.key();
+            ++figures;
+          }
+  }
+  if (GetParam() == "vanilla") {
+    EXPECT_EQ(probes, 0);  // nothing compressed to probe
+  } else {
+    EXPECT_EQ(probes, 2);  // steps 0 and 3
+    EXPECT_GT(figures, 10);
+  }
+  const auto results = nlohmann::json::parse(std::ifstream(tmp.sub("probed") + "/eval_results.json"));
+  EXPECT_TRUE(results.contains("grad_probe_ms_total"));
+}
+
 TEST_P(TrainerByStrategy, InterruptedAndResumedEqualsUninterrupted) {
   TempDir tmp("lb_trainer");
   nlohmann::json j = tiny(6);  // dropout on: the generator's position must be restored

@@ -78,6 +78,44 @@ double std_of(const std::vector<double>& v) {
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
 
+// The gradient-fidelity probe lines of a run: per layer and over all layers, the mean over
+// probes of each closeness figure (cosine similarity, relative error), and the probe's cost.
+nlohmann::json summarize_probes(const std::vector<nlohmann::json>& probes, double probe_ms, double train_s) {
+  if (probes.empty()) return nullptr;
+  const std::vector<std::pair<std::string, std::string>> figures = {
+      {"local", "g_w"}, {"local", "g_x"}, {"end_to_end", "g_w"}};
+  std::map<std::string, std::map<std::string, std::vector<double>>> by_layer;
+  std::map<std::string, std::vector<double>> all;
+  std::vector<std::string> order;
+  for (const auto& p : probes)
+    for (const auto& l : p.value("layers", nlohmann::json::array())) {
+      const std::string name = l.value("layer", "");
+      if (!by_layer.count(name)) order.push_back(name);
+      auto& m = by_layer[name];
+      for (const auto& [where, g] : figures)
+        if (l.contains(where) && l[where].contains(g))
+          for (const char* k : {"cos", "rel_err"}) {
+            const std::string key = where + "_" + g + "_" + k;
+            m[key].push_back(l[where][g].value(k, 0.0));
+            all[key].push_back(l[where][g].value(k, 0.0));
+          }
+    }
+  nlohmann::json layers = nlohmann::json::object();
+  for (const auto& name : order) {
+    nlohmann::json l = nlohmann::json::object();
+    for (const auto& [k, v] : by_layer[name]) l[k] = mean_of(v);
+    layers[name] = l;
+  }
+  if (all.empty()) return nullptr;  // nothing compressed was probed
+  nlohmann::json mean = nlohmann::json::object();
+  for (const auto& [k, v] : all) mean[k] = mean_of(v);
+  return {{"probes", probes.size()},
+          {"ms_total", probe_ms},
+          {"share_of_training", train_s > 0 ? probe_ms / (train_s * 1000.0) : 0.0},
+          {"mean", mean},
+          {"layers", layers}};
+}
+
 // One finished run: its metrics, costs and per-layer choices.
 nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
   const nlohmann::json results = read_json_file(run / "eval_results.json");
@@ -85,6 +123,7 @@ nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
   std::vector<double> step_ms, fwd_ms, bwd_ms, saved, paper_flops, paper_saved, wait_ms;
   double saved_peak = 0, peak_bytes = 0, calib_ms = 0;
   int64_t last_step = 0;
+  std::vector<nlohmann::json> probes;
   nlohmann::json peak_by_tag = nlohmann::json::object();
   for (const auto& l : lines) {
     const std::string type = l.value("type", "");
@@ -104,6 +143,8 @@ nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
           peak_by_tag[it.key()] = std::max(peak_by_tag.value(it.key(), 0.0), it.value().get<double>());
     } else if (type == "calibration") {
       calib_ms += l.value("ms", 0.0);
+    } else if (type == "probe") {
+      probes.push_back(l);
     }
   }
   const double train_s = results.value("train_runtime_s", 0.0);
@@ -133,6 +174,10 @@ nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
     if (r.contains("hot")) l["quantizer"] = r["hot"]["lqs"].value("choice", "");
     layers.push_back(std::move(l));
   }
+  const nlohmann::json probe = summarize_probes(probes, results.value("grad_probe_ms_total", 0.0), train_s);
+  if (!probe.is_null())
+    for (auto& l : layers)
+      if (probe["layers"].contains(l["layer"].get<std::string>())) l["probe"] = probe["layers"][l["layer"].get<std::string>()];
   return {{"seed", seed},
           {"dir", run.string()},
           {"metrics", metrics},
@@ -152,6 +197,7 @@ nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
           {"peak_bytes_by_tag", peak_by_tag},
           {"calibration_ms", calib_ms},
           {"calibration_share", calib_ms + train_s * 1000.0 > 0 ? calib_ms / (calib_ms + train_s * 1000.0) : 0.0},
+          {"probe", probe},
           {"layers", layers}};
 }
 
@@ -177,6 +223,9 @@ std::vector<std::vector<std::string>> table_rows(const nlohmann::json& report) {
       {"strategy", "seeds", metric + " (x100)", "vs " + report.value("baseline", std::string("-")),
        "step ms", "bwd ms", "ex/s", "saved MiB mean/peak", "paper saved KiB/ex", "paper bwd MFLOP/ex",
        "calib %"}};
+  bool probes = false;
+  for (const auto& s : report["strategies"]) probes = probes || s.contains("probe");
+  if (probes) rows[0].push_back("probe cos g_w/g_x");
   for (const auto& s : report["strategies"]) {
     std::vector<std::string> r;
     r.push_back(s["strategy"]);
@@ -197,6 +246,10 @@ std::vector<std::vector<std::string>> table_rows(const nlohmann::json& report) {
     r.push_back(fixed(s["paper_saved_mib_fp32_per_example"]["mean"].get<double>() * 1024.0, 1));
     r.push_back(fixed(s["paper_backward_mflops_per_example"]["mean"], 1));
     r.push_back(fixed(100 * s["calibration_share"]["mean"].get<double>(), 1));
+    if (probes)
+      r.push_back(s.contains("probe") ? fixed(s["probe"]["mean"].value("local_g_w_cos", 0.0), 3) + " / " +
+                                            fixed(s["probe"]["mean"].value("local_g_x_cos", 0.0), 3)
+                                      : "-");
     rows.push_back(r);
   }
   return rows;
@@ -244,6 +297,20 @@ nlohmann::json build_report(const std::string& compare_dir) {
           by_tag[it.key()] = std::max(by_tag.value(it.key(), 0.0), it.value().get<double>());
       e["peak_bytes_by_tag"] = by_tag;
       e["layers"] = runs[0]["layers"];  // seed order: the first seed's choices
+      // The probe over seeds: the mean figures of each run, averaged.
+      std::map<std::string, std::vector<double>> probe_means;
+      std::vector<double> shares;
+      for (const auto& r : runs)
+        if (!r["probe"].is_null()) {
+          for (auto it = r["probe"]["mean"].begin(); it != r["probe"]["mean"].end(); ++it)
+            probe_means[it.key()].push_back(it.value().get<double>());
+          shares.push_back(r["probe"]["share_of_training"].get<double>());
+        }
+      if (!shares.empty()) {
+        nlohmann::json pm = nlohmann::json::object();
+        for (const auto& [k, v] : probe_means) pm[k] = mean_of(v);
+        e["probe"] = {{"runs", shares.size()}, {"mean", pm}, {"share_of_training", mean_of(shares)}};
+      }
     }
     strategies.push_back(std::move(e));
   }
@@ -309,8 +376,21 @@ std::string report_markdown(const nlohmann::json& report, const std::vector<std:
   }
   for (const auto& s : report["strategies"]) {
     if (!s.contains("layers") || s["layers"].empty() || s["strategy"] == "vanilla") continue;
+    const bool probed = s.contains("probe");
     os << "\n## " << s["strategy"].get<std::string>() << ": per layer (seed " << s["runs"][0]["seed"]
-       << ")\n\n| layer | strategy | choice | saved KiB (last call) | backward ms (total) |\n|---|---|---|---|---|\n";
+       << ")\n\n";
+    if (probed) {
+      const auto& pm = s["probe"]["mean"];
+      os << "Gradient-fidelity probe (train.grad_probe_every), mean over layers and probes: local g_w cos "
+         << fixed(pm.value("local_g_w_cos", 0.0), 4) << " (rel. error " << fixed(pm.value("local_g_w_rel_err", 0.0), 3)
+         << "), local g_x cos " << fixed(pm.value("local_g_x_cos", 0.0), 4) << " (rel. error "
+         << fixed(pm.value("local_g_x_rel_err", 0.0), 3) << "), end-to-end g_w cos "
+         << fixed(pm.value("end_to_end_g_w_cos", 0.0), 4) << "; its cost "
+         << fixed(100 * s["probe"]["share_of_training"].get<double>(), 1) << "% of training time.\n\n";
+    }
+    os << "| layer | strategy | choice | saved KiB (last call) | backward ms (total) |"
+       << (probed ? " g_w cos local / end to end | g_x cos local |\n|---|---|---|---|---|---|---|\n"
+                  : "\n|---|---|---|---|---|\n");
     for (const auto& l : s["layers"]) {
       std::string choice = "exact";
       if (l.contains("x_rank"))
@@ -321,7 +401,13 @@ std::string report_markdown(const nlohmann::json& report, const std::vector<std:
       if (l.contains("fallback_reason")) choice += "; fell back to exact";
       os << "| " << l["layer"].get<std::string>() << " | " << l["type"].get<std::string>() << " | " << choice
          << " | " << fixed(l["saved_bytes_last_call"].get<double>() / 1024.0, 1) << " | "
-         << fixed(l["backward_ms_total"].get<double>(), 1) << " |\n";
+         << fixed(l["backward_ms_total"].get<double>(), 1) << " |";
+      if (probed) {
+        const nlohmann::json pr = l.value("probe", nlohmann::json::object());
+        const auto f = [&](const char* k) { return pr.contains(k) ? fixed(pr[k].get<double>(), 4) : std::string("-"); };
+        os << " " << f("local_g_w_cos") << " / " << f("end_to_end_g_w_cos") << " | " << f("local_g_x_cos") << " |";
+      }
+      os << "\n";
     }
   }
   if (!plots.empty()) {

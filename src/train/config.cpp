@@ -179,6 +179,7 @@ TrainSection parse_train(const nlohmann::json& j) {
   t.eval_every = r.integer("eval_every", 0, 0, kBig);
   t.save_every = r.integer("save_every", 0, 0, kBig);
   t.keep_checkpoints = r.integer("keep_checkpoints", t.keep_checkpoints, 1, 1000);
+  t.grad_probe_every = r.integer("grad_probe_every", 0, 0, kBig);
   t.seed = static_cast<uint64_t>(r.integer("seed", 42, 0, std::numeric_limits<int64_t>::max()));
   t.label_smoothing = r.number("label_smoothing", 0, 0, 0.999);
   t.precision = r.choice("precision", t.precision, {"f32"});
@@ -329,6 +330,7 @@ nlohmann::json Config::to_json() const {
             {"eval_every", train.eval_every},
             {"save_every", train.save_every},
             {"keep_checkpoints", train.keep_checkpoints},
+            {"grad_probe_every", train.grad_probe_every},
             {"seed", train.seed},
             {"label_smoothing", train.label_smoothing},
             {"precision", train.precision}}},

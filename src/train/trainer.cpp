@@ -12,6 +12,7 @@
 #include <iomanip>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "lb/autograd/node.h"
@@ -199,6 +200,79 @@ struct LoopState {
     LB_CHECK(step >= 0 && calib_batches >= 0, where, ": extra.trainer has negative counters");
   }
 };
+
+// <e, a>, |e|², |a|², |e - a|² of two gradients as cosine similarity and relative error.
+nlohmann::json closeness(double dot, double ee, double aa, double dd) {
+  return {{"cos", ee > 0 && aa > 0 ? dot / std::sqrt(ee * aa) : 0.0}, {"rel_err", ee > 0 ? std::sqrt(dd / ee) : 0.0}};
+}
+
+// The gradient-fidelity probe (train.grad_probe_every) on one held training batch, in eval
+// mode (no dropout draws, BatchNorm statistics untouched) and under its own key for HOT's
+// stochastic rounding, so training is unchanged by it. Pass 1 runs every compressed layer
+// beside its exact backward from the same (exact) g_y ("local": g_w and g_x); pass 2 runs the
+// ordinary compressed backward, whose g_w is compared with pass 1's exact one ("end to end").
+nlohmann::json run_grad_probe(TaskModel& model, nn::Module& module,
+                              const std::vector<std::shared_ptr<nn::backward::Strategy>>& strategies,
+                              data::BatchSource& loader, optim::Optimizer& optimizer, int64_t step) {
+  std::vector<std::shared_ptr<nn::backward::Strategy>> probed;
+  for (const auto& s : strategies)
+    if (s->type() != "vanilla") probed.push_back(s);
+  nlohmann::json out = nlohmann::json::array();
+  if (probed.empty()) return out;
+  data::Batch held;
+  loader.start_epoch(0, 0);
+  LB_CHECK(loader.next(held), "gradient probe: no training batch");
+  auto& rc = nn::backward::run_context();
+  const int64_t saved_step = rc.step;
+  rc.step = std::numeric_limits<int64_t>::min() / 2 + step;  // never a training step's key
+  const bool was_training = module.is_training();
+  // Eval mode everywhere but in the layers with strategies (they use them in training mode
+  // only): no dropout draws, BatchNorm's statistics untouched.
+  module.eval();
+  for (auto& [name, m] : module.named_modules())
+    if (m->type_name() == "Linear" || m->type_name() == "Conv2d") m->train(true);
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : module.named_parameters()) params[name] = p;
+  const auto weight_grad = [&](const std::string& layer) {
+    auto it = params.find(layer + ".weight");
+    return it != params.end() && it->second.grad().defined() ? it->second.grad().clone() : Tensor();
+  };
+  for (const auto& s : probed) s->set_probing(true);
+  model.forward(held).loss.backward();
+  for (const auto& s : probed) s->set_probing(false);
+  std::vector<Tensor> exact_gw;
+  for (const auto& s : probed) exact_gw.push_back(weight_grad(s->layer_name()));
+  optimizer.zero_grad();
+  model.forward(held).loss.backward();
+  for (size_t i = 0; i < probed.size(); ++i) {
+    const auto& st = probed[i]->probe_stats();
+    nlohmann::json l = {{"layer", probed[i]->layer_name()}, {"type", probed[i]->type()}};
+    if (st.calls == 0) {
+      l["probed"] = false;  // exact this step (not calibrated yet, fell back, frozen)
+      out.push_back(l);
+      continue;
+    }
+    if (st.gw_ee > 0) l["local"]["g_w"] = closeness(st.gw_dot, st.gw_ee, st.gw_aa, st.gw_dd);
+    if (st.gx_ee > 0) l["local"]["g_x"] = closeness(st.gx_dot, st.gx_ee, st.gx_aa, st.gx_dd);
+    const Tensor approx = weight_grad(probed[i]->layer_name());
+    if (exact_gw[i].defined() && approx.defined()) {
+      double dot = 0, ee = 0, aa = 0, dd = 0;
+      const auto ev = exact_gw[i].to_double_vector(), av = approx.to_double_vector();
+      for (size_t j = 0; j < ev.size(); ++j) {
+        dot += ev[j] * av[j];
+        ee += ev[j] * ev[j];
+        aa += av[j] * av[j];
+        dd += (ev[j] - av[j]) * (ev[j] - av[j]);
+      }
+      l["end_to_end"]["g_w"] = closeness(dot, ee, aa, dd);
+    }
+    out.push_back(l);
+  }
+  optimizer.zero_grad();
+  if (was_training) module.train();
+  rc.step = saved_step;
+  return out;
+}
 
 }  // namespace
 
@@ -417,6 +491,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   bool last_was_best = false;
   int64_t steps_this_run = 0;
   double train_ms = 0;          // optimizer steps only (no evaluation, calibration, saving)
+  double probe_ms = 0;          // the gradient-fidelity probe (train.grad_probe_every)
   int64_t train_examples = 0;
   cpu_allocator().reset_peak();
 
@@ -460,6 +535,13 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
         metrics.write({{"type", "warning"}, {"step", step}, {"layer", layer},
                        {"message", "calibration failed; vanilla backward from now on: " + why}});
       }
+    }
+    if (tc.grad_probe_every > 0 && step % tc.grad_probe_every == 0) {
+      const auto p0 = Clock::now();
+      nlohmann::json layers = run_grad_probe(*model, module, strategies, *calib_loader, *optimizer, step);
+      const double ms = ms_between(p0, Clock::now());
+      probe_ms += ms;
+      if (!layers.empty()) metrics.write({{"type", "probe"}, {"step", step}, {"ms", ms}, {"layers", layers}});
     }
     const int64_t epoch = step / steps_per_epoch;
     const int64_t first = (step % steps_per_epoch) * k;
@@ -610,6 +692,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                                                         static_cast<double>(steps_this_run)
                                                   : 0.0},
                               {"calibration", calibrator.report()},
+                              {"grad_probe_ms_total", probe_ms},
                               {"accounting", accounting["total"]},
                               {"layers", accounting["layers"]}};
     io::write_text_atomic((run_dir / "eval_results.json").string(), results.dump(2) + "\n");

@@ -61,6 +61,7 @@ struct TrainSection {
   int64_t eval_every = 0;        // optimizer steps between evaluations; 0 = each epoch's end
   int64_t save_every = 0;        // optimizer steps between checkpoints; 0 = at evaluations
   int64_t keep_checkpoints = 1;  // most recent checkpoints kept besides the best
+  int64_t grad_probe_every = 0;  // gradient-fidelity probe every N steps; 0 = off
   uint64_t seed = 42;            // every random stream (init, dropout, data order, HOT draws)
   double label_smoothing = 0;
   std::string precision = "f32";

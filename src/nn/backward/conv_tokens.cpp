@@ -115,8 +115,7 @@ Gradients Strategy::backward_conv_image(const SavedState& s, const Tensor& g_y, 
       ++calib_calls_;
       calib_backward_ms_ += ms;
     } else {
-      ++calls_;
-      backward_ms_ += ms;
+      count_backward(ms);
     }
     return r;
   }
@@ -146,21 +145,37 @@ Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const 
   const int64_t O = w.size(0);
   const Tensor w2d = w.detach().reshape({O, -1});
   SavedState state = strategy->save_conv_checked(x.detach(), w2d, cg);
+  const bool probe = strategy->probing();  // keep the image too: the exact backward runs beside
+  SavedState exact_state;
+  if (probe) exact_state = strategy->save_conv_exact(x.detach(), w2d, cg);
   std::vector<Tensor> saved = state.tensors;
+  const size_t n_exact = exact_state.tensors.size();
+  for (const Tensor& t : exact_state.tensors) saved.push_back(t);
+  exact_state.tensors.clear();
   saved.push_back(w);  // a parameter: costs no saved bytes, and the exact conv backward wants
                       // its shape even when only g_w is needed
   const size_t n_state = state.tensors.size();
   state.tensors.clear();
   autograd::record(
       "conv2d[" + strategy->type() + "]", y, {x, w, b}, saved,
-      [strategy, state = std::move(state), n_state, cg, w_shape = w.shape(), O](
-          const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
+      [strategy, state = std::move(state), exact_state = std::move(exact_state), n_state, n_exact, probe, cg,
+       w_shape = w.shape(), O](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
         SavedState st = state;
         st.tensors.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_state));
         const Tensor w2d = s.back().defined() ? s.back().reshape({O, -1}) : Tensor();
-        Gradients gr = strategy->backward_conv_image(st, detail::contiguous_nograd(g), w2d, need[0],
-                                                     need[1], cg);
+        const Tensor gc = detail::contiguous_nograd(g);
+        Gradients gr = strategy->backward_conv_image(st, gc, w2d, need[0], need[1], cg);
         if (need[0] && gr.grad_input.dim() != 4) gr.grad_input = conv_from_tokens(gr.grad_input, cg);
+        if (probe && (need[0] || need[1])) {
+          SavedState ex = exact_state;
+          ex.tensors.assign(s.begin() + static_cast<std::ptrdiff_t>(n_state),
+                            s.begin() + static_cast<std::ptrdiff_t>(n_state + n_exact));
+          Gradients exact = strategy->backward_conv_image(ex, gc, w2d, need[0], need[1], cg);
+          if (need[0] && exact.grad_input.dim() != 4) exact.grad_input = conv_from_tokens(exact.grad_input, cg);
+          strategy->record_probe(exact, gr);
+          gr.grad_input = exact.grad_input;
+          gr.grad_weight = exact.grad_weight;
+        }
         return std::vector<Tensor>{need[0] ? gr.grad_input : Tensor(),
                                    need[1] ? gr.grad_weight.reshape(w_shape) : Tensor(),
                                    need[2] ? (gr.grad_bias.defined() ? gr.grad_bias : sum(g, {0, 2, 3}))

@@ -488,8 +488,7 @@ Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, cons
   // g_x can be produced per image in the columns layout and folded by col2im at once.
   if (settings_.quantize && !settings_.emulate && L % 16 == 0) {
     Gradients out = backward_conv_images(s, g_y_tokens, w2d, want_gx, want_gw, cg);
-    ++calls_;
-    backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     return out;
   }
   SavedState xs;
@@ -506,8 +505,7 @@ Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, cons
   Gradients out = gradients(g_y_tokens.view({N * L, O}), w2d, want_gx, want_gw,
                             want_gw ? xs.tensors[0] : Tensor(), want_gw ? static_cast<float>(xs.scalars[0]) : 0.f);
   if (want_gx) out.grad_input = out.grad_input.view({N, L, I});
-  ++calls_;
-  backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return out;
 }
 

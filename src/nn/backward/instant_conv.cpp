@@ -185,8 +185,7 @@ Gradients Instant::backward_conv_image(const SavedState& s, const Tensor& g_y, c
                               : matmul(gwr, P);                               // (O, R_x)(R_x, I)
   if (want_gx) out.grad_input = dx;
   out.grad_bias = gb;
-  backward_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  ++calls_;
+  count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return out;
 }
 

@@ -49,10 +49,31 @@ Gradients Strategy::backward(const SavedState& s, const Tensor& g_y, const Tenso
     ++calib_calls_;
     calib_backward_ms_ += ms;
   } else {
-    ++calls_;
-    backward_ms_ += ms;
+    count_backward(ms);
   }
   return g;
+}
+
+namespace {
+// Adds <e, a>, |e|², |a|², |e - a|² (f64 sums) of two same-size tensors.
+void accumulate(const Tensor& e, const Tensor& a, double& dot, double& ee, double& aa, double& dd) {
+  if (!e.defined() || !a.defined()) return;
+  LB_CHECK(e.numel() == a.numel(), "gradient probe: exact and strategy gradients differ in size (",
+           shape_str(e.shape()), " vs ", shape_str(a.shape()), ")");
+  const auto ev = e.to_double_vector(), av = a.to_double_vector();
+  for (size_t i = 0; i < ev.size(); ++i) {
+    dot += ev[i] * av[i];
+    ee += ev[i] * ev[i];
+    aa += av[i] * av[i];
+    dd += (ev[i] - av[i]) * (ev[i] - av[i]);
+  }
+}
+}  // namespace
+
+void Strategy::record_probe(const Gradients& exact, const Gradients& approx) {
+  ++probe_.calls;
+  accumulate(exact.grad_weight, approx.grad_weight, probe_.gw_dot, probe_.gw_ee, probe_.gw_aa, probe_.gw_dd);
+  accumulate(exact.grad_input, approx.grad_input, probe_.gx_dot, probe_.gx_ee, probe_.gx_aa, probe_.gx_dd);
 }
 
 void Strategy::begin_calibration() {
@@ -125,13 +146,15 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
   const Tensor x3 = x.detach().contiguous().view({B, L, I});
   SavedState state = strategy->save(x3, w.detach());
   const bool need_gx = x.requires_grad();
+  const bool probe = strategy->probing();  // keep x too: the exact backward runs beside
   std::vector<Tensor> saved = state.tensors;
+  if (probe) saved.push_back(x3);
   saved.push_back(need_gx ? w : Tensor());  // w for g_x (a parameter: not counted as saved)
   const size_t n_state = state.tensors.size();
   state.tensors.clear();
   autograd::record(
       "linear[" + strategy->type() + "]", y, {x, w, b}, saved,
-      [strategy, state = std::move(state), n_state, x_shape = x.shape(), B, L, I](
+      [strategy, state = std::move(state), n_state, probe, x_shape = x.shape(), B, L, I](
           const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) mutable {
         const int64_t O = g.size(-1);
         SavedState st = state;
@@ -139,6 +162,16 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
         const Tensor g3 = g.contiguous().view({B, L, O});
         Gradients gr;
         if (need[0] || need[1]) gr = strategy->backward(st, g3, s.back(), need[0], need[1]);
+        if (probe && (need[0] || need[1])) {
+          SavedState ex;
+          ex.geom = st.geom;
+          ex.exact = true;
+          ex.tensors = {s[n_state]};
+          Gradients exact = Strategy::backward_exact(ex, g3, s.back(), need[0], need[1]);
+          strategy->record_probe(exact, gr);
+          gr.grad_input = exact.grad_input;
+          gr.grad_weight = exact.grad_weight;
+        }
         // g_b from the exact g_y (summed by the strategy when it streamed g_y anyway)
         Tensor gb = need[2] ? (gr.grad_bias.defined() ? gr.grad_bias : sum(g3, {0, 1})) : Tensor();
         return std::vector<Tensor>{need[0] ? gr.grad_input.reshape(x_shape) : Tensor(),

@@ -121,6 +121,36 @@ class Strategy {
     return fell_back_ ? save_conv_exact(x, w2d, cg) : save_conv(x, w2d, cg);
   }
 
+  // ---- gradient-fidelity probe (train.grad_probe_every) ----
+  // While probing, strategy_linear / strategy_conv2d keep the exact input next to the
+  // strategy's state, run both backwards from the same g_y, record how close the strategy's
+  // g_x and g_w are to the exact ones (record_probe), and pass the exact gradients on, so
+  // every layer is measured against the exact g_y. Probe calls are not counted as backward
+  // calls.
+  struct ProbeStats {
+    int64_t calls = 0;
+    // Σ over calls of <exact, approx>, |exact|², |approx|², |exact - approx|²
+    double gw_dot = 0, gw_ee = 0, gw_aa = 0, gw_dd = 0;
+    double gx_dot = 0, gx_ee = 0, gx_aa = 0, gx_dd = 0;
+  };
+  void set_probing(bool on) {
+    probing_ = on;
+    if (on) probe_ = {};
+  }
+  bool probing() const { return probing_ && !calibrating_ && !fell_back_; }
+  // exact/approx grad_input and grad_weight, in any matching layout (undefined: not asked).
+  void record_probe(const Gradients& exact, const Gradients& approx);
+  const ProbeStats& probe_stats() const { return probe_; }
+
+  // Exact backward from a saved x (vanilla, the fallback of compressed strategies, the
+  // probe's reference).
+  static SavedState save_exact(const Tensor& x, const Tensor& w);
+  // The exact save of a conv: the input image itself (never its kH·kW times larger im2col
+  // view); backward_conv_image then runs the conv op's own backward (conv2d_grads).
+  SavedState save_conv_exact(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg);
+  static Gradients backward_exact(const SavedState& s, const Tensor& g_y, const Tensor& w,
+                                  bool want_gx, bool want_gw);
+
   // ---- accounting ----
   // Paper metrics per sample for geometry g: backward GEMM FLOPs (a multiply-add = 2) and the
   // bytes of saved input in fp32 terms.
@@ -154,18 +184,20 @@ class Strategy {
   virtual void begin_calibration_impl() {}
   virtual void finish_calibration_impl() {}
 
-  // Exact backward from a saved x (vanilla, and the fallback of compressed strategies).
-  static SavedState save_exact(const Tensor& x, const Tensor& w);
-  // The exact save of a conv: the input image itself (never its kH·kW times larger im2col
-  // view); backward_conv_image then runs the conv op's own backward (conv2d_grads).
-  SavedState save_conv_exact(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg);
-  static Gradients backward_exact(const SavedState& s, const Tensor& g_y, const Tensor& w,
-                                  bool want_gx, bool want_gw);
+  // Counts one training backward call of `ms` milliseconds (not while probing: its cost is
+  // reported apart).
+  void count_backward(double ms) {
+    if (probing_) return;
+    ++calls_;
+    backward_ms_ += ms;
+  }
 
   std::string layer_name_;
   int64_t layer_id_ = 0;
   bool calibrating_ = false;
   bool fell_back_ = false;
+  bool probing_ = false;
+  ProbeStats probe_;
   std::string fallback_reason_;
   // Measured: calls, total backward milliseconds, last geometry and saved bytes. Backward
   // calls made while calibrating are counted apart (they are calibration cost).
