@@ -15,6 +15,8 @@ inline int64_t get_int(const nlohmann::json& j, const std::string& path, const c
   if (!j.contains(key)) return def;
   const auto& v = j.at(key);
   LB_CHECK(v.is_number_integer(), path, ".", key, ": expected an integer, got ", v.dump());
+  LB_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX), path, ".", key,
+           ": ", v.dump(), " is out of range");
   const int64_t x = v.get<int64_t>();
   LB_CHECK(x >= min_value, path, ".", key, ": must be >= ", min_value, ", got ", x);
   return x;

@@ -330,10 +330,12 @@ TEST(Pool2d, AdaptiveAvg) {
   const Tensor z = testing::randn({2, 3, 4, 5}, 90);
   EXPECT_TRUE(testing::all_close(adaptive_avg_pool2d(z, 1, 1), mean(z, {2, 3}, true), 1e-14, 1e-14));
   // Output larger than the input, and uneven windows.
-  for (auto [oh, ow] : std::vector<std::pair<int64_t, int64_t>>{{3, 4}, {6, 7}, {2, 2}, {1, 5}})
+  for (const auto& size : std::vector<std::pair<int64_t, int64_t>>{{3, 4}, {6, 7}, {2, 2}, {1, 5}}) {
+    const int64_t oh = size.first, ow = size.second;  // plain variables: clang 14 cannot capture bindings
     EXPECT_TRUE(testing::gradcheck(
         [oh, ow](auto& v) { return adaptive_avg_pool2d(v[0], oh, ow); }, {z}))
         << oh << "x" << ow;
+  }
 }
 
 TEST(Pool2d, Errors) {

@@ -63,6 +63,29 @@ TEST(Tensor, AllocatorCountsByTag) {
             before.current[int(MemTag::Parameter)]);
 }
 
+// Sizes from files are checked before anything is allocated: element counts past int64
+// (which used to wrap), byte counts past int64, and more memory than the machine has.
+TEST(Tensor, HugeShapesAreNamedErrorsNotCrashes) {
+  const int64_t big = int64_t{1} << 62;
+  const auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { (void)shape_numel({big, big}); }).find("more than 2^63 elements"), std::string::npos);
+  EXPECT_EQ(shape_numel({big, big, 0}), 0);  // a zero dimension: empty, whatever the others
+  EXPECT_NE(message([&] { (void)shape_numel({3, -2}); }).find("negative dimension"), std::string::npos);
+  EXPECT_NE(message([&] { (void)Tensor::empty({int64_t{1} << 31, int64_t{1} << 31}); }).find("more than 2^63 bytes"),
+            std::string::npos);
+  const std::string m = message([&] { (void)Tensor::empty({int64_t{1} << 40}); });  // 4 TiB of f32
+  EXPECT_NE(m.find("cannot allocate 4398046511104 bytes"), std::string::npos) << m;
+  EXPECT_NE(m.find("GiB of memory"), std::string::npos) << m;
+  EXPECT_NE(message([&] { (void)Tensor::zeros({4}).reshape({-1, big, big}); }).find("2^63"), std::string::npos);
+}
+
 TEST(Tensor, ErrorsAreLbErrors) {
   Tensor a = Tensor::zeros({2, 3});
   EXPECT_THROW(a.view({4}), Error);

@@ -79,6 +79,21 @@ TEST(HfImport, LegacyGammaBetaNamesAndBadDirectories) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("config.json.hidden_size"), std::string::npos) << e.what();
   }
+  // Hostile sizes: a u64-max vocab_size is named as given (it was "got -1"); sizes whose
+  // embedding table would wrap the byte count are an error, not a null-pointer write.
+  const auto load_error = [&](const std::string& config) {
+    std::ofstream(tmp / "config.json") << config;
+    try {
+      load_hf_bert(tmp.string(), 2);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string m = load_error(R"({"vocab_size": 18446744073709551615})");
+  EXPECT_NE(m.find("config.json.vocab_size: 18446744073709551615 is out of range"), std::string::npos) << m;
+  m = load_error(R"({"vocab_size": 2147483648, "hidden_size": 2147483648, "num_attention_heads": 1})");
+  EXPECT_NE(m.find("more than 2^63 bytes"), std::string::npos) << m;
   fs::remove_all(tmp);
   EXPECT_THROW(load_hf_bert(tmp.string(), 2), Error);
 }

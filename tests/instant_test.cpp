@@ -150,9 +150,10 @@ TEST(Instant, LowRankMatchesDefinition) {
     int64_t B, L, I, O;
   };
   // The second size is large enough for the kernels' parallel path.
-  for (const auto& [B, L, I, O] : {Size{3, 20, 37, 45}, Size{8, 64, 520, 300}})
+  for (const Size& size : {Size{3, 20, 37, 45}, Size{8, 64, 520, 300}})
   for (const char* axis : {"token", "channel"})
     for (int64_t rank : {5, 11}) {
+      const int64_t B = size.B, L = size.L, I = size.I, O = size.O;  // lambdas capture these
       // (exact_when_no_gain off: rank 11 on the small size would cost more than exact)
       auto s = instant({{"axis", axis}, {"rank", rank}, {"gram_dtype", "f64"}, {"exact_when_no_gain", false}});
       const Tensor w = testing::randn({O, I}, 2), b = testing::randn({O}, 3);

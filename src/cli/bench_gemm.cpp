@@ -6,6 +6,8 @@
 // products, tiles x channels; Linear layers).
 // --threads T runs T copies at once (one per OpenMP thread, own buffers) and reports the mean
 // per-thread rate, to see whether concurrent products slow each other down.
+#include <unistd.h>
+
 #include <cblas.h>
 #include <omp.h>
 
@@ -142,6 +144,17 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
   const bool custom = one.m || one.n || one.k;
   if (custom && !(one.m && one.n && one.k)) throw UsageError("bench gemm: give all of --m, --n, --k");
   if (!custom && (one.ta || one.tb)) throw UsageError("bench gemm: --ta/--tb need --m, --n, --k");
+  if (custom) {
+    // A, B and two C (ours, OpenBLAS's) in f32: refuse what the machine cannot hold.
+    const double bytes = 4.0 * (static_cast<double>(one.m) * one.k + static_cast<double>(one.k) * one.n +
+                                2.0 * static_cast<double>(one.m) * one.n);
+    const double physical = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+    if (physical > 0 && bytes > 0.8 * physical)
+      throw UsageError("bench gemm: --m " + std::to_string(one.m) + " --n " + std::to_string(one.n) + " --k " +
+                       std::to_string(one.k) + " needs " + std::to_string(static_cast<int64_t>(bytes / (1 << 30))) +
+                       " GiB of matrices; this machine has " +
+                       std::to_string(static_cast<int64_t>(physical / (1 << 30))) + " GiB");
+  }
   cpu::configure_blas();  // OpenBLAS single-threaded, like every product in the library
   const std::vector<GemmShape> shapes = custom ? std::vector<GemmShape>{one} : default_shapes();
 

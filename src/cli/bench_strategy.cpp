@@ -2,9 +2,11 @@
 #include "src/cli/bench_strategy.h"
 
 #include <chrono>
+#include <iostream>
 
 #include "lb/autograd/node.h"
 #include "lb/nn/backward/factory.h"
+#include "src/cli/commands.h"
 
 namespace lb::cli {
 
@@ -18,6 +20,10 @@ std::shared_ptr<nn::backward::Strategy> bench_strategy(const BenchOptions& opt) 
   if (opt.strategy == "vanilla" && opt.rank == 0) return nullptr;
   std::string where = "bench --strategy " + opt.strategy;
   if (opt.rank > 0) where += " --rank " + std::to_string(opt.rank);
+  // --rank is INSTANT's setting; other strategies would reject it as an unknown key.
+  if (opt.rank > 0 && opt.strategy != "instant")
+    throw UsageError("--rank sets INSTANT's fixed rank; it needs --strategy instant (got --strategy " +
+                     opt.strategy + ")");
   std::shared_ptr<nn::backward::Strategy> s = nn::backward::make_strategy(bench_strategy_spec(opt), where);
   s->set_layer("bench", 0);
   return s;
@@ -45,6 +51,20 @@ void bench_strategy_fields(nlohmann::json& r, const nn::backward::Strategy* s,
   r["saved_mib_fp32_per_sample"] = s->paper_saved_bytes_fp32(g) / (1024.0 * 1024.0);
   if (vanilla) return;
   const nlohmann::json rep = s->report();
+  if (rep.contains("instant")) {
+    // A fixed rank above the projected dimension n runs at n: say so, never silently.
+    const int64_t asked = s->hyperparams().value("rank", int64_t{0});
+    for (const char* t : {"x", "g_y"}) {
+      const int64_t got = rep["instant"][t].value("rank", int64_t{0}), n = rep["instant"][t].value("n", int64_t{0});
+      if (asked > got && got == n && n > 0) {
+        const std::string w = std::string("--rank ") + std::to_string(asked) + " exceeds " + t + "'s projected dimension " +
+                              std::to_string(n) + " (" + rep["instant"][t].value("axis", std::string("?")) +
+                              " axis); INSTANT runs at rank " + std::to_string(n);
+        std::cerr << "leanback bench: warning: " << w << "\n";
+        r["warnings"].push_back(w);
+      }
+    }
+  }
   if (rep.contains("instant"))
     r["ranks"] = {{"x", rep["instant"]["x"].value("rank", int64_t{0})},
                   {"g_y", rep["instant"]["g_y"].value("rank", int64_t{0})},

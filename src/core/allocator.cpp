@@ -1,6 +1,8 @@
 // CPU allocator (64-byte aligned) and per-tag byte accounting shared by all allocators.
 #include "lb/core/allocator.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <map>
 #include <bit>
@@ -82,6 +84,14 @@ class CpuAllocator final : public Allocator {
   // cached blocks go back to the system with the process.
 
   void* allocate(size_t nbytes, MemTag tag) override {
+    // More than the machine has can never succeed (and would only be overcommitted, then
+    // killed on first touch): a named error instead.
+    static const size_t physical = static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) *
+                                   static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    LB_CHECK(physical == 0 || nbytes <= physical, "cannot allocate ", nbytes, " bytes (",
+             static_cast<double>(nbytes) / static_cast<double>(1ull << 30), " GiB, ", mem_tag_name(tag),
+             ") on the host: the machine has ", static_cast<double>(physical) / static_cast<double>(1ull << 30),
+             " GiB of memory");
     const size_t rounded = block_size(nbytes);
     void* p = nullptr;
     size_t got = rounded;

@@ -20,9 +20,25 @@ std::string shape_str(const Shape& s) {
 }
 
 int64_t shape_numel(const Shape& s) {
+  // Checked: shapes come from files (safetensors headers, config.json sizes); a product past
+  // int64 must be an error, not a wrapped count that later under-allocates. A zero dim makes
+  // the product 0 whatever the others are.
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  bool overflow = false;
+  for (int64_t d : s) {
+    LB_CHECK(d >= 0, "negative dimension in shape ", shape_str(s));
+    if (d == 0) return 0;
+    overflow = overflow || __builtin_mul_overflow(n, d, &n);
+  }
+  LB_CHECK(!overflow, "shape ", shape_str(s), " has more than 2^63 elements");
   return n;
+}
+
+int64_t shape_nbytes(const Shape& s, DType dtype) {
+  int64_t bytes = 0;
+  LB_CHECK(!__builtin_mul_overflow(shape_numel(s), static_cast<int64_t>(dtype_size(dtype)), &bytes),
+           "shape ", shape_str(s), " of ", dtype_name(dtype), " needs more than 2^63 bytes");
+  return bytes;
 }
 
 Shape contiguous_strides(const Shape& s) {
@@ -45,7 +61,7 @@ int64_t normalize_dim(int64_t d, int64_t ndim) {
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemTag tag) {
   for (int64_t d : shape) LB_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device, tag);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_nbytes(shape, dtype)), device, tag);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

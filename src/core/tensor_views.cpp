@@ -33,7 +33,7 @@ Shape infer_shape(const Shape& req, int64_t numel, const Shape& from) {
       neg = static_cast<int64_t>(i);
     } else {
       LB_CHECK(s[i] >= 0, "bad dimension in shape ", shape_str(req));
-      known *= s[i];
+      LB_CHECK(!__builtin_mul_overflow(known, s[i], &known), "shape ", shape_str(req), " has more than 2^63 elements");
     }
   }
   if (neg >= 0) {

@@ -17,7 +17,8 @@ namespace lb {
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);  // "(2, 3)"
-int64_t shape_numel(const Shape& s);
+int64_t shape_numel(const Shape& s);  // checked: negative dims and int64 overflow are errors
+int64_t shape_nbytes(const Shape& s, DType dtype);  // numel × element size, checked
 Shape contiguous_strides(const Shape& s);
 
 namespace autograd {

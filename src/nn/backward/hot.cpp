@@ -436,7 +436,9 @@ SavedState Hot::save_impl(const Tensor& x, const Tensor&) {
 Gradients Hot::backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                              bool want_gw) {
   check_f32(g_y, layer_name_, "g_y");
-  const auto& [B, L, I, O] = s.geom;
+  // Plain copies, not a structured binding: lambdas below capture them (C++20 allows
+  // capturing bindings, clang before 16 does not).
+  const int64_t B = s.geom.B, L = s.geom.L, I = s.geom.I, O = s.geom.O;
   Gradients out = gradients(g_y.view({B * L, O}), w, want_gx, want_gw, want_gw ? s.tensors.at(0) : Tensor(),
                             want_gw ? static_cast<float>(s.scalars.at(0)) : 0.f);
   if (want_gx) out.grad_input = out.grad_input.view({B, L, I});
@@ -482,7 +484,9 @@ Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, cons
     return Strategy::backward_conv(s, g_y_tokens, w2d, want_gx, want_gw, cg);
   const auto t0 = std::chrono::steady_clock::now();
   check_f32(g_y_tokens, layer_name_, "g_y");
-  const auto& [N, L, I, O] = s.geom;
+  // Plain copies, not a structured binding: lambdas below capture them (C++20 allows
+  // capturing bindings, clang before 16 does not).
+  const int64_t N = s.geom.B, L = s.geom.L, I = s.geom.I, O = s.geom.O;
   // Per-image fast path: when 16 | L, HLA blocks never straddle images, so X̂ can be built
   // image by image from the im2col columns (I, L) without the (N, L, I) token tensor, and
   // g_x can be produced per image in the columns layout and folded by col2im at once.
@@ -511,7 +515,9 @@ Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, cons
 
 Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d_in,
                                     bool want_gx, bool want_gw, const ConvGeometry& cg) {
-  const auto& [N, L, I, O] = s.geom;
+  // Plain copies, not a structured binding: lambdas below capture them (C++20 allows
+  // capturing bindings, clang before 16 does not).
+  const int64_t N = s.geom.B, L = s.geom.L, I = s.geom.I, O = s.geom.O;
   const int64_t M = N * L, O16 = cpu::round_up16(O);
   const cpu::HadamardKeep keep = keep_of(rows_);
   const int64_t Kr = cpu::cols_out_rows(M, keep), Kn = L / 16 * keep.r;  // HLA rows: total, per image

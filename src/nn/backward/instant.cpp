@@ -334,7 +334,9 @@ void Instant::observe_grad_output(const Tensor& g_y) { accumulate(g_acc_, g_y, "
 void Instant::finish_calibration_impl() {
   const auto t0 = Clock::now();
   bool any = false;
-  for (auto [acc, basis] : {std::pair{&x_acc_, &x_basis_}, std::pair{&g_acc_, &g_basis_}}) {
+  for (const auto& pair : {std::pair{&x_acc_, &x_basis_}, std::pair{&g_acc_, &g_basis_}}) {
+    auto* acc = pair.first;  // not a structured binding: the lambda below captures it (clang 14)
+    auto* basis = pair.second;
     if (acc->batches == 0) continue;  // the layer was not used: keep what it had
     any = true;
     const int64_t n = acc->n;
@@ -414,7 +416,9 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
   LB_CHECK(!s.scalars.empty() && static_cast<int64_t>(s.scalars[0]) == generation_,
            "instant (", layer_name_, "): the bases changed between this forward and its backward. "
            "HINT: run calibration only between optimizer steps, after every pending backward");
-  const auto& [B, L, I, O] = s.geom;
+  // Plain copies, not a structured binding: lambdas below capture them (C++20 allows
+  // capturing bindings, clang before 16 does not).
+  const int64_t B = s.geom.B, L = s.geom.L, I = s.geom.I, O = s.geom.O;
   LB_CHECK(g_y.is_contiguous() && g_y.dim() == 3 && g_y.size(0) == B && g_y.size(1) == L &&
                g_y.size(2) == O,
            "instant (", layer_name_, "): g_y must be a contiguous (", B, ", ", L, ", ", O,
