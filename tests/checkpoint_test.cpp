@@ -1,8 +1,14 @@
 // Checkpoints: round trip, exact resume, and clear errors for damaged checkpoints.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "lb/core/random.h"
 #include "lb/io/safetensors.h"
@@ -77,6 +83,9 @@ TEST_F(CheckpointTest, DamagedCheckpointsGiveClearErrors) {
   Mlp a;
   save_checkpoint(dir_.string(), a, nullptr, nullptr);
   const std::string model_file = (dir_ / "model.safetensors").string();
+  // Rewritten files carry the checkpoint's save id, so the checks below reach their key.
+  const std::string save_id = nlohmann::json::parse(std::ifstream(dir_ / "trainer_state.json"))["save_id"];
+  const std::map<std::string, std::string> meta = {{"save_id", save_id}};
   auto expect_error = [&](const std::string& needle) {
     Mlp b;
     try {
@@ -90,26 +99,26 @@ TEST_F(CheckpointTest, DamagedCheckpointsGiveClearErrors) {
   {
     auto weights = a.state_dict();
     weights.erase(weights.begin());
-    io::save_safetensors(model_file, weights);
+    io::save_safetensors(model_file, weights, meta);
     expect_error("fc1.weight");
   }
   // Wrong shape.
   {
     auto weights = a.state_dict();
     weights[0].second = Tensor::zeros({3, 3});
-    io::save_safetensors(model_file, weights);
+    io::save_safetensors(model_file, weights, meta);
     expect_error("fc1.weight");
   }
   // Wrong dtype (integer where a float parameter is expected).
   {
     auto weights = a.state_dict();
     weights[1].second = Tensor::zeros({8}, DType::I64);
-    io::save_safetensors(model_file, weights);
+    io::save_safetensors(model_file, weights, meta);
     expect_error("fc1.bias");
   }
   // Truncated file.
   {
-    io::save_safetensors(model_file, a.state_dict());
+    io::save_safetensors(model_file, a.state_dict(), meta);
     fs::resize_file(model_file, fs::file_size(model_file) - 10);
     expect_error("model.safetensors");
   }
@@ -151,6 +160,81 @@ TEST_F(CheckpointTest, StrategyStateTravelsWithTheCheckpoint) {
   nn::backward::Policy().apply(c);
   optim::SGD opt_c(optim::single_group(c.named_parameters(), 1e-2));
   EXPECT_EQ(load_checkpoint(dir_.string(), c, &opt_c).notes.size(), 2u);
+}
+
+
+// Files of two different saves in one checkpoint directory are refused, naming both.
+TEST_F(CheckpointTest, TornCheckpointIsRefused) {
+  Mlp a, b;
+  save_checkpoint(dir_.string(), a, nullptr, nullptr);
+  save_checkpoint((dir_ / "other").string(), b, nullptr, nullptr);
+  fs::copy_file(dir_ / "other" / "model.safetensors", dir_ / "model.safetensors", fs::copy_options::overwrite_existing);
+  Mlp c;
+  try {
+    load_checkpoint(dir_.string(), c, nullptr);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("belongs to another save"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the checkpoint is torn"), std::string::npos) << e.what();
+  }
+}
+
+// The writer half of KilledSavesLeaveOneConsistentCheckpoint: run as a child process, it
+// overwrites one checkpoint forever, each save's weights all equal to its "marker".
+TEST(CheckpointTorture, Writer) {
+  const char* dir = std::getenv("LB_CKPT_TORTURE_DIR");
+  if (dir == nullptr) GTEST_SKIP() << "the child process of KilledSavesLeaveOneConsistentCheckpoint";
+  nn::Linear m(512, 1024);  // 2 MiB of weights: a save takes a few milliseconds
+  for (int64_t i = 1;; ++i) {
+    m.weight().fill_(static_cast<double>(i));
+    m.bias().fill_(static_cast<double>(i));
+    save_checkpoint(dir, m, nullptr, nullptr, {{"marker", i}});
+    if (i == 1) std::ofstream(std::string(dir) + ".ready") << "1";
+  }
+}
+
+// kill -9 at random points of overwriting saves: the checkpoint always loads as one save
+// (weights and state agree), and the next save clears what the killed ones left.
+TEST_F(CheckpointTest, KilledSavesLeaveOneConsistentCheckpoint) {
+  const fs::path ck = dir_ / "checkpoint-1";
+  fs::create_directories(dir_);
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::mt19937 rng(12345);
+  int64_t last_marker = 0, advanced = 0;
+  for (int kill_no = 0; kill_no < 20; ++kill_no) {
+    fs::remove(ck.string() + ".ready");
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::setenv("LB_CKPT_TORTURE_DIR", ck.c_str(), 1);
+      ::execl(self.c_str(), self.c_str(), "--gtest_filter=CheckpointTorture.Writer", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // Wait for a first completed save (at most 30 s), then kill at a random moment.
+    for (int i = 0; i < 3000 && !fs::exists(ck.string() + ".ready"); ++i) ::usleep(10000);
+    ASSERT_TRUE(fs::exists(ck.string() + ".ready")) << "the writer never saved";
+    ::usleep(static_cast<useconds_t>(std::uniform_int_distribution<int>(1000, 40000)(rng)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    nn::Linear m(512, 1024);
+    const LoadedCheckpoint loaded = load_checkpoint(ck.string(), m, nullptr);
+    const int64_t marker = loaded.state["extra"]["marker"];
+    const auto w = m.weight().to_double_vector(), b = m.bias().to_double_vector();
+    EXPECT_EQ(*std::min_element(w.begin(), w.end()), static_cast<double>(marker)) << "kill " << kill_no;
+    EXPECT_EQ(*std::max_element(w.begin(), w.end()), static_cast<double>(marker)) << "kill " << kill_no;
+    EXPECT_EQ(b.front(), static_cast<double>(marker)) << "kill " << kill_no;
+    if (marker > last_marker) ++advanced;
+    last_marker = marker;
+  }
+  EXPECT_GT(advanced, 0);
+  // One more save clears the leftovers of killed ones.
+  nn::Linear m(512, 1024);
+  save_checkpoint(ck.string(), m, nullptr, nullptr);
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const std::string n = e.path().filename().string();
+    EXPECT_TRUE(n == "checkpoint-1" || n == "checkpoint-1.ready") << "left over: " << n;
+  }
 }
 
 }  // namespace

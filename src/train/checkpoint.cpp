@@ -1,6 +1,12 @@
 // Checkpoint save/load (see checkpoint.h).
 #include "lb/train/checkpoint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,7 +22,9 @@ namespace {
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = "trainer_state.json";
-constexpr int kFormatVersion = 1;
+// 2: every file carries the save's id (safetensors __metadata__ "save_id", the state's
+// "save_id"), and a save is written to a staging directory and swapped in whole.
+constexpr int kFormatVersion = 2;
 
 nlohmann::json rng_to_json(const PhiloxStream::State& s) {
   return {{"seed", s.seed}, {"subsequence", s.subsequence}, {"offset", s.offset},
@@ -42,6 +50,50 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::backward::Strategy>>> str
   return out;
 }
 
+namespace fs = std::filesystem;
+
+void fsync_dir(const fs::path& d) {
+  const int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// Staging and retired names of checkpoint `name`: hidden siblings that find_checkpoint and
+// retention ignore. A killed save leaves one of them; the next save in the directory clears
+// them (and restores a retired checkpoint whose replacement never arrived).
+std::string staging_prefix(const std::string& name) { return "." + name + ".saving-"; }
+std::string retired_prefix(const std::string& name) { return "." + name + ".old-"; }
+
+// Leftovers of killed saves of any checkpoint in `parent` (one run writes a directory).
+void clean_leftovers(const fs::path& parent) {
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) return;
+  std::vector<std::pair<fs::path, std::string>> retired;  // path, the checkpoint it was
+  std::vector<fs::path> staged;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.empty() || n[0] != '.') continue;
+    if (n.find(".saving-") != std::string::npos) staged.push_back(e.path());
+    else if (const size_t at = n.rfind(".old-"); at != std::string::npos && at > 1)
+      retired.emplace_back(e.path(), n.substr(1, at - 1));
+  }
+  for (const auto& s : staged) fs::remove_all(s, ec);
+  for (const auto& [r, name] : retired) {
+    if (!fs::exists(parent / name, ec)) fs::rename(r, parent / name, ec);  // the swap was cut short
+    else fs::remove_all(r, ec);
+  }
+}
+
+// An id unique to one save: time, process, counter.
+std::string new_save_id() {
+  static std::atomic<uint64_t> counter{0};
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::to_string(ns) + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
 std::map<std::string, Tensor> to_map(const io::SafetensorsFile& f) {
   std::map<std::string, Tensor> m;
   for (const auto& [n, t] : f.tensors) m[n] = t;
@@ -49,21 +101,35 @@ std::map<std::string, Tensor> to_map(const io::SafetensorsFile& f) {
 }
 }  // namespace
 
-void save_checkpoint(const std::string& dir, const nn::Module& model,
+void save_checkpoint(const std::string& dir_in, const nn::Module& model,
                      const optim::Optimizer* optimizer, const optim::LrSchedule* schedule,
                      const nlohmann::json& extra) {
-  namespace fs = std::filesystem;
+  // All or nothing: the files go to a staging sibling, are fsynced, and the staging directory
+  // replaces `dir` in one rename (RENAME_EXCHANGE where the file system has it); the previous
+  // checkpoint stays loadable until then. Each file carries the save id, so loading can tell
+  // files of different saves apart whatever happened.
+  fs::path target = fs::path(dir_in).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string name = target.filename().string();
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  LB_CHECK(fs::is_directory(dir), "cannot create checkpoint directory ", dir, ": ", ec.message());
+  fs::create_directories(parent, ec);
+  LB_CHECK(fs::is_directory(parent), "cannot create checkpoint directory ", parent.string(), ": ", ec.message());
+  clean_leftovers(parent);
+  const std::string save_id = new_save_id();
+  const fs::path staging = parent / (staging_prefix(name) + save_id);
+  LB_CHECK(fs::create_directory(staging, ec), "cannot create ", staging.string(), ": ", ec.message());
+  const std::string dir = staging.string();
   nn::NamedTensors weights;
   for (auto& [n, t] : model.state_dict()) weights.emplace_back(n, t);
   io::save_safetensors((fs::path(dir) / kModelFile).string(), weights,
-                       {{"format", "pt"}, {"producer", "leanback"}});
+                       {{"format", "pt"}, {"producer", "leanback"}, {"save_id", save_id}});
   nlohmann::json state;
   state["format_version"] = kFormatVersion;
+  state["save_id"] = save_id;
   if (optimizer) {
-    io::save_safetensors((fs::path(dir) / kOptimizerFile).string(), optimizer->state_tensors());
+    io::save_safetensors((fs::path(dir) / kOptimizerFile).string(), optimizer->state_tensors(),
+                         {{"save_id", save_id}});
     state["optimizer"] = optimizer->state_json();
     state["step"] = optimizer->step_count();
   } else {
@@ -81,6 +147,27 @@ void save_checkpoint(const std::string& dir, const nn::Module& model,
   state["backward"] = backward;
   state["extra"] = extra;
   io::write_text_atomic((fs::path(dir) / kStateFile).string(), state.dump(2) + "\n");
+  fsync_dir(staging);
+  // Swap in. Without an old checkpoint: a plain rename. With one: exchange the two names
+  // atomically, then delete what is now the staging name; where RENAME_EXCHANGE is not
+  // supported, retire the old one under a hidden name first (a kill between the two renames
+  // leaves it there, and the next save restores it).
+  if (!fs::exists(target)) {
+    fs::rename(staging, target, ec);
+    LB_CHECK(!ec, "cannot move ", staging.string(), " to ", target.string(), ": ", ec.message());
+  } else if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    fsync_dir(parent);
+    fs::remove_all(staging, ec);
+  } else {
+    const fs::path retired = parent / (retired_prefix(name) + save_id);
+    fs::rename(target, retired, ec);
+    LB_CHECK(!ec, "cannot move the previous checkpoint ", target.string(), " aside: ", ec.message());
+    fs::rename(staging, target, ec);
+    LB_CHECK(!ec, "cannot move ", staging.string(), " to ", target.string(), ": ", ec.message());
+    fsync_dir(parent);
+    fs::remove_all(retired, ec);
+  }
+  fsync_dir(parent);
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
@@ -101,11 +188,22 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
       LB_FAIL(state_path, ": invalid JSON: ", e.what());
     }
   }
-  LB_CHECK(out.state.value("format_version", 0) == kFormatVersion, state_path,
-           ": unsupported format_version ", out.state.value("format_version", 0), " (expected ",
-           kFormatVersion, ")");
+  LB_CHECK(out.state.is_object(), state_path, ": expected a JSON object");
+  const nlohmann::json& version = out.state.contains("format_version") ? out.state["format_version"] : nlohmann::json();
+  LB_CHECK(version.is_number_integer() && (version == 1 || version == kFormatVersion), state_path,
+           ": unsupported format_version ", version.dump(), " (expected 1 or ", kFormatVersion, ")");
   const std::string model_path = (fs::path(dir) / kModelFile).string();
   const io::SafetensorsFile weights = io::load_safetensors(model_path);
+  // Version 2: the files must come from one save.
+  std::string save_id;
+  if (version == kFormatVersion) {
+    LB_CHECK(out.state.contains("save_id") && out.state["save_id"].is_string(), state_path, ": no save_id");
+    save_id = out.state["save_id"].get<std::string>();
+    const auto it = weights.metadata.find("save_id");
+    LB_CHECK(it != weights.metadata.end() && it->second == save_id, model_path, " belongs to another save (",
+             it == weights.metadata.end() ? std::string("no save_id") : "save " + it->second, ") than ", state_path,
+             " (save ", save_id, "); the checkpoint is torn: resume from another one");
+  }
   try {
     out.report = model.load_state_dict(to_map(weights), /*strict=*/true);
   } catch (const Error& e) {
@@ -115,7 +213,13 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
     out.step = out.state.at("step").get<int64_t>();
     if (optimizer) {
       LB_CHECK(out.state.contains("optimizer"), state_path, ": no optimizer state in this checkpoint");
-      const io::SafetensorsFile opt = io::load_safetensors((fs::path(dir) / kOptimizerFile).string());
+      const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();
+      const io::SafetensorsFile opt = io::load_safetensors(opt_path);
+      if (!save_id.empty()) {
+        const auto it = opt.metadata.find("save_id");
+        LB_CHECK(it != opt.metadata.end() && it->second == save_id, opt_path, " belongs to another save than ",
+                 state_path, " (save ", save_id, "); the checkpoint is torn: resume from another one");
+      }
       optimizer->load_state(out.state.at("optimizer"), to_map(opt));
     }
     default_generator().set_state(rng_from_json(out.state.at("rng")));

@@ -5,8 +5,12 @@
 //                          default generator's position, each layer's backward-strategy
 //                          state (INSTANT bases, HOT quantiser choices), and the caller's
 //                          extra JSON (config)
-// Every file is written atomically (temp file, fsync, rename) and trainer_state.json last,
-// so an interrupted save leaves the previous checkpoint loadable.
+// A save is all or nothing: the files are written and fsynced into a hidden staging sibling
+// (.NAME.saving-ID), which then replaces the directory in one rename (RENAME_EXCHANGE, or
+// retire-then-rename where the file system lacks it); the previous checkpoint stays loadable
+// until that moment, and the next save clears what a killed one left (restoring a retired
+// checkpoint whose replacement never landed). Every file carries the save's id (safetensors
+// metadata "save_id", the state's "save_id"): loading refuses files of different saves.
 #pragma once
 #include <string>
 
