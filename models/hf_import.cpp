@@ -1,6 +1,8 @@
 // Hugging Face checkpoint import (see hf_import.h).
 #include "models/hf_import.h"
 
+#include "lb/io/json_file.h"
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -13,17 +15,7 @@ namespace lb::models {
 namespace fs = std::filesystem;
 
 namespace {
-nlohmann::json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  LB_CHECK(in.good(), "cannot open ", p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const std::exception& e) {
-    LB_FAIL(p.string(), ": invalid JSON: ", e.what());
-  }
-}
+nlohmann::json read_json(const fs::path& p) { return io::read_json_file(p.string()); }
 
 // The checkpoint key for a model key, trying HF's accepted spellings.
 const Tensor* find_weight(const std::map<std::string, Tensor>& ckpt, const std::string& key,

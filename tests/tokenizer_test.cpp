@@ -292,7 +292,7 @@ TEST_F(TokenizerTest, FromDirReadsTokenizerConfig) {
   EXPECT_NE(msg.find("tokenizer_config.json: do_lower_case must be true, false or null"),
             std::string::npos) << msg;
   write("tokenizer_config.json", "{ not json");
-  EXPECT_NE(error_of([&] { WordPieceTokenizer::from_dir(dir_.string()); }).find("not valid JSON"),
+  EXPECT_NE(error_of([&] { WordPieceTokenizer::from_dir(dir_.string()); }).find("invalid JSON"),
             std::string::npos);
   EXPECT_NE(error_of([&] { WordPieceTokenizer::from_dir((dir_ / "nowhere").string()); })
                 .find("has no vocab.txt"),

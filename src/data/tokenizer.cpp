@@ -3,6 +3,7 @@
 // tokenizer.h). Vocab lookups are flat hash tables of views into the token strings
 // (vocab_table.h), one for word-initial pieces and one for "##" pieces keyed without the
 // prefix, so WordPiece looks up substrings of the word in place.
+#include "lb/io/json_file.h"
 #include "lb/data/tokenizer.h"
 
 #include <utf8proc.h>
@@ -160,13 +161,7 @@ WordPieceTokenizer WordPieceTokenizer::from_dir(const std::string& dir) {
   LB_CHECK(fs::is_regular_file(vocab), "tokenizer directory ", dir, " has no vocab.txt");
   BasicTokenizerOptions o;
   if (fs::is_regular_file(config)) {
-    std::ifstream in(config);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      LB_FAIL(config.string(), ": not valid JSON: ", e.what());
-    }
+    const nlohmann::json j = io::read_json_file(config.string());
     LB_CHECK(j.is_object(), config.string(), ": expected a JSON object");
     // Only the normalisation switches matter here; HF configs carry many other keys.
     auto flag = [&](const char* key, bool def) {

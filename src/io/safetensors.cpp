@@ -16,6 +16,7 @@
 // Writing matches tools/golden/common.py's save() byte for byte: compact JSON in the given
 // tensor order with "__metadata__" (keys sorted, as std::map holds them) last, non-ASCII
 // escaped as \uXXXX like json.dumps, spaces padding the header to a multiple of 8.
+#include "lb/io/json_file.h"
 #include "lb/io/safetensors.h"
 
 #include "lb/io/atomic_file.h"
@@ -114,7 +115,14 @@ void pread_exact(int fd, void* buf, size_t n, uint64_t off, const std::string& p
 ojson parse_header(const std::string& text, const std::string& path) {
   std::vector<std::unordered_set<std::string>> keys;  // one set per open object
   std::string top_key, duplicate;
-  auto cb = [&](int /*depth*/, ojson::parse_event_t ev, ojson& parsed) {
+  bool too_deep = false;
+  auto cb = [&](int depth, ojson::parse_event_t ev, ojson& parsed) {
+    // The format needs depth 3 (header, entry, shape); deep input must not build a tree that
+    // recursive code (copies, dump, destruction) later overflows the stack on.
+    if (depth > kMaxJsonDepth) {
+      too_deep = true;
+      throw std::runtime_error("too deep");
+    }
     switch (ev) {
       case ojson::parse_event_t::object_start: keys.emplace_back(); break;
       case ojson::parse_event_t::object_end: keys.pop_back(); break;
@@ -133,6 +141,9 @@ ojson parse_header(const std::string& text, const std::string& path) {
   ojson h;
   try {
     h = ojson::parse(text, cb);
+  } catch (const std::runtime_error&) {
+    LB_CHECK(!too_deep, "safetensors file '", path, "': header JSON is nested deeper than ", kMaxJsonDepth, " levels");
+    throw;
   } catch (const ojson::exception& e) {
     LB_FAIL("safetensors file '", path, "': header is not valid JSON: ", e.what());
   }

@@ -14,6 +14,7 @@
 #include "lb/core/random.h"
 #include "lb/nn/layers.h"
 #include "lb/io/atomic_file.h"
+#include "lb/io/json_file.h"
 #include "lb/io/safetensors.h"
 
 namespace lb::train {
@@ -178,16 +179,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
   LB_CHECK(fs::exists(state_path), "checkpoint ", dir, " has no ", kStateFile,
            " (an interrupted save, or not a leanback checkpoint)");
   LoadedCheckpoint out;
-  {
-    std::ifstream in(state_path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    try {
-      out.state = nlohmann::json::parse(ss.str());
-    } catch (const std::exception& e) {
-      LB_FAIL(state_path, ": invalid JSON: ", e.what());
-    }
-  }
+  out.state = io::read_json_file(state_path);
   LB_CHECK(out.state.is_object(), state_path, ": expected a JSON object");
   const nlohmann::json& version = out.state.contains("format_version") ? out.state["format_version"] : nlohmann::json();
   LB_CHECK(version.is_number_integer() && (version == 1 || version == kFormatVersion), state_path,

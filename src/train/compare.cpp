@@ -12,6 +12,7 @@
 
 #include "lb/core/error.h"
 #include "lb/io/atomic_file.h"
+#include "lb/io/json_file.h"
 #include "lb/train/plots.h"
 #include "lb/train/trainer.h"
 
@@ -21,15 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-nlohmann::json read_json_file(const fs::path& p) {
-  std::ifstream in(p);
-  LB_CHECK(in.good(), p.string(), ": cannot read");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    LB_FAIL(p.string(), ": not valid JSON (", e.what(), ")");
-  }
-}
+nlohmann::json read_json_file(const fs::path& p) { return io::read_json_file(p.string()); }
 
 std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
   std::ifstream in(p);
@@ -40,8 +33,8 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
     ++line_no;
     if (l.empty()) continue;
     try {
-      out.push_back(nlohmann::json::parse(l));
-    } catch (const nlohmann::json::exception&) {
+      out.push_back(io::parse_json(l, p.string() + ":" + std::to_string(line_no)));
+    } catch (const Error&) {
       // A run killed mid-write leaves a torn last line; anything else is damage.
       LB_CHECK(in.peek() == std::char_traits<char>::eof(), p.string(), ":", line_no, ": not valid JSON");
     }

@@ -1,6 +1,8 @@
 // Config parsing, overrides and the resolved form (see config.h; keys in configs/README.md).
 #include "lb/train/config.h"
 
+#include "lb/io/json_file.h"
+
 #include <filesystem>
 #include <fstream>
 #include <cstdlib>
@@ -222,23 +224,6 @@ ScheduleSection parse_schedule(const nlohmann::json& j) {
   return s;
 }
 
-std::string json_type_error_hint(const std::string& source, const std::string& text,
-                                 const nlohmann::json::parse_error& e) {
-  // byte offset -> line:column
-  size_t line = 1, col = 1;
-  const size_t upto = std::min(static_cast<size_t>(e.byte > 0 ? e.byte - 1 : 0), text.size());
-  for (size_t i = 0; i < upto; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  std::ostringstream os;
-  os << source << ":" << line << ":" << col << ": invalid JSON: " << e.what();
-  return os.str();
-}
 
 }  // namespace
 
@@ -346,18 +331,8 @@ nlohmann::json Config::to_json() const {
 }
 
 nlohmann::json read_config_json(const std::string& path) {
-  namespace fs = std::filesystem;
-  LB_CHECK(fs::is_regular_file(path), path, ": no such config file");
-  std::ifstream in(path, std::ios::binary);
-  LB_CHECK(in, path, ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    LB_FAIL(json_type_error_hint(path, text, e));
-  }
+  LB_CHECK(std::filesystem::is_regular_file(path), path, ": no such config file");
+  return io::read_json_file(path);
 }
 
 void apply_override(nlohmann::json& j, const std::string& assignment) {
@@ -368,8 +343,8 @@ void apply_override(nlohmann::json& j, const std::string& assignment) {
   const std::string value = assignment.substr(eq + 1);
   nlohmann::json v;
   try {
-    v = nlohmann::json::parse(value);
-  } catch (const nlohmann::json::parse_error&) {
+    v = io::parse_json(value, "--set " + key);
+  } catch (const Error&) {
     v = value;  // bare words are strings: data.task=sst2
   }
   LB_CHECK(j.is_object(), "--set ", key, ": the config is not a JSON object");

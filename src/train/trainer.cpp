@@ -20,6 +20,7 @@
 #include "lb/core/error.h"
 #include "lb/core/random.h"
 #include "lb/io/atomic_file.h"
+#include "lb/io/json_file.h"
 #include "lb/nn/backward/accounting.h"
 #include "lb/nn/backward/calibration.h"
 #include "lb/nn/backward/policy.h"
@@ -147,7 +148,7 @@ void truncate_metrics(const fs::path& path, int64_t step) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     try {
-      const auto j = nlohmann::json::parse(line);
+      const auto j = io::parse_json(line, path.string());
       if (j.value("type", "") != "run" && j.value("step", int64_t{0}) > step) continue;
     } catch (const std::exception&) {
       continue;  // a line torn by a kill

@@ -1,0 +1,71 @@
+// The JSON reader every user file goes through (lb/io/json_file.h): deep nesting, size and
+// syntax errors are named errors at every entry point — configs, Hugging Face config.json,
+// safetensors headers, trainer_state.json — never a stack overflow.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "lb/core/error.h"
+#include "lb/io/json_file.h"
+#include "lb/io/safetensors.h"
+#include "lb/nn/layers.h"
+#include "lb/train/checkpoint.h"
+#include "lb/train/config.h"
+#include "models/hf_import.h"
+#include "testing/testing.h"
+
+namespace lb {
+namespace {
+
+namespace fs = std::filesystem;
+
+// 200 KB of nesting, as the reviewer's file: depth 100000.
+std::string deep(const std::string& prefix = "", const std::string& suffix = "") {
+  return prefix + std::string(100000, '[') + std::string(100000, ']') + suffix;
+}
+
+using testing::error_message;
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+TEST(JsonFile, DepthSizeAndSyntaxErrorsNameTheSource) {
+  EXPECT_EQ(io::parse_json(R"({"a": [1, {"b": 2}]})", "x.json")["a"][1]["b"], 2);
+  std::string m = error_message([] { io::parse_json(deep(), "deep.json"); });
+  EXPECT_NE(m.find("deep.json: JSON nested deeper than 64 levels"), std::string::npos) << m;
+  m = error_message([] { io::parse_json("{\n  \"a\": 1,\n  oops\n}", "bad.json"); });
+  EXPECT_NE(m.find("bad.json:3:3: invalid JSON"), std::string::npos) << m;
+  m = error_message([] { io::read_json_file("/nonexistent/x.json"); });
+  EXPECT_NE(m.find("/nonexistent/x.json: no such file"), std::string::npos) << m;
+}
+
+TEST(JsonFile, EveryEntryPointRefusesDeepNesting) {
+  testing::TempDir tmp("lb_json");
+  // A run config.
+  write(tmp.sub("config.json"), deep(R"({"model": )", "}"));
+  std::string m = error_message([&] { train::load_config(tmp.sub("config.json"), {}); });
+  EXPECT_NE(m.find("nested deeper than 64"), std::string::npos) << m;
+  // A Hugging Face directory's config.json.
+  fs::create_directories(tmp.sub("hf"));
+  write(tmp.sub("hf") + "/config.json", deep(R"({"hidden_size": 8, "x": )", "}"));
+  m = error_message([&] { models::load_hf_bert(tmp.sub("hf"), 2); });
+  EXPECT_NE(m.find("config.json: JSON nested deeper than 64"), std::string::npos) << m;
+  // A safetensors header (__metadata__ values must be strings, but the parser sees it first).
+  const std::string header = deep(R"({"__metadata__": {"x": )", "}}");
+  std::string file(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(file.data(), &n, 8);
+  write(tmp.sub("deep.safetensors"), file + header);
+  m = error_message([&] { io::load_safetensors(tmp.sub("deep.safetensors")); });
+  EXPECT_NE(m.find("nested deeper than 64"), std::string::npos) << m;
+  // A checkpoint's trainer_state.json.
+  nn::Linear lin(2, 2);
+  train::save_checkpoint(tmp.sub("ck"), lin, nullptr, nullptr);
+  write(tmp.sub("ck") + "/trainer_state.json", deep(R"({"format_version": 2, "x": )", "}"));
+  m = error_message([&] { train::load_checkpoint(tmp.sub("ck"), lin, nullptr); });
+  EXPECT_NE(m.find("trainer_state.json: JSON nested deeper than 64"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace lb
