@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 
@@ -234,6 +235,40 @@ TEST_F(CheckpointTest, KilledSavesLeaveOneConsistentCheckpoint) {
   for (const auto& e : fs::directory_iterator(dir_)) {
     const std::string n = e.path().filename().string();
     EXPECT_TRUE(n == "checkpoint-1" || n == "checkpoint-1.ready") << "left over: " << n;
+  }
+}
+
+
+// Out-of-range numbers and wrong shapes in trainer_state.json are named errors (they were
+// undefined float->integer casts, or raw nlohmann exceptions without the file's name).
+TEST_F(CheckpointTest, HostileTrainerStateValuesAreNamedErrors) {
+  Mlp a;
+  optim::Adam opt(optim::single_group(a.named_parameters(), 1e-2));
+  save_checkpoint(dir_.string(), a, &opt, nullptr);
+  const fs::path state_file = dir_ / "trainer_state.json";
+  const nlohmann::json good = nlohmann::json::parse(std::ifstream(state_file));
+  const auto load_with = [&](const nlohmann::json& state) {
+    std::ofstream(state_file) << state.dump();
+    Mlp b;
+    optim::Adam ob(optim::single_group(b.named_parameters(), 1e-2));
+    return testing::error_message([&] { load_checkpoint(dir_.string(), b, &ob); });
+  };
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& j) { j["step"] = 1e300; }, "step: expected an integer"},
+      {[](nlohmann::json& j) { j["step"] = -1.5; }, "step: expected an integer"},
+      {[](nlohmann::json& j) { j["format_version"] = 4294967297ull; }, "unsupported format_version 4294967297"},
+      {[](nlohmann::json& j) { j["format_version"] = "2"; }, "unsupported format_version \"2\""},
+      {[](nlohmann::json& j) { j["rng"]["seed"] = -3; }, "rng.seed: expected a non-negative integer, got -3"},
+      {[](nlohmann::json& j) { j["rng"]["offset"] = 1e300; }, "rng.offset: expected a non-negative integer"},
+      {[](nlohmann::json& j) { j["optimizer"]["step"] = 2.5; }, "optimizer.step: expected an integer"},
+      {[](nlohmann::json& j) { j = nlohmann::json::array(); }, "trainer_state.json: expected a JSON object"},
+      {[](nlohmann::json& j) { j = nullptr; }, "trainer_state.json: expected a JSON object"},
+  };
+  for (const auto& [mutate, needle] : cases) {
+    nlohmann::json j = good;
+    mutate(j);
+    const std::string m = load_with(j);
+    EXPECT_NE(m.find(needle), std::string::npos) << "want '" << needle << "', got: " << m;
   }
 }
 

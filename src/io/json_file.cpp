@@ -1,6 +1,7 @@
 // parse_json / read_json_file (see json_file.h).
 #include "lb/io/json_file.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -43,6 +44,37 @@ nlohmann::json parse_json(const std::string& text, const std::string& source, in
   } catch (const nlohmann::json::parse_error& e) {
     LB_FAIL(source, ":", position(text, e.byte), ": invalid JSON: ", e.what());
   }
+}
+
+namespace {
+const nlohmann::json& field(const nlohmann::json& j, const char* key, const std::string& path) {
+  LB_CHECK(j.is_object(), path, ": expected a JSON object, got ", j.type_name());
+  LB_CHECK(j.contains(key), path, ".", key, ": missing");
+  return j.at(key);
+}
+}  // namespace
+
+int64_t json_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, const std::string& path) {
+  const auto& v = field(j, key, path);
+  const bool fits = v.is_number_integer() &&
+                    (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX));
+  LB_CHECK(fits && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi, path, ".", key, ": expected an integer in [",
+           lo, ", ", hi, "], got ", v.dump());
+  return v.get<int64_t>();
+}
+
+uint64_t json_uint(const nlohmann::json& j, const char* key, const std::string& path) {
+  const auto& v = field(j, key, path);
+  LB_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), path, ".", key,
+           ": expected a non-negative integer, got ", v.dump());
+  return v.get<uint64_t>();
+}
+
+double json_number(const nlohmann::json& j, const char* key, const std::string& path) {
+  const auto& v = field(j, key, path);
+  LB_CHECK(v.is_number() && std::isfinite(v.get<double>()), path, ".", key, ": expected a finite number, got ",
+           v.dump());
+  return v.get<double>();
 }
 
 nlohmann::json read_json_file(const std::string& path, int max_depth) {

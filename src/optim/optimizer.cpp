@@ -1,4 +1,5 @@
 // Optimizer base: parameter groups, stepping, checkpoint state; plus gradient clipping.
+#include "lb/io/json_file.h"
 #include "lb/optim/optimizer.h"
 
 #include <cmath>
@@ -101,11 +102,12 @@ void Optimizer::load_state(const nlohmann::json& j, const std::map<std::string, 
   LB_CHECK(groups.size() == groups_.size(), "optimizer state has ", groups.size(),
            " parameter groups, this optimizer ", groups_.size());
   for (size_t i = 0; i < groups_.size(); ++i) {
-    groups_[i].lr = groups[i].at("lr").get<double>();
-    groups_[i].initial_lr = groups[i].at("initial_lr").get<double>();
-    groups_[i].weight_decay = groups[i].at("weight_decay").get<double>();
+    const std::string where = "optimizer.groups[" + std::to_string(i) + "]";
+    groups_[i].lr = io::json_number(groups[i], "lr", where);
+    groups_[i].initial_lr = io::json_number(groups[i], "initial_lr", where);
+    groups_[i].weight_decay = io::json_number(groups[i], "weight_decay", where);
   }
-  step_count_ = j.at("step").get<int64_t>();
+  step_count_ = io::json_int(j, "step", 0, INT64_MAX, "optimizer");
   state_.clear();
   for (auto& g : groups_)
     for (auto& [name, p] : g.params)

@@ -32,10 +32,11 @@ nlohmann::json rng_to_json(const PhiloxStream::State& s) {
           {"has_cached_normal", s.has_cached_normal}, {"cached_normal", s.cached_normal}};
 }
 
-PhiloxStream::State rng_from_json(const nlohmann::json& j) {
-  return {j.at("seed").get<uint64_t>(), j.at("subsequence").get<uint64_t>(),
-          j.at("offset").get<uint64_t>(), j.at("has_cached_normal").get<bool>(),
-          j.at("cached_normal").get<float>()};
+PhiloxStream::State rng_from_json(const nlohmann::json& j, const std::string& path) {
+  LB_CHECK(j.is_object() && j.contains("has_cached_normal") && j["has_cached_normal"].is_boolean(), path,
+           ": expected {seed, subsequence, offset, has_cached_normal, cached_normal}");
+  return {io::json_uint(j, "seed", path), io::json_uint(j, "subsequence", path), io::json_uint(j, "offset", path),
+          j["has_cached_normal"].get<bool>(), static_cast<float>(io::json_number(j, "cached_normal", path))};
 }
 
 // The backward strategy of every Linear/Conv2d that has one, by dotted layer name.
@@ -202,7 +203,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
     LB_FAIL(model_path, ": ", e.what());
   }
   try {
-    out.step = out.state.at("step").get<int64_t>();
+    out.step = io::json_int(out.state, "step", 0, INT64_MAX, state_path);
     if (optimizer) {
       LB_CHECK(out.state.contains("optimizer"), state_path, ": no optimizer state in this checkpoint");
       const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();
@@ -214,7 +215,8 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
       }
       optimizer->load_state(out.state.at("optimizer"), to_map(opt));
     }
-    default_generator().set_state(rng_from_json(out.state.at("rng")));
+    LB_CHECK(out.state.contains("rng"), state_path, ": no rng");
+    default_generator().set_state(rng_from_json(out.state.at("rng"), state_path + ": rng"));
     // Strategy state is restored where the layer runs the same strategy type as when saved;
     // a run resumed with another strategy (e.g. --strategy vanilla) starts that one fresh.
     const nlohmann::json backward = out.state.value("backward", nlohmann::json::object());

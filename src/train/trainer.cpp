@@ -188,11 +188,13 @@ struct LoopState {
   }
   void from_json(const nlohmann::json& j, const std::string& where) {
     try {
-      step = j.at("step").get<int64_t>();
-      calib_batches = j.at("calib_batches").get<int64_t>();
-      best_metric = j.at("best_metric").is_null() ? -std::numeric_limits<double>::infinity()
-                                                  : j.at("best_metric").get<double>();
-      best_step = j.at("best_step").get<int64_t>();
+      const std::string at = where + ": extra.trainer";
+      step = io::json_int(j, "step", 0, INT64_MAX, at);
+      calib_batches = io::json_int(j, "calib_batches", 0, INT64_MAX, at);
+      best_metric = j.contains("best_metric") && j.at("best_metric").is_null()
+                        ? -std::numeric_limits<double>::infinity()
+                        : io::json_number(j, "best_metric", at);
+      best_step = io::json_int(j, "best_step", -1, INT64_MAX, at);
       checkpoints = j.at("checkpoints").get<std::vector<int64_t>>();
       best_eval = j.at("best_eval");
     } catch (const nlohmann::json::exception& e) {

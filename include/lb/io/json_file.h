@@ -20,4 +20,12 @@ nlohmann::json parse_json(const std::string& text, const std::string& source,
 // Reads and parses a file; a missing or unreadable file is an error naming it.
 nlohmann::json read_json_file(const std::string& path, int max_depth = kMaxJsonDepth);
 
+// Checked reads of numbers from files we wrote but a user may have edited (checkpoints):
+// j[key] must be present and an integer in [lo, hi] / a non-negative integer that fits
+// uint64 / a finite number; anything else (1e300, -1.5, 2^32+1 for a small field, a string)
+// is an error naming `path`.key and the value, never an undefined conversion.
+int64_t json_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, const std::string& path);
+uint64_t json_uint(const nlohmann::json& j, const char* key, const std::string& path);
+double json_number(const nlohmann::json& j, const char* key, const std::string& path);
+
 }  // namespace lb::io
