@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary prefix and builds + runs a consumer project against it.
+# Usage: consumer.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build="$1"
+src="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.log"
+[ -f "$tmp/prefix/lib/cmake/leanback/leanbackConfig.cmake" ] || { echo "FAIL: no package config"; exit 1; }
+cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+      -DCMAKE_BUILD_TYPE=Release > "$tmp/configure.log" || { cat "$tmp/configure.log"; exit 1; }
+cmake --build "$tmp/consumer" > "$tmp/build.log" 2>&1 || { tail -30 "$tmp/build.log"; exit 1; }
+"$tmp/prefix/bin/leanback" info > /dev/null || { echo "FAIL: the installed leanback does not run"; exit 1; }
+"$tmp/consumer/consumer"
