@@ -176,8 +176,12 @@ class CpuAllocator final : public Allocator {
 }  // namespace
 
 Allocator& cpu_allocator() {
-  static CpuAllocator a;
-  return a;
+  // Never destroyed, and on the heap: storages of other static objects may be freed after
+  // any static destructor has run, and a destroyed static's cache map would leave the cached
+  // blocks unreferenced, which LeakSanitizer reports as leaks. Through this pointer they stay
+  // reachable until the process ends.
+  static CpuAllocator* const a = new CpuAllocator;
+  return *a;
 }
 
 }  // namespace lb

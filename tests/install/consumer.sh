@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix and builds + runs a consumer project against it.
+# Installs the build into a temporary prefix and builds + runs a consumer project against it
+# (and a LeakSanitizer-linked program: the allocator cache must not count as leaked).
 # Usage: consumer.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build="$1"
@@ -12,4 +13,5 @@ cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$
       -DCMAKE_BUILD_TYPE=Release > "$tmp/configure.log" || { cat "$tmp/configure.log"; exit 1; }
 cmake --build "$tmp/consumer" > "$tmp/build.log" 2>&1 || { tail -30 "$tmp/build.log"; exit 1; }
 "$tmp/prefix/bin/leanback" info > /dev/null || { echo "FAIL: the installed leanback does not run"; exit 1; }
+"$tmp/consumer/cache_not_leaked" || { echo "FAIL: LeakSanitizer reported leaks at exit"; exit 1; }
 "$tmp/consumer/consumer"
