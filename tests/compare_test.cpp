@@ -150,5 +150,28 @@ TEST(Compare, ReusesFinishedRunsAndResumesAnInterruptedOne) {
   EXPECT_EQ(fs::directory_iterator(tmp.sub("mine"))->path().filename(), "notes.txt");
 }
 
+
+// A run that diverges is recorded as such and the comparison goes on; a rerun does not retry.
+TEST(Compare, DivergedRunsAreReportedNotFatal) {
+  TempDir tmp("lb_compare");
+  nlohmann::json j = lb::testing::tiny_bert_config(4, 0.0);
+  j["optimizer"] = {{"type", "sgd"}, {"lr", 1e30}};
+  j["schedule"] = {{"type", "constant"}};
+  j["train"]["max_grad_norm"] = 0;
+  CompareOptions o = quiet(tmp.sub("cmp"));
+  o.strategies = {"vanilla", "hot"};
+  const CompareResult r = compare(Config::from_json(j, "tiny.json"), o);
+  for (const char* s : {"vanilla", "hot"}) {
+    const auto& e = strategy(r.report, s);
+    EXPECT_TRUE(e["runs"].empty()) << s;
+    ASSERT_EQ(e["failed"].size(), 1u) << s;
+    EXPECT_NE(e["failed"][0]["error"].get<std::string>().find("step "), std::string::npos) << s;
+  }
+  EXPECT_NE(report_table(r.report).find("0 (+1 diverged)"), std::string::npos) << report_table(r.report);
+  const auto stamp = fs::last_write_time(tmp.sub("cmp") + "/hot/seed-7/compare_failed.txt");
+  compare(Config::from_json(j, "tiny.json"), o);
+  EXPECT_EQ(fs::last_write_time(tmp.sub("cmp") + "/hot/seed-7/compare_failed.txt"), stamp);
+}
+
 }  // namespace
 }  // namespace lb::train

@@ -42,6 +42,9 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
   return out;
 }
 
+// Written into a run directory whose training diverged (non-finite loss or gradient).
+constexpr const char* kFailedFile = "compare_failed.txt";
+
 fs::path run_dir_of(const fs::path& dir, const std::string& strategy, int64_t seed) {
   return dir / strategy / ("seed-" + std::to_string(seed));
 }
@@ -222,7 +225,10 @@ std::vector<std::vector<std::string>> table_rows(const nlohmann::json& report) {
   for (const auto& s : report["strategies"]) {
     std::vector<std::string> r;
     r.push_back(s["strategy"]);
-    r.push_back(std::to_string(s["runs"].size()) + (s.value("missing", 0) > 0 ? " (+" + std::to_string(s.value("missing", 0)) + " missing)" : ""));
+    const size_t n_failed = s.contains("failed") ? s["failed"].size() : 0;
+    r.push_back(std::to_string(s["runs"].size()) +
+                (s.value("missing", 0) > 0 ? " (+" + std::to_string(s.value("missing", 0)) + " missing)" : "") +
+                (n_failed > 0 ? " (+" + std::to_string(n_failed) + " diverged)" : ""));
     if (s["runs"].empty()) {
       rows.push_back(r);
       continue;
@@ -259,10 +265,17 @@ nlohmann::json build_report(const std::string& compare_dir) {
   std::string primary;
   for (const auto& sj : cmp["strategies"]) {
     const std::string s = sj.get<std::string>();
-    nlohmann::json runs = nlohmann::json::array();
+    nlohmann::json runs = nlohmann::json::array(), failed = nlohmann::json::array();
     int missing = 0;
     for (const auto& seed : cmp["seeds"]) {
       const fs::path run = run_dir_of(dir, s, seed.get<int64_t>());
+      if (fs::exists(run / kFailedFile)) {
+        std::ifstream in(run / kFailedFile);
+        std::string message;
+        std::getline(in, message);
+        failed.push_back({{"seed", seed}, {"dir", run.string()}, {"error", message}});
+        continue;
+      }
       if (!fs::exists(run / "eval_results.json")) {
         ++missing;
         continue;
@@ -270,7 +283,7 @@ nlohmann::json build_report(const std::string& compare_dir) {
       if (primary.empty()) primary = read_json_file(run / "eval_results.json").value("primary_metric", "");
       runs.push_back(summarize_run(run, seed.get<int64_t>()));
     }
-    nlohmann::json e = {{"strategy", s}, {"runs", runs}, {"missing", missing}};
+    nlohmann::json e = {{"strategy", s}, {"runs", runs}, {"missing", missing}, {"failed", failed}};
     if (!runs.empty()) {
       nlohmann::json metrics = nlohmann::json::object();
       for (auto it = runs[0]["metrics"].begin(); it != runs[0]["metrics"].end(); ++it) {
@@ -367,6 +380,10 @@ std::string report_markdown(const nlohmann::json& report, const std::vector<std:
       os << "\n";
     }
   }
+  for (const auto& s : report["strategies"])
+    for (const auto& f : s.value("failed", nlohmann::json::array()))
+      os << "\n**" << s["strategy"].get<std::string>() << ", seed " << f["seed"] << ": diverged** — "
+         << f["error"].get<std::string>() << "\n";
   for (const auto& s : report["strategies"]) {
     if (!s.contains("layers") || s["layers"].empty() || s["strategy"] == "vanilla") continue;
     const bool probed = s.contains("probe");
@@ -453,6 +470,12 @@ CompareResult compare(const Config& config, const CompareOptions& opt) {
         if (!opt.quiet) std::cerr << "compare: " << s << " seed " << seed << ": done, reusing " << run.string() << "\n";
         continue;
       }
+      if (fs::exists(run / kFailedFile)) {
+        if (!opt.quiet)
+          std::cerr << "compare: " << s << " seed " << seed << ": diverged in an earlier compare (" << (run / kFailedFile).string()
+                    << "); delete " << run.string() << " to run it again\n";
+        continue;
+      }
       TrainOptions t = base;
       t.strategy = s;
       t.seed = static_cast<uint64_t>(seed);
@@ -466,7 +489,18 @@ CompareResult compare(const Config& config, const CompareOptions& opt) {
       if (!opt.quiet)
         std::cerr << "compare: " << s << " seed " << seed << (t.resume.empty() ? ": training " : ": resuming ")
                   << run.string() << "\n";
-      const TrainResult r = train(config, t);
+      TrainResult r;
+      try {
+        r = train(config, t);
+      } catch (const Error& e) {
+        // A strategy that diverges is a result of the comparison, not a reason to stop it;
+        // anything else (data, I/O) would fail every run alike and stops here.
+        const std::string m = e.what();
+        if (m.find("non-finite") == std::string::npos && m.find("the training loss is") == std::string::npos) throw;
+        io::write_text_atomic((run / kFailedFile).string(), m + "\n");
+        if (!opt.quiet) std::cerr << "compare: " << s << " seed " << seed << " diverged: " << m << "\n";
+        continue;
+      }
       if (r.interrupted) {
         result.interrupted = true;
         return result;
