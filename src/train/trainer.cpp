@@ -333,7 +333,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     } else if (config.data.padding == "auto") {
       config.data.padding = "dynamic";
     }
-    // Padding-free BERT layers give token-wise layers (N, H) inputs without a (B, T) axis,
+    // Padding-free BERT gives the token-wise layers (1, N, H) inputs without a (B, T) layout,
     // which INSTANT's token-axis projections need.
     if (config.model.type == "bert") {
       LB_CHECK(config.model.skip_padding != "true" || token_layer.empty(), config.source,
