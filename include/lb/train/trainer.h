@@ -8,7 +8,8 @@
 //   plan.txt             layer -> backward strategy -> reason
 //   metrics.jsonl        line 1: {"type":"run", config, environment, git commit, plan};
 //                        then "train" lines (every train.log_every steps), "eval" lines
-//                        (Hugging Face names: eval_loss, eval_accuracy, ...), "calibration"
+//                        (Hugging Face names: eval_loss, eval_accuracy, ...), "calibration",
+//                        "probe" (train.grad_probe_every: per-layer gradient fidelity)
 //   eval_results.json    the final and the best evaluation
 //   checkpoint-<step>/   model.safetensors, optimizer.safetensors, trainer_state.json
 //
