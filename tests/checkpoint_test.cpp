@@ -272,5 +272,27 @@ TEST_F(CheckpointTest, HostileTrainerStateValuesAreNamedErrors) {
   }
 }
 
+
+// A save clears leftovers of killed saves, but never another live process's save in a shared
+// parent directory (ctest runs checkpoint tests side by side in /tmp).
+TEST_F(CheckpointTest, LeftoversOfDeadWritersAreClearedLiveOnesKept) {
+  fs::create_directories(dir_);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // a process that is gone
+  const fs::path live = dir_ / (".other.saving-1-" + std::to_string(::getpid()) + "-0");
+  const fs::path dead = dir_ / (".other.saving-1-" + std::to_string(child) + "-0");
+  const fs::path dead_retired = dir_ / (".gone.old-1-" + std::to_string(child) + "-0");
+  for (const auto& p : {live, dead, dead_retired}) fs::create_directories(p);
+  std::ofstream(dead_retired / "trainer_state.json") << "{}";
+  Mlp a;
+  save_checkpoint((dir_ / "ck").string(), a, nullptr, nullptr);
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_FALSE(fs::exists(dead));
+  // A retired checkpoint whose replacement never landed is put back under its name.
+  EXPECT_FALSE(fs::exists(dead_retired));
+  EXPECT_TRUE(fs::exists(dir_ / "gone" / "trainer_state.json"));
+}
+
 }  // namespace
 }  // namespace lb::train

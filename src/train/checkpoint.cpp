@@ -2,7 +2,10 @@
 #include "lb/train/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <chrono>
@@ -68,18 +71,40 @@ void fsync_dir(const fs::path& d) {
 std::string staging_prefix(const std::string& name) { return "." + name + ".saving-"; }
 std::string retired_prefix(const std::string& name) { return "." + name + ".old-"; }
 
-// Leftovers of killed saves of any checkpoint in `parent` (one run writes a directory).
-void clean_leftovers(const fs::path& parent) {
+// The process that wrote a save id "<ns>-<pid>-<counter>", or 0.
+pid_t writer_of(const std::string& id) {
+  const size_t last = id.rfind('-');
+  if (last == std::string::npos || last == 0) return 0;
+  const size_t prev = id.rfind('-', last - 1);
+  if (prev == std::string::npos) return 0;
+  try {
+    return static_cast<pid_t>(std::stol(id.substr(prev + 1, last - prev - 1)));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// Leftovers of killed saves in `parent`: always those of checkpoint `name` (being saved
+// again now), and those of other checkpoints whose writing process is gone — never a save
+// another live process is making (the parent may be shared, e.g. /tmp).
+void clean_leftovers(const fs::path& parent, const std::string& name) {
   std::error_code ec;
   if (!fs::is_directory(parent, ec)) return;
   std::vector<std::pair<fs::path, std::string>> retired;  // path, the checkpoint it was
   std::vector<fs::path> staged;
+  const auto stale = [&](const std::string& owner, const std::string& id) {
+    if (owner == name) return true;
+    const pid_t pid = writer_of(id);
+    return pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+  };
   for (const auto& e : fs::directory_iterator(parent, ec)) {
     const std::string n = e.path().filename().string();
     if (n.empty() || n[0] != '.') continue;
-    if (n.find(".saving-") != std::string::npos) staged.push_back(e.path());
-    else if (const size_t at = n.rfind(".old-"); at != std::string::npos && at > 1)
-      retired.emplace_back(e.path(), n.substr(1, at - 1));
+    if (const size_t at = n.rfind(".saving-"); at != std::string::npos && at > 1) {
+      if (stale(n.substr(1, at - 1), n.substr(at + 8))) staged.push_back(e.path());
+    } else if (const size_t old = n.rfind(".old-"); old != std::string::npos && old > 1) {
+      if (stale(n.substr(1, old - 1), n.substr(old + 5))) retired.emplace_back(e.path(), n.substr(1, old - 1));
+    }
   }
   for (const auto& s : staged) fs::remove_all(s, ec);
   for (const auto& [r, name] : retired) {
@@ -117,7 +142,7 @@ void save_checkpoint(const std::string& dir_in, const nn::Module& model,
   std::error_code ec;
   fs::create_directories(parent, ec);
   LB_CHECK(fs::is_directory(parent), "cannot create checkpoint directory ", parent.string(), ": ", ec.message());
-  clean_leftovers(parent);
+  clean_leftovers(parent, name);
   const std::string save_id = new_save_id();
   const fs::path staging = parent / (staging_prefix(name) + save_id);
   LB_CHECK(fs::create_directory(staging, ec), "cannot create ", staging.string(), ": ", ec.message());
