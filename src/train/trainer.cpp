@@ -260,13 +260,7 @@ nlohmann::json run_grad_probe(TaskModel& model, nn::Module& module,
     const Tensor approx = weight_grad(probed[i]->layer_name());
     if (exact_gw[i].defined() && approx.defined()) {
       double dot = 0, ee = 0, aa = 0, dd = 0;
-      const auto ev = exact_gw[i].to_double_vector(), av = approx.to_double_vector();
-      for (size_t j = 0; j < ev.size(); ++j) {
-        dot += ev[j] * av[j];
-        ee += ev[j] * ev[j];
-        aa += av[j] * av[j];
-        dd += (ev[j] - av[j]) * (ev[j] - av[j]);
-      }
+      nn::backward::add_closeness(exact_gw[i], approx, dot, ee, aa, dd);
       l["end_to_end"]["g_w"] = closeness(dot, ee, aa, dd);
     }
     out.push_back(l);

@@ -54,9 +54,7 @@ Gradients Strategy::backward(const SavedState& s, const Tensor& g_y, const Tenso
   return g;
 }
 
-namespace {
-// Adds <e, a>, |e|², |a|², |e - a|² (f64 sums) of two same-size tensors.
-void accumulate(const Tensor& e, const Tensor& a, double& dot, double& ee, double& aa, double& dd) {
+void add_closeness(const Tensor& e, const Tensor& a, double& dot, double& ee, double& aa, double& dd) {
   if (!e.defined() || !a.defined()) return;
   LB_CHECK(e.numel() == a.numel(), "gradient probe: exact and strategy gradients differ in size (",
            shape_str(e.shape()), " vs ", shape_str(a.shape()), ")");
@@ -68,12 +66,11 @@ void accumulate(const Tensor& e, const Tensor& a, double& dot, double& ee, doubl
     dd += (ev[i] - av[i]) * (ev[i] - av[i]);
   }
 }
-}  // namespace
 
 void Strategy::record_probe(const Gradients& exact, const Gradients& approx) {
   ++probe_.calls;
-  accumulate(exact.grad_weight, approx.grad_weight, probe_.gw_dot, probe_.gw_ee, probe_.gw_aa, probe_.gw_dd);
-  accumulate(exact.grad_input, approx.grad_input, probe_.gx_dot, probe_.gx_ee, probe_.gx_aa, probe_.gx_dd);
+  add_closeness(exact.grad_weight, approx.grad_weight, probe_.gw_dot, probe_.gw_ee, probe_.gw_aa, probe_.gw_dd);
+  add_closeness(exact.grad_input, approx.grad_input, probe_.gx_dot, probe_.gx_ee, probe_.gx_aa, probe_.gx_dd);
 }
 
 void Strategy::begin_calibration() {

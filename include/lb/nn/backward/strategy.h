@@ -209,6 +209,10 @@ class Strategy {
   int64_t last_saved_bytes_ = 0;
 };
 
+// Adds <e, a>, |e|², |a|², |e - a|² (f64 sums) of two same-size tensors (the probe's
+// closeness figures; undefined tensors add nothing).
+void add_closeness(const Tensor& e, const Tensor& a, double& dot, double& ee, double& aa, double& dd);
+
 // y = x wᵀ + b for x (..., I) through `strategy` (exact forward; backward by the strategy).
 // x's leading dims are viewed as (B, L): (B, L, I) stays, (N, I) becomes B = N, L = 1.
 // Records one node on the tape holding the state's tensors.
