@@ -164,6 +164,28 @@ TEST(Trainer, LearnsAndWritesTheRunDirectory) {
   EXPECT_GE(results["best"]["eval_accuracy"].get<double>(), results["final"]["eval_accuracy"].get<double>());
 }
 
+// precision bf16 (every float product on bf16 operands, f32 accumulation) learns the task
+// as f32 does, and is really in effect (the loss curve moves).
+TEST(Trainer, Bf16PrecisionLearnsLikeF32) {
+  TempDir tmp("lb_trainer_bf16");
+  auto run = [&](const std::string& precision) {
+    nlohmann::json j = tiny(0);
+    j["train"] = {{"epochs", 3}, {"log_every", 10}, {"seed", 1}, {"precision", precision}};
+    j["data"]["synthetic_train"] = 640;
+    j["data"]["synthetic_eval"] = 200;
+    j["data"]["padding"] = "dynamic";
+    j["optimizer"]["lr"] = 3e-3;
+    return train(Config::from_json(j, "tiny.json"), quiet(tmp.sub(precision)));
+  };
+  const TrainResult f32 = run("f32"), bf16 = run("bf16");
+  const double acc32 = f32.final_eval.value("eval_accuracy", 0.0), acc16 = bf16.final_eval.value("eval_accuracy", 0.0);
+  EXPECT_GT(acc16, 0.9) << bf16.final_eval.dump();
+  EXPECT_NEAR(acc16, acc32, 0.03);
+  ASSERT_EQ(f32.losses.size(), bf16.losses.size());
+  EXPECT_NE(f32.losses.back(), bf16.losses.back());
+  EXPECT_NEAR(f32.losses[5], bf16.losses[5], 0.05 * std::fabs(f32.losses[5]));
+}
+
 TEST(Trainer, NeverOverwritesARunDirectory) {
   TempDir tmp("lb_trainer");
   const Config c = Config::from_json(tiny(2), "tiny.json");

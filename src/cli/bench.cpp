@@ -12,7 +12,11 @@
 #include "src/cli/bench_workloads.h"
 #include "src/cli/cli_parse.h"
 #include "src/cli/commands.h"
+#include "src/cpu/cpu_features.h"
+#include "src/cpu/int8_gemm.h"
 #include "src/cpu/sgemm_avx512.h"
+#include "src/cpu/sgemm_bf16.h"
+#include "lb/core/precision.h"
 
 extern "C" int openblas_get_num_threads();
 extern "C" char* openblas_get_corename();
@@ -36,7 +40,9 @@ nlohmann::json bench_threads() {
   return {{"omp", omp_get_max_threads()},
           {"blas", openblas_get_num_threads()},
           {"blas_core", openblas_get_corename()},
-          {"sgemm", cpu::sgemm_kernel_name()}};
+          {"isa", cpu::isa_name(cpu::isa_selected())},
+          {"sgemm", cpu::sgemm_kernel_name()},
+          {"int8_gemm", cpu::int8_gemm_kernel()}};
 }
 
 namespace {
@@ -84,9 +90,15 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
         throw UsageError("--strategy '" + opt.strategy + "' is not available; valid: " + valid);
     } else if (a == "--rank") {
       opt.rank = parse_count(args, i, 1);
+    } else if (a == "--precision") {
+      if (i + 1 >= args.size()) throw UsageError("--precision needs a value: f32 or bf16");
+      opt.precision = args[++i];
+      if (opt.precision != "f32" && opt.precision != "bf16")
+        throw UsageError("--precision must be f32 or bf16, got '" + opt.precision + "'");
     } else {
       throw UsageError("unknown flag '" + a +
-                       "' for bench; valid: --iters N, --warmup N, --strategy S, --rank N, --json");
+                       "' for bench; valid: --iters N, --warmup N, --strategy S, --rank N, "
+                       "--precision f32|bf16, --json");
     }
   }
   return opt;
@@ -112,6 +124,7 @@ std::string summary(const nlohmann::json& r) {
      << r["threads"].value("omp", 0) << " / blas " << r["threads"].value("blas", 0) << " ("
      << r["threads"].value("blas_core", "?") << "), float GEMM "
      << r["threads"].value("sgemm", "?");
+  if (r.value("precision", "f32") == "bf16") os << ", precision bf16 (" << r["threads"].value("bf16_gemm", "?") << ")";
   if (r.contains("backward_mflops_per_sample"))
     os << "; paper: " << std::setprecision(1) << r["backward_mflops_per_sample"].get<double>()
        << " backward MFLOPs/sample";
@@ -153,7 +166,9 @@ int cmd_bench(const std::vector<std::string>& args) {
                         (args.size() > 1 && is_help(args[1]) && args[0] != "gemm" &&
                          args[0] != "tokenize"))) {
     std::cout << "usage: leanback bench WORKLOAD [--strategy S] [--rank N] [--iters N] "
-                 "[--warmup N] [--json]\n"
+                 "[--warmup N] [--precision f32|bf16] [--json]\n"
+                 "  --precision bf16                every float product on bf16 operands, f32 "
+                 "accumulation\n"
                  "  --strategy vanilla|instant|hot  backward of every compressible Linear/Conv2d "
                  "(default vanilla)\n"
                  "  --rank N                        INSTANT's fixed R_x = R_y\n"
@@ -174,7 +189,13 @@ int cmd_bench(const std::vector<std::string>& args) {
   for (const auto& w : bench_workloads()) {
     if (w.name != name) continue;
     const BenchOptions opt = parse_options(args);
-    const nlohmann::json r = w.run(opt);
+    const MatmulPrecisionScope precision(matmul_precision_from_name(opt.precision));
+    nlohmann::json r = w.run(opt);
+    r["precision"] = opt.precision;
+    r["threads"]["bf16_gemm"] = opt.precision == "bf16" && cpu::sgemm_bf16_preferred()
+                                    ? cpu::sgemm_bf16_kernel_name()
+                                    : "f32 kernel on rounded operands";
+    if (opt.precision == "f32") r["threads"].erase("bf16_gemm");
     std::cout << (opt.json ? r.dump() : summary(r)) << std::endl;
     return 0;
   }

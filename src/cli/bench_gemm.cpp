@@ -4,6 +4,8 @@
 // Without --m/--n/--k: a table over the shapes the models issue (ResNet-18 im2col convolution
 // forward NN, data gradient TN, filter gradient NT; the Winograd convolution's per-position
 // products, tiles x channels; Linear layers).
+// --precision bf16 times the bf16 kernel (sgemm_bf16.h: operands rounded to bf16, f32
+// accumulation) against our f32 kernel instead of OpenBLAS.
 // --threads T runs T copies at once (one per OpenMP thread, own buffers) and reports the mean
 // per-thread rate, to see whether concurrent products slow each other down.
 #include <unistd.h>
@@ -18,9 +20,12 @@
 
 #include "src/cli/bench_workloads.h"
 #include "src/cli/commands.h"
+#include "lb/core/error.h"
 #include "src/cpu/blas_config.h"
+#include "src/cpu/cpu_features.h"
 #include "src/cpu/gemm_serial.h"
 #include "src/cpu/sgemm_avx512.h"
+#include "src/cpu/sgemm_bf16.h"
 
 namespace lb::cli {
 
@@ -80,7 +85,7 @@ double rate(const GemmShape& s, int iters, F&& f) {
   return median(r);
 }
 
-Rates measure(const GemmShape& s, int iters, int threads) {
+Rates measure(const GemmShape& s, int iters, int threads, bool bf16) {
   double ours = 0, blas = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : ours, blas)
   {
@@ -92,10 +97,18 @@ Rates measure(const GemmShape& s, int iters, int threads) {
     for (auto& x : b) x = d(g);
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
     ours += rate(s, iters, [&] {
+      if (bf16) {
+        cpu::sgemm_bf16(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
+        return;
+      }
       cpu::gemm_serial(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
     });
 #pragma omp barrier
     blas += rate(s, iters, [&] {
+      if (bf16) {
+        cpu::gemm_serial(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
+        return;
+      }
       cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
                   static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.f, a.data(),
                   static_cast<int>(lda), b.data(), static_cast<int>(ldb), 0.f, c.data(),
@@ -126,7 +139,7 @@ int64_t parse_dim(const std::vector<std::string>& args, size_t& i) {
 int cmd_bench_gemm(const std::vector<std::string>& args) {
   GemmShape one{0, 0, 0, false, false, "custom"};
   int iters = 5, threads = 1;
-  bool json = false;
+  bool json = false, bf16 = false;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--m") one.m = parse_dim(args, i);
@@ -137,9 +150,14 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
     else if (a == "--iters") iters = static_cast<int>(std::min<int64_t>(parse_dim(args, i), 1000));
     else if (a == "--threads") threads = static_cast<int>(std::min<int64_t>(parse_dim(args, i), 64));
     else if (a == "--json") json = true;
-    else
+    else if (a == "--precision") {
+      if (i + 1 >= args.size()) throw UsageError("--precision needs a value: f32 or bf16");
+      const std::string& v = args[++i];
+      if (v != "f32" && v != "bf16") throw UsageError("--precision must be f32 or bf16, got '" + v + "'");
+      bf16 = v == "bf16";
+    } else
       throw UsageError("unknown flag '" + a + "' for bench gemm; valid: --m M, --n N, --k K, --ta, "
-                       "--tb, --iters N, --threads T, --json");
+                       "--tb, --iters N, --threads T, --precision f32|bf16, --json");
   }
   const bool custom = one.m || one.n || one.k;
   if (custom && !(one.m && one.n && one.k)) throw UsageError("bench gemm: give all of --m, --n, --k");
@@ -155,19 +173,30 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
                        " GiB of matrices; this machine has " +
                        std::to_string(static_cast<int64_t>(physical / (1 << 30))) + " GiB");
   }
+  if (bf16 && !cpu::sgemm_bf16_available())
+    throw Error("bench gemm --precision bf16: this CPU or LEANBACK_ISA has no bf16 kernel (" +
+                cpu::isa_summary() + ")");
   cpu::configure_blas();  // OpenBLAS single-threaded, like every product in the library
   const std::vector<GemmShape> shapes = custom ? std::vector<GemmShape>{one} : default_shapes();
 
   nlohmann::json rows = nlohmann::json::array();
-  if (!json)
+  if (!json && bf16)
+    std::printf("bf16 GEMM (f32 accumulation), GFLOP/s per thread (%d thread%s at once): bf16 = %s, "
+                "f32 = %s\n    M     N     K op  bf16       f32  ratio  what\n",
+                threads, threads > 1 ? "s" : "", cpu::sgemm_bf16_kernel_name(), cpu::sgemm_kernel_name());
+  else if (!json)
     std::printf("float GEMM, GFLOP/s per thread (%d thread%s at once): ours = %s, OpenBLAS = %s\n"
                 "    M     N     K op  ours  openblas  ratio  what\n",
                 threads, threads > 1 ? "s" : "", cpu::sgemm_kernel_name(),
                 cpu::blas_config().core.c_str());
   for (const GemmShape& s : shapes) {
-    const Rates r = measure(s, iters, threads);
-    rows.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"ta", s.ta}, {"tb", s.tb},
-                    {"ours_gflops", r.ours}, {"openblas_gflops", r.openblas}, {"what", s.what}});
+    const Rates r = measure(s, iters, threads, bf16);
+    if (bf16)
+      rows.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"ta", s.ta}, {"tb", s.tb},
+                      {"bf16_gflops", r.ours}, {"f32_gflops", r.openblas}, {"what", s.what}});
+    else
+      rows.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"ta", s.ta}, {"tb", s.tb},
+                      {"ours_gflops", r.ours}, {"openblas_gflops", r.openblas}, {"what", s.what}});
     if (!json)
       std::printf("%5lld %5lld %5lld %c%c %6.1f %8.1f %6.2f  %s\n", static_cast<long long>(s.m),
                   static_cast<long long>(s.n), static_cast<long long>(s.k), s.ta ? 'T' : 'N',
@@ -176,7 +205,9 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
   }
   if (json)
     std::cout << nlohmann::json{{"workload", "gemm"},
-                                {"kernel", cpu::sgemm_kernel_name()},
+                                {"kernel", bf16 ? cpu::sgemm_bf16_kernel_name() : cpu::sgemm_kernel_name()},
+                                {"precision", bf16 ? "bf16" : "f32"},
+                                {"isa", cpu::isa_name(cpu::isa_selected())},
                                 {"openblas_core", cpu::blas_config().core},
                                 {"threads", threads},
                                 {"iters", iters},

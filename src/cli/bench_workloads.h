@@ -20,6 +20,7 @@ struct BenchOptions {
   bool json = false;                 // one JSON line instead of a readable summary
   std::string strategy = "vanilla";  // Linear/Conv backward strategy (bench_strategy.h)
   int rank = 0;                      // --rank N: fixed low-rank size (INSTANT R_x = R_y = N)
+  std::string precision = "f32";     // --precision bf16: every float product on bf16 operands
 };
 
 struct BenchWorkload {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "lb/core/precision.h"
 #include "lb/io/atomic_file.h"
 #include "lb/train/checkpoint.h"
 #include "lb/train/evaluate.h"
@@ -61,6 +62,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     throw Error("split '" + l.data.eval_split + "' of task " + l.data.task +
                 " has no labels to evaluate against; use `leanback predict`, or --predictions FILE");
   auto loader = train::make_loader(l.data, l.config, false, l.config.train.seed);
+  const MatmulPrecisionScope precision(matmul_precision_from_name(l.config.train.precision));
   const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data, !predictions.empty());
   if (!predictions.empty()) {
     std::string text;
@@ -110,6 +112,7 @@ int cmd_predict(const std::vector<std::string>& args) {
   for (const auto& split : splits) {
     Loaded l = load(config_path, sets, checkpoint, split);
     auto loader = train::make_loader(l.data, l.config, false, l.config.train.seed);
+    const MatmulPrecisionScope precision(matmul_precision_from_name(l.config.train.precision));
     const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data);
     if (l.data.glue) {
       const fs::path file = fs::path(out_dir) / l.data.glue->submission_file(split);

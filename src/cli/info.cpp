@@ -1,16 +1,33 @@
 // `leanback info`: version, build type, BLAS, threads, CUDA.
 #include <omp.h>
 
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "lb/core/cuda_runtime_info.h"
 #include "src/cli/commands.h"
+#include "src/cpu/cpu_features.h"
+#include "src/cpu/int8_gemm.h"
 #include "src/cpu/sgemm_avx512.h"
+#include "src/cpu/sgemm_bf16.h"
 
 extern "C" char* openblas_get_config();
 extern "C" int openblas_get_num_threads();
 
 namespace lb::cli {
+
+namespace {
+// The bf16 kernel and whether precision "bf16" uses it (its measured speed against f32).
+std::string bf16_line() {
+  if (!cpu::sgemm_bf16_available()) return "none (precision bf16 rounds operands for the f32 kernel)";
+  std::ostringstream os;
+  os << cpu::sgemm_bf16_kernel_name() << ", vdpbf16ps at " << std::fixed << std::setprecision(2)
+     << cpu::bf16_dot_speedup() << "x the f32 FMA rate: precision bf16 "
+     << (cpu::sgemm_bf16_preferred() ? "uses it" : "uses the f32 kernel on rounded operands");
+  return os.str();
+}
+}  // namespace
 
 std::string usage() {
   return "usage: leanback <command> [options]   (leanback <command> --help for its options)\n"
@@ -39,16 +56,22 @@ std::string usage() {
 
 int cmd_info(const std::vector<std::string>& args) {
   if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
-    std::cout << "usage: leanback info\n  prints the version, build type, BLAS, float GEMM kernel, "
-                 "threads and CUDA devices\n";
+    std::cout << "usage: leanback info\n  prints the version, build type, the CPU's vector extensions and the "
+                 "kernels chosen (LEANBACK_ISA=portable|avx2|avx512|avx512-vnni|avx512-bf16|amx caps "
+                 "them), BLAS, threads and CUDA devices\n";
     return 0;
   }
   if (!args.empty()) throw UsageError("info takes no arguments, got '" + args[0] + "'");
   std::cout << "leanback " << LEANBACK_VERSION << "\n"
-            << "build type: " << LEANBACK_BUILD_TYPE << "\n"
+            << "build type: " << LEANBACK_BUILD_TYPE << " (" << LEANBACK_ARCH
+            << (std::string(LEANBACK_ARCH) == "native" ? ": -march=native" : ": baseline x86-64")
+            << "; kernels chosen at run time)\n"
+            << "CPU: " << cpu::isa_summary() << "\n"
             << "BLAS: " << openblas_get_config() << " (" << openblas_get_num_threads()
             << " threads)\n"
             << "float GEMM kernel: " << cpu::sgemm_kernel_name() << "\n"
+            << "int8 GEMM kernel: " << cpu::int8_gemm_kernel() << "\n"
+            << "bf16 GEMM kernel: " << bf16_line() << "\n"
             << "OpenMP threads: " << omp_get_max_threads() << "\n";
   if (!cuda_compiled()) {
     std::cout << "CUDA: not compiled in\n";

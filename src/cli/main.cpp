@@ -8,6 +8,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/tokenize.h"
 #include "lb/core/error.h"
+#include "src/cpu/cpu_features.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   const std::string cmd = args[0];
   args.erase(args.begin());
   try {
+    lb::cpu::check_isa_env();  // a mistyped LEANBACK_ISA fails before any work
     if (cmd == "info") return lb::cli::cmd_info(args);
     if (cmd == "bench") return lb::cli::cmd_bench(args);
     if (cmd == "train") return lb::cli::cmd_train(args);

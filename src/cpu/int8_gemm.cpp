@@ -33,7 +33,10 @@
 #include "lb/core/error.h"
 #include "lb/core/tensor.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#include "src/cpu/cpu_features.h"
+#include "src/cpu/isa_target.h"
+
+#if defined(__x86_64__)
 #define LB_INT8_GEMM_VNNI 1
 #include <immintrin.h>
 // GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
@@ -61,6 +64,7 @@ void int8_gemm_s32_portable(bool trans_a, bool trans_b, int64_t M, int64_t N, in
 }
 
 #if LB_INT8_GEMM_VNNI
+LB_ISA_BEGIN_AVX512_VNNI
 namespace {
 
 constexpr int kMR = 6;          // rows of the register tile
@@ -341,15 +345,20 @@ void gemm_vnni(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
 }
 
 }  // namespace
+LB_ISA_END
 #endif  // LB_INT8_GEMM_VNNI
 
-const char* int8_gemm_kernel() {
+namespace {
+bool vnni_enabled() {
 #if LB_INT8_GEMM_VNNI
-  return "avx512-vnni";
+  return isa_enabled(Isa::Avx512Vnni);
 #else
-  return "portable";
+  return false;
 #endif
 }
+}  // namespace
+
+const char* int8_gemm_kernel() { return vnni_enabled() ? "avx512-vnni" : "portable"; }
 
 void int8_gemm_s32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const int8_t* A,
                    int64_t lda, const int8_t* B, int64_t ldb, int32_t* C, int64_t ldc,
@@ -357,14 +366,16 @@ void int8_gemm_s32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   LB_CHECK(M >= 0 && N >= 0 && K >= 0, "int8_gemm: negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
 #if LB_INT8_GEMM_VNNI
-  Epilogue ep;
-  ep.c = C;
-  ep.ld = ldc;
-  ep.accumulate = accumulate;
-  gemm_vnni(trans_a, trans_b, M, N, K, A, lda, B, ldb, ep);
-#else
-  int8_gemm_s32_portable(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  if (vnni_enabled()) {
+    Epilogue ep;
+    ep.c = C;
+    ep.ld = ldc;
+    ep.accumulate = accumulate;
+    gemm_vnni(trans_a, trans_b, M, N, K, A, lda, B, ldb, ep);
+    return;
+  }
 #endif
+  int8_gemm_s32_portable(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
 void int8_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const int8_t* A,
@@ -373,16 +384,19 @@ void int8_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   LB_CHECK(M >= 0 && N >= 0 && K >= 0, "int8_gemm: negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
 #if LB_INT8_GEMM_VNNI
-  Epilogue ep;
-  ep.to_f32 = true;
-  ep.out = out;
-  ep.ld = ldo;
-  ep.row_scale = row_scale;
-  ep.col_scale = col_scale;
-  ep.alpha = alpha;
-  ep.accumulate = accumulate;
-  gemm_vnni(trans_a, trans_b, M, N, K, A, lda, B, ldb, ep);
-#else
+  if (vnni_enabled()) {
+    Epilogue ep;
+    ep.to_f32 = true;
+    ep.out = out;
+    ep.ld = ldo;
+    ep.row_scale = row_scale;
+    ep.col_scale = col_scale;
+    ep.alpha = alpha;
+    ep.accumulate = accumulate;
+    gemm_vnni(trans_a, trans_b, M, N, K, A, lda, B, ldb, ep);
+    return;
+  }
+#endif
   std::vector<int32_t> c(static_cast<size_t>(M * N));
   int8_gemm_s32_portable(trans_a, trans_b, M, N, K, A, lda, B, ldb, c.data(), N, false);
   for (int64_t m = 0; m < M; ++m) {
@@ -393,7 +407,6 @@ void int8_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
       out[m * ldo + n] = accumulate ? out[m * ldo + n] + y : y;
     }
   }
-#endif
 }
 
 }  // namespace lb::cpu

@@ -11,7 +11,10 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+#include "src/cpu/cpu_features.h"
+#include "src/cpu/isa_target.h"
+
+#if defined(__x86_64__)
 #define LB_QUANT_AVX512 1
 #include <immintrin.h>
 // GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
@@ -249,65 +252,13 @@ void dequantize(const int8_t* q, int64_t n, float scale, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(q[i]) * scale;
 }
 
-#if !LB_QUANT_AVX512
-// Without AVX-512 the references are the kernels.
-void philox_fill(const PhiloxKey& k, uint64_t e0, int64_t n, uint32_t* out) { ref::philox_fill(k, e0, n, out); }
-float fwht16_rows_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* ra) {
-  return ref::fwht16_rows_absmax(x, rows, cols, ldx, ra);
-}
-void fwht16_rows_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
-                          const float* row_inv, float inv, const QuantParams& p, int8_t* q) {
-  ref::fwht16_rows_quantize(x, rows, cols, ldx, row_inv, inv, p, q);
-}
-void fwht16_rows_quantize_per_row(const float* x, int64_t rows, int64_t cols, int64_t ldx,
-                                  const QuantParams& p, int8_t* q, float* row_scale) {
-  ref::fwht16_rows_quantize_per_row(x, rows, cols, ldx, p, q, row_scale);
-}
-void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* y) {
-  ref::fwht16_rows(x, rows, cols, ldx, y);
-}
-float fwht16_rows_keep_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
-                              const HadamardKeep& keep) {
-  return ref::fwht16_rows_keep_absmax(x, rows, cols, ldx, keep);
-}
-float hla_im2col_absmax(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
-                        int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep) {
-  return ref::hla_im2col_absmax(q, s, C, H, W, kH, kW, a, keep);
-}
-void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
-                         int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep, float inv,
-                         const QuantParams& p, int8_t* out, int64_t ldq) {
-  ref::hla_im2col_quantize(q, s, C, H, W, kH, kW, a, keep, inv, p, out, ldq);
-}
-void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
-                               const HadamardKeep& keep, float inv, const QuantParams& p,
-                               int8_t* q, int64_t ldq) {
-  ref::fwht16_rows_keep_quantize(x, rows, cols, ldx, keep, inv, p, q, ldq);
-}
-TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
-                              const HadamardKeep& keep) {
-  return ref::fwht16_cols_stats(x, rows, cols, ldx, keep);
-}
-void fwht16_cols_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
-                          const HadamardKeep& keep, float inv, const QuantParams& p, int8_t* q) {
-  ref::fwht16_cols_quantize(x, rows, cols, ldx, keep, inv, p, q);
-}
-void fwht16_cols(const float* x, int64_t rows, int64_t cols, int64_t ldx, const HadamardKeep& keep,
-                 float* y) {
-  ref::fwht16_cols(x, rows, cols, ldx, keep, y);
-}
-TensorStats tensor_stats(const float* x, int64_t n) { return ref::tensor_stats(x, n); }
-void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t* q) {
-  ref::quantize(x, n, inv, p, q);
-}
-DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
-                                const QuantParams& prow, bool per_row, int8_t* q_rows,
-                                float* row_scale, const HadamardKeep& keep,
-                                const QuantParams& pcol, int8_t* q_cols) {
-  return ref::fwht16_dual_quantize(x, rows, cols, ldx, prow, per_row, q_rows, row_scale, keep, pcol, q_cols);
-}
-#else
+#if LB_QUANT_AVX512
 // ============================== AVX-512 kernels ==============================
+// In their own namespace, compiled for AVX-512 (isa_target.h); the public functions below
+// choose them or the references at run time.
+namespace avx512 {
+LB_ISA_BEGIN_AVX512
+namespace {
 namespace {
 
 inline __mmask16 tail_mask(int64_t n) {
@@ -850,6 +801,118 @@ void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t
     }
   }
 }
+}  // namespace
+LB_ISA_END
+}  // namespace avx512
 #endif  // LB_QUANT_AVX512
+
+// ============================== dispatch ==============================
+namespace {
+bool use_avx512() {
+#if LB_QUANT_AVX512
+  return isa_enabled(Isa::Avx512);
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+#if !LB_QUANT_AVX512
+namespace avx512 = ref;  // never called: use_avx512() is false
+#endif
+
+void philox_fill(const PhiloxKey& k, uint64_t e0, int64_t n, uint32_t* out) {
+  if (use_avx512())
+    avx512::philox_fill(k, e0, n, out);
+  else
+    ref::philox_fill(k, e0, n, out);
+}
+float fwht16_rows_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* ra) {
+  return use_avx512() ? avx512::fwht16_rows_absmax(x, rows, cols, ldx, ra)
+                      : ref::fwht16_rows_absmax(x, rows, cols, ldx, ra);
+}
+void fwht16_rows_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                          const float* row_inv, float inv, const QuantParams& p, int8_t* q) {
+  if (use_avx512())
+    avx512::fwht16_rows_quantize(x, rows, cols, ldx, row_inv, inv, p, q);
+  else
+    ref::fwht16_rows_quantize(x, rows, cols, ldx, row_inv, inv, p, q);
+}
+void fwht16_rows_quantize_per_row(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                                  const QuantParams& p, int8_t* q, float* row_scale) {
+  if (use_avx512())
+    avx512::fwht16_rows_quantize_per_row(x, rows, cols, ldx, p, q, row_scale);
+  else
+    ref::fwht16_rows_quantize_per_row(x, rows, cols, ldx, p, q, row_scale);
+}
+void fwht16_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, float* y) {
+  if (use_avx512())
+    avx512::fwht16_rows(x, rows, cols, ldx, y);
+  else
+    ref::fwht16_rows(x, rows, cols, ldx, y);
+}
+float fwht16_rows_keep_absmax(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                              const HadamardKeep& keep) {
+  return use_avx512() ? avx512::fwht16_rows_keep_absmax(x, rows, cols, ldx, keep)
+                      : ref::fwht16_rows_keep_absmax(x, rows, cols, ldx, keep);
+}
+float hla_im2col_absmax(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                        int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep) {
+  return use_avx512() ? avx512::hla_im2col_absmax(q, s, C, H, W, kH, kW, a, keep)
+                      : ref::hla_im2col_absmax(q, s, C, H, W, kH, kW, a, keep);
+}
+void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
+                         int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep, float inv,
+                         const QuantParams& p, int8_t* out, int64_t ldq) {
+  if (use_avx512())
+    avx512::hla_im2col_quantize(q, s, C, H, W, kH, kW, a, keep, inv, p, out, ldq);
+  else
+    ref::hla_im2col_quantize(q, s, C, H, W, kH, kW, a, keep, inv, p, out, ldq);
+}
+void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                               const HadamardKeep& keep, float inv, const QuantParams& p,
+                               int8_t* q, int64_t ldq) {
+  if (use_avx512())
+    avx512::fwht16_rows_keep_quantize(x, rows, cols, ldx, keep, inv, p, q, ldq);
+  else
+    ref::fwht16_rows_keep_quantize(x, rows, cols, ldx, keep, inv, p, q, ldq);
+}
+TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                              const HadamardKeep& keep) {
+  return use_avx512() ? avx512::fwht16_cols_stats(x, rows, cols, ldx, keep)
+                      : ref::fwht16_cols_stats(x, rows, cols, ldx, keep);
+}
+void fwht16_cols_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                          const HadamardKeep& keep, float inv, const QuantParams& p, int8_t* q) {
+  if (use_avx512())
+    avx512::fwht16_cols_quantize(x, rows, cols, ldx, keep, inv, p, q);
+  else
+    ref::fwht16_cols_quantize(x, rows, cols, ldx, keep, inv, p, q);
+}
+void fwht16_cols(const float* x, int64_t rows, int64_t cols, int64_t ldx, const HadamardKeep& keep,
+                 float* y) {
+  if (use_avx512())
+    avx512::fwht16_cols(x, rows, cols, ldx, keep, y);
+  else
+    ref::fwht16_cols(x, rows, cols, ldx, keep, y);
+}
+TensorStats tensor_stats(const float* x, int64_t n) {
+  return use_avx512() ? avx512::tensor_stats(x, n)
+                      : ref::tensor_stats(x, n);
+}
+void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t* q) {
+  if (use_avx512())
+    avx512::quantize(x, n, inv, p, q);
+  else
+    ref::quantize(x, n, inv, p, q);
+}
+DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
+                                const QuantParams& prow, bool per_row, int8_t* q_rows,
+                                float* row_scale, const HadamardKeep& keep,
+                                const QuantParams& pcol, int8_t* q_cols) {
+  return use_avx512() ? avx512::fwht16_dual_quantize(x, rows, cols, ldx, prow, per_row, q_rows, row_scale, keep, pcol, q_cols)
+                      : ref::fwht16_dual_quantize(x, rows, cols, ldx, prow, per_row, q_rows, row_scale, keep, pcol, q_cols);
+}
+
 
 }  // namespace lb::cpu

@@ -45,7 +45,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__AVX512F__) && defined(__AVX512VL__)
+#include "src/cpu/cpu_features.h"
+#include "src/cpu/gemm_blocking.h"
+#include "src/cpu/isa_target.h"
+
+#if defined(__x86_64__)
 #define LB_SGEMM_AVX512 1
 #include <immintrin.h>
 // GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
@@ -56,6 +60,7 @@
 namespace lb::cpu {
 
 #if LB_SGEMM_AVX512
+LB_ISA_BEGIN_AVX512
 namespace {
 
 constexpr int kMR = 8;               // rows of the register tile (broadcast from packed A)
@@ -67,23 +72,8 @@ constexpr int64_t kMC = 1536;        // rows of a packed A block (multiple of kM
 constexpr int64_t kDirectReuse = 128;  // see direct_a / direct_b in sgemm_avx512
 static_assert(kNC % kNR == 0 && kMC % kMR == 0);
 
-// Per-thread packing buffers, 64-byte aligned, grown on demand and kept for the thread's life.
-struct PackBuffer {
-  float* p = nullptr;
-  size_t cap = 0;  // floats
-  ~PackBuffer() { std::free(p); }
-  float* get(size_t n) {
-    if (n > cap) {
-      std::free(p);
-      const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-      p = static_cast<float*>(std::aligned_alloc(64, bytes));
-      cap = p ? bytes / sizeof(float) : 0;
-      if (!p) std::abort();
-    }
-    return p;
-  }
-};
-thread_local PackBuffer t_apack, t_bpack;
+// Per-thread packing buffers.
+thread_local gemm_detail::PackBuffer<float> t_apack, t_bpack;
 
 // 8 rows of 8 floats (src rows `ls` apart) -> 8 rows of 8 floats (dst rows `ld` apart),
 // transposed.
@@ -295,49 +285,12 @@ inline void run_tile(const Tile& t) {
     micro_kernel<1, kARows>(t);
 }
 
-// C = beta·C (k = 0 or alpha = 0); beta = 0 writes zeros without reading.
-void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
-  if (beta == 1.f) return;
-  for (int64_t i = 0; i < m; ++i) {
-    float* row = c + i * ldc;
-    if (beta == 0.f)
-      std::memset(row, 0, static_cast<size_t>(n) * sizeof(float));
-    else
-      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
-  }
-}
+using gemm_detail::balanced_block;
+using gemm_detail::scale_c;
 
-// Splits `len` into ceil(len / max_block) near-equal blocks, each a multiple of `unit`
-// (but never more than max_block), so no block is a thin leftover.
-inline int64_t balanced_block(int64_t len, int64_t max_block, int64_t unit) {
-  const int64_t blocks = (len + max_block - 1) / max_block;
-  const int64_t per = (len + blocks - 1) / blocks;
-  return std::min(max_block, (per + unit - 1) / unit * unit);
-}
-
-}  // namespace
-#endif  // LB_SGEMM_AVX512
-
-bool sgemm_avx512_available() {
-#if LB_SGEMM_AVX512
-  return true;
-#else
-  return false;
-#endif
-}
-
-const char* sgemm_kernel_name() {
-#if LB_SGEMM_AVX512
-  return "avx512 (8x48)";
-#else
-  return "openblas";
-#endif
-}
-
-void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                  int64_t ldc) {
-#if LB_SGEMM_AVX512
+void sgemm_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.f) {
     scale_c(m, n, beta, c, ldc);
@@ -410,6 +363,28 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
       }
     }
   }
+}
+
+}  // namespace
+LB_ISA_END
+#endif  // LB_SGEMM_AVX512
+
+bool sgemm_avx512_available() {
+#if LB_SGEMM_AVX512
+  return isa_enabled(Isa::Avx512);
+#else
+  return false;
+#endif
+}
+
+const char* sgemm_kernel_name() { return sgemm_avx512_available() ? "avx512 (8x48)" : "openblas"; }
+
+void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                  int64_t ldc) {
+#if LB_SGEMM_AVX512
+  if (!sgemm_avx512_available()) std::abort();  // callers check sgemm_avx512_available()
+  sgemm_impl(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #else
   (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda;
   (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;

@@ -7,8 +7,8 @@
 
 namespace lb::cpu {
 
-// True when this build has the AVX-512 kernel (compiled with -march=native on an AVX-512
-// CPU); otherwise sgemm_avx512 must not be called.
+// True when this CPU runs AVX-512 F/BW/DQ/VL and LEANBACK_ISA allows it (cpu_features.h);
+// otherwise sgemm_avx512 must not be called.
 bool sgemm_avx512_available();
 
 // Name of the float GEMM kernel gemm_serial uses, for `leanback info` and benchmarks.

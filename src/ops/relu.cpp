@@ -5,14 +5,17 @@
 // a compressing backward strategy (INSTANT, HOT) would otherwise free after the forward.
 #include <algorithm>
 #include <type_traits>
-#if defined(__AVX512F__)
+#if defined(__x86_64__)
 #include <immintrin.h>
+#define LB_RELU_AVX512 1
 #endif
 
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/elementwise.h"
+#include "src/cpu/cpu_features.h"
+#include "src/cpu/isa_target.h"
 
 namespace lb {
 
@@ -22,21 +25,38 @@ using detail::contiguous_nograd;
 // Elements per parallel chunk: a multiple of 16 so threads never share mask bytes.
 constexpr int64_t kChunk = 1 << 14;
 
+#if LB_RELU_AVX512
+LB_ISA_BEGIN_AVX512
+// Float elements [i, i + 16k): returns where the vector loop stopped.
+int64_t relu_forward_avx512(const float* x, float* y, uint8_t* mask, int64_t i, int64_t i1) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (; i + 16 <= i1; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __mmask16 m = _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ);
+    _mm512_storeu_ps(y + i, _mm512_maskz_mov_ps(m, v));
+    mask[i >> 3] = static_cast<uint8_t>(m);
+    mask[(i >> 3) + 1] = static_cast<uint8_t>(m >> 8);
+  }
+  return i;
+}
+
+int64_t relu_backward_avx512(const float* g, const uint8_t* mask, float* dx, int64_t i, int64_t i1) {
+  for (; i + 16 <= i1; i += 16) {
+    const __mmask16 m = static_cast<__mmask16>(mask[i >> 3] | (mask[(i >> 3) + 1] << 8));
+    _mm512_storeu_ps(dx + i, _mm512_maskz_loadu_ps(m, g + i));
+  }
+  return i;
+}
+LB_ISA_END
+#endif
+
 // Elements [i0, i1) (i0 a multiple of 8): y and the mask bits.
 template <typename T>
 void relu_forward_range(const T* x, T* y, uint8_t* mask, int64_t i0, int64_t i1) {
   int64_t i = i0;
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) {
-    const __m512 zero = _mm512_setzero_ps();
-    for (; i + 16 <= i1; i += 16) {
-      const __m512 v = _mm512_loadu_ps(x + i);
-      const __mmask16 m = _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ);
-      _mm512_storeu_ps(y + i, _mm512_maskz_mov_ps(m, v));
-      mask[i >> 3] = static_cast<uint8_t>(m);
-      mask[(i >> 3) + 1] = static_cast<uint8_t>(m >> 8);
-    }
-  }
+#if LB_RELU_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (cpu::isa_enabled(cpu::Isa::Avx512)) i = relu_forward_avx512(x, y, mask, i, i1);
 #endif
   for (; i < i1; i += 8) {
     uint8_t byte = 0;
@@ -52,13 +72,9 @@ void relu_forward_range(const T* x, T* y, uint8_t* mask, int64_t i0, int64_t i1)
 template <typename T>
 void relu_backward_range(const T* g, const uint8_t* mask, T* dx, int64_t i0, int64_t i1) {
   int64_t i = i0;
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) {
-    for (; i + 16 <= i1; i += 16) {
-      const __mmask16 m = static_cast<__mmask16>(mask[i >> 3] | (mask[(i >> 3) + 1] << 8));
-      _mm512_storeu_ps(dx + i, _mm512_maskz_loadu_ps(m, g + i));
-    }
-  }
+#if LB_RELU_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (cpu::isa_enabled(cpu::Isa::Avx512)) i = relu_backward_avx512(g, mask, dx, i, i1);
 #endif
   for (; i < i1; i += 8) {
     const unsigned m = mask[i >> 3];

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <thread>
 
+#include "src/cpu/cpu_features.h"
+#include "src/cpu/int8_gemm.h"
 #include "src/cpu/sgemm_avx512.h"
 
 #ifndef LEANBACK_SOURCE_DIR
@@ -45,7 +47,10 @@ nlohmann::json environment_json() {
           {"cpu", cpu_model()},
           {"hardware_threads", std::thread::hardware_concurrency()},
           {"omp_threads", omp_get_max_threads()},
-          {"sgemm", cpu::sgemm_kernel_name()}};
+          {"build_arch", LEANBACK_ARCH},
+          {"isa", cpu::isa_name(cpu::isa_selected())},
+          {"sgemm", cpu::sgemm_kernel_name()},
+          {"int8_gemm", cpu::int8_gemm_kernel()}};
 }
 
 }  // namespace lb::train

@@ -18,6 +18,7 @@
 #include "lb/autograd/node.h"
 #include "lb/core/allocator.h"
 #include "lb/core/error.h"
+#include "lb/core/precision.h"
 #include "lb/core/random.h"
 #include "lb/io/atomic_file.h"
 #include "lb/io/json_file.h"
@@ -33,6 +34,8 @@
 #include "lb/train/run_info.h"
 #include "lb/train/task_data.h"
 #include "lb/train/task_model.h"
+#include "src/cpu/cpu_features.h"
+#include "src/cpu/sgemm_bf16.h"
 
 namespace lb::train {
 
@@ -424,6 +427,17 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
            " x " + std::to_string(k) + " accumulated); " + std::to_string(module.num_parameters(true)) +
            " trainable parameters");
   if (!opt.quiet) std::cerr << plan.table();
+  // Mixed precision for every product of this run (training, calibration, evaluation).
+  const MatmulPrecisionScope precision(matmul_precision_from_name(tc.precision));
+  if (tc.precision == "bf16")
+    log.info(std::string("precision bf16: products on ") +
+             (cpu::sgemm_bf16_preferred()
+                  ? cpu::sgemm_bf16_kernel_name()
+                  : cpu::sgemm_bf16_available()
+                        ? "rounded operands through the f32 kernel (vdpbf16ps runs below the f32 FMA rate "
+                          "on this CPU: same numbers, no speed-up)"
+                        : "rounded operands through the f32 kernel (this CPU has no AVX512-BF16: same "
+                          "numbers, no speed-up)"));
 
   // ---- checkpoint save with retention ----
   auto save = [&](bool is_best) {

@@ -1,0 +1,35 @@
+// The precision of float matrix products (matmul, linear, the convolutions' GEMMs): F32 by
+// default; BF16 rounds both operands to bf16 and accumulates in f32, the CPU counterpart of
+// torch.autocast(dtype=bfloat16) for these ops (outputs, master weights, optimizer state,
+// LayerNorm, softmax and the loss stay f32). Process-wide, so the OpenMP threads a product
+// is split over see it too; f64 products (gradient checks) are never affected.
+//
+// On a CPU with AVX512-BF16 the products run on vdpbf16ps (src/cpu/sgemm_bf16.h); elsewhere
+// the operands are rounded into scratch copies and multiplied by the f32 kernel (same
+// numbers up to f32 summation order, no speed-up).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace lb {
+
+enum class MatmulPrecision : uint8_t { F32, BF16 };
+
+MatmulPrecision matmul_precision();
+void set_matmul_precision(MatmulPrecision p);
+const char* matmul_precision_name(MatmulPrecision p);      // "f32", "bf16"
+MatmulPrecision matmul_precision_from_name(const std::string& name);  // throws on unknown
+
+// Sets the precision for a scope and restores the previous one.
+class MatmulPrecisionScope {
+ public:
+  explicit MatmulPrecisionScope(MatmulPrecision p) : old_(matmul_precision()) { set_matmul_precision(p); }
+  ~MatmulPrecisionScope() { set_matmul_precision(old_); }
+  MatmulPrecisionScope(const MatmulPrecisionScope&) = delete;
+  MatmulPrecisionScope& operator=(const MatmulPrecisionScope&) = delete;
+
+ private:
+  MatmulPrecision old_;
+};
+
+}  // namespace lb

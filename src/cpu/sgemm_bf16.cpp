@@ -1,0 +1,317 @@
+// bf16 GEMM on AVX512-BF16 (contract in sgemm_bf16.h).
+//
+// vdpbf16ps multiplies 16 lanes of bf16 pairs and adds both products to f32 lanes:
+// acc[i] += a[2i]·b[2i] + a[2i+1]·b[2i+1]. So the packing works on pairs of k:
+//  - B is packed per (kc, nc) block into panels of kNR = 48 columns: k-pair p of a panel is
+//    48 dwords, dword n = (bf16 b[2p, n], bf16 b[2p+1, n]) (zero past N and past K).
+//  - A is packed per (mc, kc) block into micro-panels of kMR = 8 rows: k-pair p holds the 8
+//    dwords (a[r, 2p], a[r, 2p+1]), each broadcast to all lanes by the kernel.
+//  - The micro-kernel keeps an 8 x 48 f32 tile of C in 24 zmm accumulators: per k-pair, 3
+//    loads of B, 8 broadcasts of A, 24 vdpbf16ps (two k's each: twice the fp32 kernel's
+//    products per instruction, and half its packed bytes).
+// Blocking as in the fp32 kernel (sgemm_avx512.cpp) with twice the k per block (the packed
+// A micro-panel stays 8 KiB, in L1). Rounding happens in the packing (vcvtne2ps2bf16, round
+// to nearest even, as f32_to_bf16 in dtype.h), so each operand is rounded once per packing.
+#include "src/cpu/sgemm_bf16.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <cstdlib>
+#include <cstring>
+
+#include "src/cpu/cpu_features.h"
+#include "src/cpu/gemm_blocking.h"
+#include "src/cpu/isa_target.h"
+
+#if defined(__x86_64__)
+#define LB_SGEMM_BF16 1
+#include <immintrin.h>
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace lb::cpu {
+
+#if LB_SGEMM_BF16
+LB_ISA_BEGIN_AVX512_BF16
+namespace {
+
+constexpr int kMR = 8;             // rows of the register tile
+constexpr int kNV = 3;             // zmm vectors per tile row
+constexpr int kNR = 16 * kNV;      // columns of the register tile (a packed B panel)
+constexpr int64_t kKC = 512;       // contraction block, in k (256 pairs)
+constexpr int64_t kNC = 480;       // columns of a packed B block (multiple of kNR)
+constexpr int64_t kMC = 1536;      // rows of a packed A block (multiple of kMR)
+static_assert(kNC % kNR == 0 && kMC % kMR == 0 && kKC % 2 == 0);
+
+// Per-thread packing buffers.
+thread_local gemm_detail::PackBuffer<uint32_t> t_apack, t_bpack;
+
+inline __mmask16 tail_mask(int64_t count) {
+  return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
+}
+
+// Two rows of 16 floats (r0 = row 2p, r1 = row 2p+1) -> 16 dwords (bf16 r0[i], bf16 r1[i]).
+inline __m512i interleave_pairs(__m512 r0, __m512 r1) {
+  // cvtne2ps gives [bf16 r0[0..15] | bf16 r1[0..15]] (the second source in the low half);
+  // vpermw interleaves the halves.
+  const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(r1, r0));
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(idx, both);
+}
+
+// 32 floats along k (fewer at the tail: zeros) -> 16 dwords of consecutive pairs.
+inline __m512i pairs_along_run(const float* src, int64_t count) {
+  const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(count), src);
+  const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(count - 16), src + 16);
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+// A panel (W = kMR rows of A, or kNR columns of B) from a source whose runs along k are
+// contiguous (A not transposed, B transposed): dst[p·W + i] = pair p of run i (src + i·si),
+// for kc values of k (kp = ceil(kc / 2) pairs); runs i >= w are zero up to wpad.
+template <int W>
+void pack_runs(const float* src, int64_t si, int64_t kc, int w, int wpad, uint32_t* dst) {
+  const int64_t kp = (kc + 1) / 2;
+  alignas(64) uint32_t tmp[16];
+  for (int i = 0; i < wpad; ++i) {
+    if (i >= w) {
+      for (int64_t p = 0; p < kp; ++p) dst[p * W + i] = 0;
+      continue;
+    }
+    const float* run = src + i * si;
+    for (int64_t k0 = 0; k0 < kc; k0 += 32) {
+      _mm512_store_si512(tmp, pairs_along_run(run + k0, kc - k0));
+      const int64_t np = std::min<int64_t>(16, kp - k0 / 2);
+      for (int64_t q = 0; q < np; ++q) dst[(k0 / 2 + q) * W + i] = tmp[q];
+    }
+  }
+}
+
+// A panel from a source whose rows run along the panel (op(A) stored (K, M), B stored
+// (K, N)): rows 2p and 2p+1 give pair p of each of the w columns (zero past w up to wpad,
+// a multiple of 16, and past kc).
+template <int W>
+void pack_rows(const float* src, int64_t sk, int64_t kc, int w, int wpad, uint32_t* dst) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t p = 0; p < kp; ++p) {
+    const float* r0 = src + 2 * p * sk;
+    const bool has1 = 2 * p + 1 < kc;
+    for (int j = 0; j < wpad; j += 16) {
+      const __mmask16 m = tail_mask(w - j);
+      const __m512 v0 = _mm512_maskz_loadu_ps(m, r0 + j);
+      const __m512 v1 = has1 ? _mm512_maskz_loadu_ps(m, r0 + sk + j) : _mm512_setzero_ps();
+      const __m512i d = interleave_pairs(v0, v1);
+      if (j + 16 <= W) {
+        _mm512_storeu_si512(dst + p * W + j, d);
+      } else {  // W = 8: the low half
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + p * W + j), _mm512_castsi512_si256(d));
+      }
+    }
+  }
+}
+
+inline int64_t panel_width(int64_t rem) { return rem > 64 ? kNR : rem > kNR ? 32 : rem; }
+
+struct Tile {
+  int64_t kp;            // k-pairs
+  const uint32_t* a;     // packed A micro-panel (kMR dwords per pair)
+  const uint32_t* b;     // packed B panel (kNR dwords per pair)
+  float* c;
+  int64_t ldc;
+  int mr, nr;
+  float alpha, beta;
+  bool beta_zero;
+};
+
+template <int NV>
+void micro_kernel(const Tile& t) {
+  __m512 acc[kMR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  const uint32_t* a = t.a;
+  const uint32_t* b = t.b;
+  for (int64_t p = 0; p < t.kp; ++p) {
+    __m512bh bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) bv[v] = reinterpret_cast<__m512bh>(_mm512_load_si512(b + 16 * v));
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r])));
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+    }
+    a += kMR;
+    b += kNR;
+  }
+  const __m512 va = _mm512_set1_ps(t.alpha), vb = _mm512_set1_ps(t.beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < kMR; ++r) {
+    if (r >= t.mr) break;
+    float* cr = t.c + r * t.ldc;
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 mask = tail_mask(t.nr - 16 * v);
+      __m512 y = _mm512_mul_ps(acc[r][v], va);
+      if (!t.beta_zero) y = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, cr + 16 * v), vb, y);
+      _mm512_mask_storeu_ps(cr + 16 * v, mask, y);
+    }
+  }
+}
+
+inline void run_tile(const Tile& t) {
+  if (t.nr > 32)
+    micro_kernel<3>(t);
+  else if (t.nr > 16)
+    micro_kernel<2>(t);
+  else
+    micro_kernel<1>(t);
+}
+
+using gemm_detail::balanced_block;
+using gemm_detail::scale_c;
+
+void sgemm_bf16_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                     int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.f) {
+    scale_c(m, n, beta, c, ldc);
+    return;
+  }
+  const int64_t kc_max = balanced_block(k, kKC, 32);
+  const int64_t nc_max = balanced_block(n, kNC, kNR);
+  const int64_t mc_max = balanced_block(m, kMC, kMR);
+  const int64_t kp_max = kc_max / 2;
+  uint32_t* apack = t_apack.get(static_cast<size_t>((mc_max + kMR - 1) / kMR * kMR * kp_max));
+  uint32_t* bpack = t_bpack.get(static_cast<size_t>((nc_max + kNR - 1) / kNR * kNR * kp_max));
+  for (int64_t ic = 0; ic < m; ic += mc_max) {
+    const int64_t mc = std::min(mc_max, m - ic);
+    for (int64_t pc = 0; pc < k; pc += kc_max) {
+      const int64_t kc = std::min(kc_max, k - pc), kp = (kc + 1) / 2;
+      const bool first = pc == 0;
+      const float beta_k = first ? beta : 1.f;
+      const bool beta_zero = first && beta == 0.f;
+      for (int64_t i = 0; i < mc; i += kMR) {
+        const int w = static_cast<int>(std::min<int64_t>(kMR, mc - i));
+        uint32_t* dst = apack + i * kp;
+        if (trans_a)  // op(A) stored (K, M): rows run along m
+          pack_rows<kMR>(a + pc * lda + ic + i, lda, kc, w, 16, dst);
+        else
+          pack_runs<kMR>(a + (ic + i) * lda + pc, lda, kc, w, kMR, dst);
+      }
+      for (int64_t jc = 0; jc < n; jc += nc_max) {
+        const int64_t nc = std::min(nc_max, n - jc);
+        int64_t np = 0;
+        for (int64_t j = 0; j < nc; j += panel_width(nc - j), ++np) {
+          const int w = static_cast<int>(panel_width(nc - j));
+          const int wpad = std::min(kNR, (w + 15) / 16 * 16);
+          uint32_t* dst = bpack + np * kNR * kp;
+          if (!trans_b)  // B stored (K, N)
+            pack_rows<kNR>(b + pc * ldb + jc + j, ldb, kc, w, wpad, dst);
+          else
+            pack_runs<kNR>(b + (jc + j) * ldb + pc, ldb, kc, w, wpad, dst);
+        }
+        for (int64_t i = 0; i < mc; i += kMR) {
+          const int mr = static_cast<int>(std::min<int64_t>(kMR, mc - i));
+          int64_t p = 0;
+          for (int64_t j = 0; j < nc; j += panel_width(nc - j), ++p) {
+            const int nr = static_cast<int>(panel_width(nc - j));
+            const Tile t{kp, apack + i * kp, bpack + p * kNR * kp, c + (ic + i) * ldc + jc + j, ldc,
+                         mr, nr, alpha, beta_k, beta_zero};
+            run_tile(t);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Seconds for `iters` rounds of 12 independent zmm FMAs (bf16 = false) or vdpbf16ps.
+double time_dot_loop(bool bf16, int64_t iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(1e-3f * static_cast<float>(i));
+  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1.001f);
+  const __m512bh xb = _mm512_cvtne2ps_pbh(x, x), yb = _mm512_cvtne2ps_pbh(y, y);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t it = 0; it < iters; ++it) {
+    if (bf16) {
+#pragma GCC unroll 12
+      for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], xb, yb);
+    } else {
+#pragma GCC unroll 12
+      for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(x, y, acc[i]);
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  __m512 sum = acc[0];
+  for (int i = 1; i < 12; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  volatile float sink = _mm512_reduce_add_ps(sum);  // keeps the loops
+  (void)sink;
+  return s;
+}
+
+// Multiply-adds per second of vdpbf16ps (32 per instruction) over vfmadd231ps's (16): the
+// best of 3 interleaved rounds each, so a preempted round does not decide.
+double measure_dot_speedup() {
+  constexpr int64_t kIters = 100000;  // 1.2 M instructions: ~0.3-1 ms per round
+  double fma = 1e30, dot = 1e30;
+  for (int r = 0; r < 3; ++r) {
+    fma = std::min(fma, time_dot_loop(false, kIters));
+    dot = std::min(dot, time_dot_loop(true, kIters));
+  }
+  return (32.0 / dot) / (16.0 / fma);
+}
+
+}  // namespace
+LB_ISA_END
+#endif  // LB_SGEMM_BF16
+
+double bf16_dot_speedup() {
+#if LB_SGEMM_BF16
+  if (!sgemm_bf16_available()) return 0;
+  static const double s = measure_dot_speedup();
+  return s;
+#else
+  return 0;
+#endif
+}
+
+bool sgemm_bf16_preferred() {
+  if (!sgemm_bf16_available()) return false;
+  static const int forced = [] {
+    const char* v = std::getenv("LEANBACK_BF16_KERNEL");
+    return v && *v ? (std::string(v) == "0" ? 0 : 1) : -1;
+  }();
+  if (forced >= 0) return forced == 1;
+  return bf16_dot_speedup() >= 1.1;
+}
+
+bool sgemm_bf16_available() {
+#if LB_SGEMM_BF16
+  return isa_enabled(Isa::Avx512Bf16);
+#else
+  return false;
+#endif
+}
+
+const char* sgemm_bf16_kernel_name() { return sgemm_bf16_available() ? "avx512-bf16 (8x48)" : "none"; }
+
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                int64_t ldc) {
+#if LB_SGEMM_BF16
+  if (!sgemm_bf16_available()) std::abort();  // callers check sgemm_bf16_available()
+  sgemm_bf16_impl(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+  (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda;
+  (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+  std::abort();
+#endif
+}
+
+}  // namespace lb::cpu
