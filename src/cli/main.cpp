@@ -8,7 +8,24 @@
 #include "src/cli/commands.h"
 #include "src/cli/tokenize.h"
 #include "lb/core/error.h"
+#include "lb/dist/process_group.h"
 #include "src/cpu/cpu_features.h"
+
+namespace {
+// Under mpirun, a rank that fails ends the whole job (the others would wait in a collective).
+int fail(const std::string& cmd, const std::string& msg, int code) {
+  if (lb::dist::launched_by_mpi() && lb::dist::mpi_compiled()) {
+    lb::dist::ProcessGroup& g = lb::dist::world();
+    if (g.size() > 1) {
+      std::cerr << "leanback " << cmd << " (rank " << g.rank() << " of " << g.size() << "): " << msg
+                << "\n" << std::flush;
+      g.abort(code);
+    }
+  }
+  std::cerr << "leanback " << cmd << ": " << msg << "\n";
+  return code;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -32,13 +49,10 @@ int main(int argc, char** argv) {
     std::cerr << "leanback: unknown command '" << cmd << "'\n" << lb::cli::usage();
     return 2;
   } catch (const lb::cli::UsageError& e) {
-    std::cerr << "leanback " << cmd << ": " << e.what() << "\n";
-    return 2;
+    return fail(cmd, e.what(), 2);
   } catch (const lb::Error& e) {
-    std::cerr << "leanback " << cmd << ": error: " << e.what() << "\n";
-    return 1;
+    return fail(cmd, std::string("error: ") + e.what(), 1);
   } catch (const std::exception& e) {
-    std::cerr << "leanback " << cmd << ": unexpected error: " << e.what() << "\n";
-    return 1;
+    return fail(cmd, std::string("unexpected error: ") + e.what(), 1);
   }
 }

@@ -1,11 +1,18 @@
 // `leanback train CONFIG [--strategy S] [--set k=v]... [--out DIR] [--resume DIR] [--seed N]
 // [--device cpu] [--overwrite]`: trains from a config file (lb/train/trainer.h). Ctrl-C saves
 // a resumable checkpoint and exits with status 130; a second Ctrl-C kills at once.
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <thread>
 
+#include "lb/dist/process_group.h"
 #include "lb/nn/backward/factory.h"
 #include "lb/train/trainer.h"
 #include "src/cli/cli_parse.h"
@@ -19,6 +26,32 @@ void on_sigint(int) {
   train::stop_requested() = true;
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process
 }
+
+// `--nproc N` on one machine: re-runs this command as N MPI ranks through mpirun (each with
+// cores / N OpenMP threads). Returns only if exec fails.
+[[noreturn]] void exec_mpirun(int64_t nproc, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"mpirun", "-np", std::to_string(nproc), "--oversubscribe", "--bind-to", "none"};
+  if (::geteuid() == 0) argv.push_back("--allow-run-as-root");  // Open MPI refuses root otherwise
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const std::string threads = omp && *omp ? omp : std::to_string(std::max<unsigned>(1, cores / static_cast<unsigned>(nproc)));
+  argv.insert(argv.end(), {"-x", "OMP_NUM_THREADS=" + threads});
+  argv.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+  argv.push_back("train");
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--nproc") { ++i; continue; }
+    if (args[i].rfind("--nproc=", 0) == 0) continue;
+    argv.push_back(args[i]);
+  }
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::cout.flush();
+  ::execvp("mpirun", cargv.data());
+  throw Error("--nproc " + std::to_string(nproc) + ": cannot run mpirun (" + std::strerror(errno) +
+              "); install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or start the ranks yourself "
+              "with mpirun -np N leanback train ...");
+}
 }  // namespace
 
 int cmd_train(const std::vector<std::string>& args) {
@@ -28,6 +61,7 @@ int cmd_train(const std::vector<std::string>& args) {
   train::TrainOptions opt;
   int64_t seed = -1;
   bool no_progress = false;
+  int64_t nproc = 1;
   app.add_option("config", config_path, "the run's JSON config")->required();
   app.add_option("--strategy", opt.strategy,
                  "backward of every compressible Linear/Conv2d (overrides the config's rules)")
@@ -42,7 +76,17 @@ int cmd_train(const std::vector<std::string>& args) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--overwrite", opt.overwrite, "replace an existing, non-empty run directory");
   app.add_flag("--no-progress", no_progress, "plain log lines even on a terminal");
+  app.add_option("--nproc", nproc,
+                 "data-parallel over N processes on this machine (launches mpirun -np N; data.batch_size "
+                 "is per process)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   if (!parse_cli(app, args)) return 0;
+  if (nproc > 1 && !dist::launched_by_mpi()) {
+    if (!dist::mpi_compiled())
+      throw UsageError("--nproc " + std::to_string(nproc) + ": this leanback was built without MPI "
+                       "(install libopenmpi-dev and rebuild)");
+    exec_mpirun(nproc, args);
+  }
   if (device != "cpu")
     throw UsageError("--device " + device + ": the CUDA backend cannot run training ops yet; use --device cpu");
   if (seed >= 0) opt.seed = static_cast<uint64_t>(seed);
@@ -56,6 +100,7 @@ int cmd_train(const std::vector<std::string>& args) {
   std::signal(SIGINT, on_sigint);
   const train::TrainResult r = train::train(config, opt);
   std::signal(SIGINT, SIG_DFL);
+  if (!dist::world().is_main()) return r.interrupted ? 130 : 0;  // rank 0 reports
   if (r.interrupted) {
     std::cerr << "leanback train: interrupted at step " << r.steps << "; checkpoint "
               << r.last_checkpoint << "\n  resume: leanback train " << config_path << " --resume "

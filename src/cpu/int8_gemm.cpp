@@ -40,7 +40,9 @@
 #define LB_INT8_GEMM_VNNI 1
 #include <immintrin.h>
 // GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace lb::cpu {

@@ -18,8 +18,10 @@
 #define LB_QUANT_AVX512 1
 #include <immintrin.h>
 // GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #endif
 
 namespace lb::cpu {
@@ -284,6 +286,10 @@ inline __m512 load16(const float* x, int64_t c0, int64_t cols) {
   return c0 + 16 <= cols ? _mm512_loadu_ps(x + c0) : _mm512_maskz_loadu_ps(tail_mask(cols - c0), x + c0);
 }
 
+// draws + offset, or null when there are no draws (deterministic rounding): pointer
+// arithmetic on a null pointer is undefined even when the result is never read.
+inline const uint32_t* draw_at(const uint32_t* draws, int64_t offset) { return draws ? draws + offset : nullptr; }
+
 // 16 values -> 16 int8 levels (draws: 16 words, stochastic only).
 inline __m128i quant16(__m512 x, __m512 inv, __m512 qm, bool stochastic, const uint32_t* draws) {
   const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x, inv), _mm512_sub_ps(_mm512_setzero_ps(), qm)), qm);
@@ -406,7 +412,7 @@ inline void row_quantize(const float* xr, int64_t r, int64_t cols, float inv, co
   if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(r * c16), c16, draws);
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __m512 a = fwht16_reg(load16(xr, c0, cols));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + r * c16 + c0), quant16(a, iv, qm, p.stochastic, draws + c0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + r * c16 + c0), quant16(a, iv, qm, p.stochastic, draw_at(draws, c0)));
   }
 }
 
@@ -426,7 +432,7 @@ inline float row_quantize_own_scale(const float* xr, int64_t r, int64_t cols, co
   if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(r * c16), c16, draws);
   for (int64_t c0 = 0; c0 < cols; c0 += 16)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + r * c16 + c0),
-                     quant16(_mm512_loadu_ps(t + c0), iv, qm, p.stochastic, draws + c0));
+                     quant16(_mm512_loadu_ps(t + c0), iv, qm, p.stochastic, draw_at(draws, c0)));
   return m;
 }
 
@@ -492,7 +498,7 @@ inline void cols_block_quantize(const float* x, int64_t rows, int64_t cols, int6
     cols_block(x, rows, ldx, b, c0, mask, keep, t);
     for (int j = 0; j < keep.r; ++j)
       _mm_mask_storeu_epi8(q + (b * keep.r + j) * cols + c0, mask,
-                           quant16(t[j], iv, qm, p.stochastic, draws + j * cols + c0));
+                           quant16(t[j], iv, qm, p.stochastic, draw_at(draws, j * cols + c0)));
   }
 }
 }  // namespace
@@ -577,7 +583,7 @@ void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64
     for (int64_t c0 = 0; c0 < cols; c0 += 16) {
       const int64_t oc = c0 / 16 * keep.r;
       const __m512 a = _mm512_permutexvar_ps(perm, fwht16_reg(load16(x + r * ldx, c0, cols)));
-      _mm_mask_storeu_epi8(q + r * ldq + oc, km, quant16(a, iv, qm, p.stochastic, draws.data() + oc));
+      _mm_mask_storeu_epi8(q + r * ldq + oc, km, quant16(a, iv, qm, p.stochastic, draw_at(draws.data(), oc)));
     }
   }
 }
@@ -665,7 +671,7 @@ void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t
       last_row = row;
     }
     _mm_mask_storeu_epi8(out + row * ldq + b * keep.r, km,
-                         quant16(v, iv, qm, p.stochastic, draws.data() + b * keep.r));
+                         quant16(v, iv, qm, p.stochastic, draw_at(draws.data(), b * keep.r)));
   });
 }
 
@@ -797,7 +803,7 @@ void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t
       for (int64_t i = i0; i < i1; i += 16)
         _mm_mask_storeu_epi8(q + i, tail_mask(i1 - i),
                              quant16(_mm512_maskz_loadu_ps(tail_mask(i1 - i), x + i), iv, qm,
-                                     p.stochastic, draws.data() + (i - i0)));
+                                     p.stochastic, draw_at(draws.data(), i - i0)));
     }
   }
 }

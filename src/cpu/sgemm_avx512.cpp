@@ -53,8 +53,10 @@
 #define LB_SGEMM_AVX512 1
 #include <immintrin.h>
 // GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #endif
 
 namespace lb::cpu {

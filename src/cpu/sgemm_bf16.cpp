@@ -27,8 +27,11 @@
 #if defined(__x86_64__)
 #define LB_SGEMM_BF16 1
 #include <immintrin.h>
+// GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #endif
 
 namespace lb::cpu {

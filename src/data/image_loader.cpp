@@ -99,7 +99,9 @@ struct ImageLoader::Impl {
 
   ImageBatch build(const std::vector<int64_t>& ord, int64_t e, int64_t k) const {
     const ImageSet& s = *set;
-    const int64_t p0 = k * opt.batch_size, b = std::min(opt.batch_size, s.size() - p0);
+    const int64_t g = opt.batch_size * opt.shard_count, g0 = k * g, g_len = std::min(g, s.size() - g0);
+    const int64_t base = g_len / opt.shard_count, extra = g_len % opt.shard_count, r = opt.shard_rank;
+    const int64_t p0 = g0 + r * base + std::min(r, extra), b = base + (r < extra ? 1 : 0);
     const int64_t per_image = s.image_bytes();
     ImageBatch out;
     out.images = Tensor::empty({b, s.channels, s.height, s.width}, DType::F32);
@@ -178,7 +180,10 @@ ImageLoader::ImageLoader(std::shared_ptr<const ImageSet> set, ImageLoaderOptions
            "ImageLoader: mean and std need ", s.channels, " values (one per channel), got ",
            opt.mean.size(), " and ", opt.std.size());
   for (float v : opt.std) LB_CHECK(v > 0.f, "ImageLoader: std values must be positive, got ", v);
-  const int64_t batches = opt.drop_last ? n / opt.batch_size : (n + opt.batch_size - 1) / opt.batch_size;
+  LB_CHECK(opt.shard_count >= 1 && opt.shard_rank >= 0 && opt.shard_rank < opt.shard_count,
+           "ImageLoader: shard ", opt.shard_rank, " of ", opt.shard_count);
+  const int64_t gb = opt.batch_size * opt.shard_count;
+  const int64_t batches = opt.drop_last ? n / gb : (n + gb - 1) / gb;
   LB_CHECK(batches > 0, "ImageLoader: drop_last with batch_size ", opt.batch_size,
            " larger than the ", n, " images leaves no batch");
 

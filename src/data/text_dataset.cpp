@@ -17,14 +17,16 @@ TextLoader::TextLoader(std::shared_ptr<const TextDataset> data, TextLoaderOption
     : data_(std::move(data)), opt_(opt) {
   LB_CHECK(data_ && data_->size() > 0, "text loader: the dataset is empty");
   LB_CHECK(opt_.batch_size > 0, "text loader: batch_size must be > 0");
+  LB_CHECK(opt_.shard_count >= 1 && opt_.shard_rank >= 0 && opt_.shard_rank < opt_.shard_count,
+           "text loader: shard ", opt_.shard_rank, " of ", opt_.shard_count);
   LB_CHECK(opt_.pad_to == 0 || opt_.pad_to >= data_->longest(), "text loader: pad_to ",
            opt_.pad_to, " is shorter than the longest example (", data_->longest(), " tokens)");
   start_epoch(0);
 }
 
 int64_t TextLoader::batches_per_epoch() const {
-  const int64_t n = data_->size();
-  return opt_.drop_last ? n / opt_.batch_size : (n + opt_.batch_size - 1) / opt_.batch_size;
+  const int64_t n = data_->size(), g = opt_.batch_size * opt_.shard_count;
+  return opt_.drop_last ? n / g : (n + g - 1) / g;
 }
 
 void TextLoader::start_epoch(int64_t epoch, int64_t start_batch) {
@@ -36,9 +38,12 @@ void TextLoader::start_epoch(int64_t epoch, int64_t start_batch) {
 
 bool TextLoader::next(Batch& out) {
   if (batch_ >= batches_per_epoch()) return false;
-  const int64_t n = data_->size();
-  const int64_t begin = batch_ * opt_.batch_size;
-  const int64_t end = std::min(n, begin + opt_.batch_size);
+  const int64_t n = data_->size(), g = opt_.batch_size * opt_.shard_count;
+  const int64_t g_begin = batch_ * g, g_len = std::min(n, g_begin + g) - g_begin;
+  // This shard's part of the global batch: g_len split into shard_count near-equal runs.
+  const int64_t base = g_len / opt_.shard_count, extra = g_len % opt_.shard_count, r = opt_.shard_rank;
+  const int64_t begin = g_begin + r * base + std::min(r, extra);
+  const int64_t end = begin + base + (r < extra ? 1 : 0);
   ++batch_;
   const int64_t B = end - begin;
   int64_t T = opt_.pad_to;

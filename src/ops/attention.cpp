@@ -90,6 +90,9 @@ void softmax_row(T* row, const T* m, int64_t msl, int64_t L, T& mx_out, T& inv_o
       mx = z > mx ? z : mx;
     }
   }
+  // The simd max reduction starts each lane at an implementation-defined "least value":
+  // -inf under GCC, lowest() under clang. A row of -inf only must read as fully masked.
+  if (!(mx > std::numeric_limits<T>::lowest())) mx = kNegInf;
   if (mx == kNegInf) {
     for (int64_t j = 0; j < L; ++j) row[j] = T(0);
     mx_out = mx;

@@ -15,7 +15,9 @@ inline float fast_exp(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   constexpr float kLo = -86.5f, kHi = 88.72283935546875f;
-  const float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
+  // Clamped so that NaN also lands in range (NaN compares false): the int conversion below
+  // must never see NaN (undefined behaviour; the result is replaced by NaN at the end).
+  const float xc = x > kLo ? (x < kHi ? x : kHi) : kLo;
   // n = rint(xc / ln2) by the 1.5 * 2^23 trick (std::floor blocks GCC's vectorizer).
   constexpr float kRound = 12582912.0f;
   const float n = (xc * kLog2e + kRound) - kRound;  // n in [-125, 128]

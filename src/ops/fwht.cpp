@@ -45,13 +45,13 @@ template <> struct LaneInt<double> { using type = int64_t; };
 
 template <typename T, int W, int H, int... J>
 inline auto simd_stage(auto v, std::integer_sequence<int, J...>) {
-  using I = typename LaneInt<T>::type;
   typedef T V __attribute__((vector_size(sizeof(T) * W)));
-  typedef I M __attribute__((vector_size(sizeof(I) * W)));
   constexpr V sign = {((J & H) ? T(-1) : T(1))...};
 #if defined(__clang__)
   return v * sign + __builtin_shufflevector(v, v, (J ^ H)...);
 #else
+  using I = typename LaneInt<T>::type;
+  typedef I M __attribute__((vector_size(sizeof(I) * W)));
   constexpr M partner = {static_cast<I>(J ^ H)...};
   return v * sign + __builtin_shuffle(v, partner);
 #endif

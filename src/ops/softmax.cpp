@@ -76,6 +76,9 @@ void softmax_rows(const T* x, const T* m, const Shape& shape, const Shape& ms, T
         }
       }
     }
+    // The simd max reduction starts each lane at an implementation-defined "least value":
+    // -inf under GCC, lowest() under clang. A row of -inf only must read as fully masked.
+    if (!(mx > std::numeric_limits<T>::lowest())) mx = kNegInf;
     if (mx == kNegInf) {  // fully masked row (see the file comment)
       for (int64_t j = 0; j < L; ++j) yr[j] = kLog ? kNegInf : T(0);
       continue;

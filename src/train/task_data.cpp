@@ -205,7 +205,7 @@ TaskData load_task_data(const Config& c, const TaskDataOptions& opt) {
 }
 
 std::unique_ptr<data::BatchSource> make_loader(const TaskData& d, const Config& c, bool train_split,
-                                               uint64_t seed) {
+                                               uint64_t seed, int64_t shard_rank, int64_t shard_count) {
   const int64_t eval_batch = c.data.eval_batch_size > 0 ? c.data.eval_batch_size : c.data.batch_size;
   if (d.text) {
     data::TextLoaderOptions o;
@@ -214,6 +214,8 @@ std::unique_ptr<data::BatchSource> make_loader(const TaskData& d, const Config& 
     o.seed = seed;
     o.pad_to = c.data.padding == "max_length" ? c.data.max_seq_len : 0;  // "auto" is resolved by train()
     o.pad_id = d.pad_id;
+    o.shard_rank = shard_rank;
+    o.shard_count = shard_count;
     return std::make_unique<data::TextLoader>(train_split ? d.train_text : d.eval_text, o);
   }
   data::ImageLoaderOptions o;
@@ -221,6 +223,8 @@ std::unique_ptr<data::BatchSource> make_loader(const TaskData& d, const Config& 
   o.shuffle = train_split;
   o.seed = seed;
   o.workers = static_cast<int>(c.data.workers);
+  o.shard_rank = shard_rank;
+  o.shard_count = shard_count;
   if (train_split) {
     o.augment.random_crop_padding = c.data.random_crop_padding;
     o.augment.horizontal_flip = c.data.horizontal_flip;

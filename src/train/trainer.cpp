@@ -34,6 +34,7 @@
 #include "lb/train/run_info.h"
 #include "lb/train/task_data.h"
 #include "lb/train/task_model.h"
+#include "src/train/data_parallel.h"
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/sgemm_bf16.h"
 
@@ -163,15 +164,20 @@ void truncate_metrics(const fs::path& path, int64_t step) {
 
 class MetricsLog {
  public:
-  explicit MetricsLog(const fs::path& path) : out_(path, std::ios::app) {
+  // enabled = false (data-parallel ranks other than 0): writes nothing.
+  MetricsLog(const fs::path& path, bool enabled) : enabled_(enabled) {
+    if (!enabled_) return;
+    out_.open(path, std::ios::app);
     LB_CHECK(out_, "cannot write ", path.string());
   }
   void write(const nlohmann::json& j) {
+    if (!enabled_) return;
     out_ << j.dump() << "\n";
     out_.flush();
   }
 
  private:
+  bool enabled_ = true;
   std::ofstream out_;
 };
 
@@ -281,6 +287,10 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   if (opt.seed) config.train.seed = *opt.seed;
   const TrainSection& tc = config.train;
   TrainResult result;
+  // Data-parallel: every rank runs this function; rank 0 alone writes files and logs.
+  dist::ProcessGroup& pg = opt.group ? *opt.group : dist::world();
+  const bool main_rank = pg.is_main();
+  const int64_t world = pg.size();
   const fs::path run_dir = resolve_run_dir(config, opt);
   result.run_dir = run_dir.string();
 
@@ -288,10 +298,16 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   std::string resume_ckpt;
   if (!opt.resume.empty()) resume_ckpt = find_checkpoint(opt.resume);
   const bool resuming = !resume_ckpt.empty();
-  const bool replace = !resuming && fs::exists(run_dir) && !fs::is_empty(run_dir);
-  LB_CHECK(!replace || opt.overwrite, "run directory ", run_dir.string(),
-           " already exists and is not empty; pass --overwrite to replace it, --out DIR for "
-           "another one, or --resume ", run_dir.string(), " to continue it");
+  // Rank 0 owns the run directory: it decides, and the other ranks take its verdict (they
+  // would otherwise race with its first writes).
+  bool replace = main_rank && !resuming && fs::exists(run_dir) && !fs::is_empty(run_dir);
+  std::string refused = replace && !opt.overwrite
+                            ? "run directory " + run_dir.string() +
+                                  " already exists and is not empty; pass --overwrite to replace it, --out DIR "
+                                  "for another one, or --resume " + run_dir.string() + " to continue it"
+                            : std::string();
+  if (world > 1) pg.broadcast(refused, 0, "run directory check");
+  if (!refused.empty()) throw Error(refused);
 
   // ---- data, model, strategies, optimizer (all validated before any training work) ----
   manual_seed(tc.seed);
@@ -343,14 +359,18 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   }
   const auto strategies = policy.apply(module, opt.strategy);
   nn::backward::Calibrator calibrator(strategies);
+  calibrator.set_group(world > 1 ? &pg : nullptr);
+  LB_CHECK(world == 1 || tc.grad_probe_every == 0, config.source,
+           ": train.grad_probe_every is not supported with data-parallel training yet (run the probe "
+           "with one process)");
   auto optimizer = make_optimizer(config, module);
   std::vector<Tensor> trainable;
   for (const auto& p : module.parameters())
     if (p.requires_grad()) trainable.push_back(p);
   LB_CHECK(!trainable.empty(), config.source, ": freeze: every parameter is frozen; nothing to train");
 
-  auto train_loader = make_loader(data, config, /*train_split=*/true, tc.seed);
-  auto calib_loader = make_loader(data, config, true, tc.seed ^ 0x5ca1ab1eULL);
+  auto train_loader = make_loader(data, config, /*train_split=*/true, tc.seed, pg.rank(), world);
+  auto calib_loader = make_loader(data, config, true, tc.seed ^ 0x5ca1ab1eULL, pg.rank(), world);
   auto eval_loader = make_loader(data, config, /*train_split=*/false, tc.seed);
   const int64_t batches = train_loader->batches_per_epoch();
   const int64_t k = tc.grad_accum;
@@ -363,9 +383,9 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
 
   LoopState st;
   // Everything is validated: only now is an old run directory (with --overwrite) cleared.
-  if (replace)
+  if (replace && main_rank)
     for (const auto& e : fs::directory_iterator(run_dir)) fs::remove_all(e.path());
-  fs::create_directories(run_dir);
+  if (main_rank) fs::create_directories(run_dir);
   if (resuming) {
     const LoadedCheckpoint ck = load_checkpoint(resume_ckpt, module, optimizer.get());
     const std::string where = (fs::path(resume_ckpt) / "trainer_state.json").string();
@@ -390,16 +410,22 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                   << " (the continued run will not equal an uninterrupted one)\n";
     }
     // Drop metric lines the resumed steps will write again.
-    truncate_metrics(run_dir / "metrics.jsonl", st.step);
+    if (main_rank) truncate_metrics(run_dir / "metrics.jsonl", st.step);
     // Checkpoints past the resumed one belong to the abandoned future.
     std::vector<int64_t> kept;
     for (int64_t s : st.checkpoints)
       if (s <= st.step && fs::exists(run_dir / ("checkpoint-" + std::to_string(s)))) kept.push_back(s);
     st.checkpoints = kept;
   }
-  io::write_text_atomic((run_dir / "config.json").string(), config.to_json().dump(2) + "\n");
-  io::write_text_atomic((run_dir / "plan.txt").string(), plan.table());
-  MetricsLog metrics(run_dir / "metrics.jsonl");
+  if (main_rank) {
+    io::write_text_atomic((run_dir / "config.json").string(), config.to_json().dump(2) + "\n");
+    io::write_text_atomic((run_dir / "plan.txt").string(), plan.table());
+  }
+  MetricsLog metrics(run_dir / "metrics.jsonl", main_rank);
+  // Same starting weights on every rank (they are initialised alike, and a resumed run loaded
+  // the same checkpoint; the broadcast makes it so bitwise).
+  GradientSync sync(pg, trainable);
+  if (world > 1) sync.broadcast_parameters();
   if (!resuming) {
     metrics.write({{"type", "run"},
                    {"config", config.to_json()},
@@ -418,7 +444,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                    {"load_report", load_log}});
   }
 
-  Logger log(opt.quiet);
+  Logger log(opt.quiet || !main_rank);
   log.info("run directory " + run_dir.string() + (resuming ? " (resuming from " + resume_ckpt + ")" : ""));
   if (!load_log.empty()) log.info(load_log);
   log.info(std::to_string(data.train_size()) + " training examples, " + std::to_string(data.eval_size()) +
@@ -426,7 +452,12 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
            std::to_string(steps_per_epoch) + " per epoch, batch " + std::to_string(config.data.batch_size) +
            " x " + std::to_string(k) + " accumulated); " + std::to_string(module.num_parameters(true)) +
            " trainable parameters");
-  if (!opt.quiet) std::cerr << plan.table();
+  if (!opt.quiet && main_rank) std::cerr << plan.table();
+  if (world > 1)
+    log.info("data-parallel: " + std::to_string(world) + " ranks (" + pg.backend() + "), batch " +
+             std::to_string(config.data.batch_size) + " per rank, " + std::to_string(config.data.batch_size * world) +
+             " in all; gradients summed in " + std::to_string(sync.buckets()) + " bucket(s) of " +
+             std::to_string(sync.bytes_per_step() / 1024) + " KiB in all per step");
   // Mixed precision for every product of this run (training, calibration, evaluation).
   const MatmulPrecisionScope precision(matmul_precision_from_name(tc.precision));
   if (tc.precision == "bf16")
@@ -441,6 +472,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
 
   // ---- checkpoint save with retention ----
   auto save = [&](bool is_best) {
+    if (!main_rank) return;
     const std::string name = "checkpoint-" + std::to_string(st.step);
     if (std::find(st.checkpoints.begin(), st.checkpoints.end(), st.step) == st.checkpoints.end())
       st.checkpoints.push_back(st.step);
@@ -461,6 +493,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   };
 
   auto run_eval = [&]() {
+    if (!main_rank) return std::make_pair(nlohmann::json(), false);  // rank 0 evaluates
     EvalOutput ev = evaluate(*model, *eval_loader, data);
     nlohmann::json line = ev.metrics;
     line["type"] = "eval";
@@ -489,11 +522,13 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
 
   // ---- the loop ----
   module.train();
-  nn::backward::run_context().seed = tc.seed;
-  Progress progress(total_steps, opt.progress < 0 ? ::isatty(2) != 0 : opt.progress == 1, opt.quiet);
+  // HOT's stochastic-rounding streams: keyed by rank too (rank 0 keeps the single-process key).
+  nn::backward::run_context().seed = tc.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(pg.rank()));
+  Progress progress(total_steps, opt.progress < 0 ? ::isatty(2) != 0 : opt.progress == 1,
+                    opt.quiet || !main_rank);
   int64_t loader_epoch = -1, loader_next = 0;  // where train_loader stands
   struct Window {
-    double loss = 0, grad_norm = 0, step_ms = 0, fwd = 0, bwd = 0, opt = 0, wait = 0;
+    double loss = 0, grad_norm = 0, step_ms = 0, fwd = 0, bwd = 0, opt = 0, wait = 0, sync = 0;
     int64_t steps = 0, examples = 0, saved_max = 0;
     double saved_sum = 0;
     double paper_flops_sum = 0, paper_saved_sum = 0;  // per example, summed over steps
@@ -507,7 +542,13 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   cpu_allocator().reset_peak();
 
   while (st.step < total_steps) {
-    if (stop_requested() || (opt.interrupt_after > 0 && steps_this_run >= opt.interrupt_after)) {
+    bool stop = stop_requested() || (opt.interrupt_after > 0 && steps_this_run >= opt.interrupt_after);
+    if (world > 1) {  // every rank stops at the same step (Ctrl-C reaches them at different times)
+      std::vector<double> v{stop ? 1.0 : 0.0};
+      pg.all_reduce_sum(v, "stop flag before step " + std::to_string(st.step + 1));
+      stop = v[0] > 0;
+    }
+    if (stop) {
       result.interrupted = true;
       break;
     }
@@ -522,15 +563,21 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
             // One calibration pass sees what one optimizer step sees: k micro-batches, their
             // losses weighted as in training, so accumulation leaves the statistics unchanged.
             std::vector<data::Batch> mb(static_cast<size_t>(k));
-            int64_t examples = 0;
+            double examples = 0;
             for (auto& b : mb) {
               const int64_t c = st.calib_batches++;
               calib_loader->start_epoch(c / batches, c % batches);
               LB_CHECK(calib_loader->next(b), "calibration loader ran dry");
-              examples += b.size();
+              examples += static_cast<double>(b.size());
+            }
+            if (world > 1) {  // shares of the global batch, as one process would weight them
+              std::vector<double> v{examples};
+              pg.all_reduce_sum(v, "calibration example count");
+              examples = v[0];
             }
             for (auto& b : mb) {
-              const double share = static_cast<double>(b.size()) / static_cast<double>(examples);
+              if (b.size() == 0) continue;  // this rank's part of a short last batch is empty
+              const double share = static_cast<double>(b.size()) / examples;
               const Tensor loss = model->forward(b).loss;
               (share == 1.0 ? loss : loss * share).backward();
             }
@@ -567,9 +614,17 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
       step_examples += b.size();
     }
     loader_next = last;
+    // Data-parallel: each rank weights its micro-batches by their share of the global batch.
+    double global_examples = static_cast<double>(step_examples);
+    if (world > 1) {
+      std::vector<double> v{global_examples};
+      pg.all_reduce_sum(v, "example count of step " + std::to_string(step + 1));
+      global_examples = v[0];
+    }
     const auto t_data = Clock::now();
     double fwd_ms = 0, bwd_ms = 0, step_loss = 0;
     for (size_t m = 0; m < micro.size(); ++m) {
+      if (micro[m].size() == 0) continue;  // this rank's part of a short last batch is empty
       const auto f0 = Clock::now();
       ModelOutput out = model->forward(micro[m]);
       const auto f1 = Clock::now();
@@ -588,13 +643,22 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
         LB_FAIL("step ", step + 1, ": the training loss is ", l, " (micro-batch ", m, ")",
                 result.last_checkpoint.empty() ? std::string("; no checkpoint was written yet")
                                                : "; the last good checkpoint is " + result.last_checkpoint);
-      const double share = static_cast<double>(micro[m].size()) / static_cast<double>(step_examples);
+      const double share = static_cast<double>(micro[m].size()) / global_examples;
       step_loss += l * share;
       const auto f2 = Clock::now();
       (share == 1.0 ? out.loss : out.loss * share).backward();
       const auto f3 = Clock::now();
       fwd_ms += ms_between(f0, f1);
       bwd_ms += ms_between(f2, f3);
+    }
+    double sync_ms = 0;
+    if (world > 1) {  // the global batch's gradient and loss on every rank
+      const auto s0 = Clock::now();
+      sync.all_reduce_gradients();
+      std::vector<double> v{step_loss};
+      pg.all_reduce_sum(v, "loss of step " + std::to_string(step + 1));
+      step_loss = v[0];
+      sync_ms = ms_between(s0, Clock::now());
     }
     const auto o0 = Clock::now();
     const double gnorm = optim::clip_grad_norm(
@@ -624,9 +688,10 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     // The time this step spent getting its batches: collating (text) or waiting for the
     // background workers (images); wait_ms() alone counts only the latter.
     win.wait += ms_between(t0, t_data);
-    win.examples += step_examples;
+    win.examples += static_cast<int64_t>(global_examples);
+    win.sync += sync_ms;
     train_ms += ms_between(t0, t1);
-    train_examples += step_examples;
+    train_examples += static_cast<int64_t>(global_examples);
     ++win.steps;
     progress.update(st.step, step_loss, static_cast<double>(step_examples) / (ms_between(t0, t1) / 1000.0));
 
@@ -646,6 +711,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                              {"backward_ms", win.bwd / n},
                              {"optimizer_ms", win.opt / n},
                              {"data_wait_ms", win.wait / n},
+                             {"allreduce_ms", win.sync / n},
+                             {"ranks", world},
                              {"examples_per_s", static_cast<double>(win.examples) / (win.step_ms / 1000.0)},
                              {"saved_bytes", win.saved_sum / n},
                              {"saved_bytes_max", win.saved_max},
@@ -706,7 +773,10 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                               {"grad_probe_ms_total", probe_ms},
                               {"accounting", accounting["total"]},
                               {"layers", accounting["layers"]}};
-    io::write_text_atomic((run_dir / "eval_results.json").string(), results.dump(2) + "\n");
+    if (world > 1) results["data_parallel"] = {{"ranks", world}, {"backend", pg.backend()},
+                                               {"allreduce_ms_total", sync.ms_total()},
+                                               {"allreduce_bytes_per_step", sync.bytes_per_step()}};
+    if (main_rank) io::write_text_atomic((run_dir / "eval_results.json").string(), results.dump(2) + "\n");
     (void)last_was_best;
   }
   result.steps = st.step;

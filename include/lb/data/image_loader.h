@@ -54,6 +54,11 @@ struct ImageLoaderOptions {
   std::vector<float> mean = {0.4914f, 0.4822f, 0.4465f}, std = {0.2470f, 0.2435f, 0.2616f};
   int workers = 2;   // background threads preparing batches (0: prepare in next() on the caller's thread)
   int prefetch = 4;  // batches prepared ahead (ready or being built)
+  // Data-parallel sharding, as TextLoaderOptions: batch k is shard shard_rank of the global
+  // batch of batch_size · shard_count examples (augmentation draws keyed by the global
+  // position, so a sharded run sees what one process with the global batch sees).
+  int64_t shard_rank = 0;
+  int64_t shard_count = 1;
   // Optional extra step on each finished batch (e.g. Cutout), run on the worker thread that
   // built it: it must be thread-safe, and a pure function of (batch, epoch, batch index) for
   // exact resume. What it throws surfaces in next().

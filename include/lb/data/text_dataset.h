@@ -28,6 +28,12 @@ struct TextLoaderOptions {
   uint64_t seed = 0;
   int64_t pad_to = 0;  // 0: dynamic padding; else every batch is padded to this length
   int64_t pad_id = 0;
+  // Data-parallel sharding: every batch of the epoch is one global batch of
+  // batch_size · shard_count examples (the epoch order's next ones); this loader yields shard
+  // shard_rank of it (near-equal contiguous parts, so the ranks' union is the global batch
+  // and no example is seen twice in an epoch). shard_count 1: the whole batch.
+  int64_t shard_rank = 0;
+  int64_t shard_count = 1;
 };
 
 class TextLoader : public BatchSource {

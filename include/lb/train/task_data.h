@@ -48,8 +48,10 @@ struct TaskDataOptions {
 TaskData load_task_data(const Config& config, const TaskDataOptions& opt = {});
 
 // A loader over the training split (shuffled with `seed`, augmented for images) or the
-// evaluation split (in order, no augmentation).
+// evaluation split (in order, no augmentation). shard_rank / shard_count: this rank's part of
+// every global batch of batch_size · shard_count (data-parallel training).
 std::unique_ptr<data::BatchSource> make_loader(const TaskData& d, const Config& config, bool train_split,
-                                               uint64_t seed);
+                                               uint64_t seed, int64_t shard_rank = 0,
+                                               int64_t shard_count = 1);
 
 }  // namespace lb::train

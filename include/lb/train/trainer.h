@@ -34,6 +34,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lb/dist/process_group.h"
+
 #include "lb/train/config.h"
 
 namespace lb::train {
@@ -48,6 +50,9 @@ struct TrainOptions {
   bool quiet = false;            // no per-step log lines (tests)
   // Test hook: behave as if interrupted (Ctrl-C) after this many optimizer steps.
   int64_t interrupt_after = 0;
+  // Data-parallel group (nullptr: dist::world(), i.e. MPI under mpirun, else one process).
+  // data.batch_size is per rank; rank 0 alone writes the run directory.
+  dist::ProcessGroup* group = nullptr;
 };
 
 struct TrainResult {

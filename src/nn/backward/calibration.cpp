@@ -36,12 +36,19 @@ void Calibrator::begin(int64_t step) {
 }
 
 void Calibrator::finish() {
+  const bool dp = group_ && group_->size() > 1;
   for (const auto& s : active_) {
     try {
+      if (dp) s->reduce_calibration(*group_);
       s->finish_calibration();
     } catch (const Error& e) {
       s->fall_back_to_exact(e.what());
       failures_.emplace_back(s->layer_name(), e.what());
+    }
+    if (dp && !s->reduces_calibration()) {  // rank 0's state everywhere (e.g. HOT's choice)
+      std::string state = group_->is_main() ? s->state_json().dump() : std::string();
+      group_->broadcast(state, 0, "calibrated state of " + s->layer_name());
+      if (!group_->is_main()) s->load_state_json(nlohmann::json::parse(state));
     }
   }
   active_.clear();

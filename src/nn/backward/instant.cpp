@@ -331,6 +331,26 @@ void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int
 void Instant::observe_input(const Tensor& x) { accumulate(x_acc_, x, "input"); }
 void Instant::observe_grad_output(const Tensor& g_y) { accumulate(g_acc_, g_y, "output-gradient"); }
 
+void Instant::reduce_calibration(dist::ProcessGroup& group) {
+  for (auto* acc : {&x_acc_, &g_acc_}) {
+    const std::string what = std::string(acc == &x_acc_ ? "input" : "output-gradient") + " Gram of " + layer_name_;
+    // A rank that saw no batch of this layer still takes part, with zeros of the others' shape.
+    std::vector<double> head{static_cast<double>(acc->batches), acc->sum.defined() ? static_cast<double>(acc->n) : 0.0,
+                             acc->sum.defined() ? 1.0 : 0.0, acc->token_axis ? 1.0 : 0.0};
+    group.all_reduce_sum(head, what + " (sizes)");
+    if (head[2] == 0) continue;  // no rank accumulated anything
+    if (!acc->sum.defined()) {
+      acc->n = static_cast<int64_t>(head[1] / head[2]);
+      acc->token_axis = head[3] > 0;
+      acc->sum = Tensor::zeros({acc->n, acc->n}, settings_.gram_dtype, Device::cpu(), MemTag::Workspace);
+    }
+    LB_CHECK(head[1] == static_cast<double>(acc->n) * head[2], "rank ", group.rank(), ": ", what,
+             ": the ranks' Gram sizes differ");
+    acc->batches = static_cast<int64_t>(head[0]);
+    group.all_reduce_sum(acc->sum, what);
+  }
+}
+
 void Instant::finish_calibration_impl() {
   const auto t0 = Clock::now();
   bool any = false;

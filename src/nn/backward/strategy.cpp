@@ -151,7 +151,7 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
   state.tensors.clear();
   autograd::record(
       "linear[" + strategy->type() + "]", y, {x, w, b}, saved,
-      [strategy, state = std::move(state), n_state, probe, x_shape = x.shape(), B, L, I](
+      [strategy, state = std::move(state), n_state, probe, x_shape = x.shape(), B, L](
           const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) mutable {
         const int64_t O = g.size(-1);
         SavedState st = state;

@@ -32,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lb/dist/process_group.h"
 #include "lb/nn/backward/strategy.h"
 
 namespace lb::nn::backward {
@@ -39,6 +40,12 @@ namespace lb::nn::backward {
 class Calibrator {
  public:
   explicit Calibrator(std::vector<std::shared_ptr<Strategy>> strategies);
+
+  // Data-parallel training: finish() first sums each calibrating strategy's statistics over
+  // the group's ranks (Strategy::reduce_calibration), so every rank computes the state one
+  // process would from the global batches, then gives every rank rank 0's resulting state
+  // (decisions such as HOT's quantiser choice are rank 0's). nullptr: one process.
+  void set_group(dist::ProcessGroup* group) { group_ = group; }
 
   // Whether any strategy wants calibration before optimizer step `step`.
   bool needs_calibration(int64_t step) const;
@@ -69,6 +76,7 @@ class Calibrator {
 
  private:
   std::vector<std::shared_ptr<Strategy>> all_;
+  dist::ProcessGroup* group_ = nullptr;
   std::vector<std::shared_ptr<Strategy>> active_;
   std::vector<bool> calibrated_;  // per strategy in all_: took part in a calibration
   int64_t num_batches_ = 0;

@@ -99,6 +99,9 @@ class Instant : public Strategy {
   // True at step 0, every calib_every steps, and whenever no calibration has run yet.
   bool needs_calibration(int64_t step) const override;
   int64_t calibration_batches() const override { return settings_.calib_batches; }
+  // Data-parallel: the Gram sums and batch counts summed over ranks (the bases then follow).
+  void reduce_calibration(dist::ProcessGroup& group) override;
+  bool reduces_calibration() const override { return true; }
 
   // Low-rank whenever both bases are usable (until then vanilla's figures):
   // 2(R_x + R_y)(I·O + L·I + L·O) FLOPs per sample (this includes the forward projection of

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lb/dist/process_group.h"
 #include "lb/core/tensor.h"
 #include "lb/ops/conv.h"
 
@@ -105,6 +106,13 @@ class Strategy {
   void begin_calibration();
   void finish_calibration();
   bool calibrating() const { return calibrating_; }
+  // Data-parallel calibration (Calibrator::set_group): before finish_calibration(), sums this
+  // rank's statistics with the other ranks' so finishing sees the global batches. A strategy
+  // whose new state follows from the summed statistics alone returns true from
+  // reduces_calibration() (every rank then computes the same state); the others get rank 0's
+  // state after finishing.
+  virtual void reduce_calibration(dist::ProcessGroup& /*group*/) {}
+  virtual bool reduces_calibration() const { return false; }
 
   // ---- failure fallback ----
   // After a failed calibration (e.g. the eigendecomposition did not converge, or saw NaN)

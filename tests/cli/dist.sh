@@ -1,0 +1,49 @@
+# Data-parallel training through the CLI (needs mpirun): `leanback train --nproc 2` equals one
+# process with the global batch (loss curve to 1e-5), rank 0 alone writes the run directory,
+# and a rank killed mid-run ends the job with a non-zero status instead of a hang.
+source "$(dirname "$0")/common.sh" "$@"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+cat > "$tmp/dp.json" <<'JSON'
+{"model": {"type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+           "intermediate_size": 64, "max_position_embeddings": 64,
+           "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+ "data": {"task": "synthetic", "max_seq_len": 32, "batch_size": 8, "synthetic_train": 200, "synthetic_eval": 64},
+ "train": {"max_steps": 30, "log_every": 1, "seed": 5},
+ "optimizer": {"type": "adamw", "lr": 1e-3}}
+JSON
+"$lb" train "$tmp/dp.json" --nproc 2 --out "$tmp/two" --no-progress > "$tmp/two.log" 2>&1 ||
+  { cat "$tmp/two.log"; fail "train --nproc 2 failed"; }
+grep -q "data-parallel: 2 ranks (mpi), batch 8 per rank, 16 in all" "$tmp/two.log" || { cat "$tmp/two.log"; fail "no data-parallel line"; }
+"$lb" train "$tmp/dp.json" --set data.batch_size=16 --out "$tmp/one" --no-progress > "$tmp/one.log" 2>&1 ||
+  { cat "$tmp/one.log"; fail "single-process train failed"; }
+losses() { grep '"type":"train"' "$1/metrics.jsonl" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
+paste <(losses "$tmp/two") <(losses "$tmp/one") | awk '
+  { n++; d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d }
+  END { if (n != 30) { print "FAIL: " n " loss lines, want 30"; exit 1 }
+        if (m > 1e-5) { print "FAIL: loss curves differ by " m; exit 1 }
+        print "losses: 30 steps, max difference " m }' || fail "2 ranks != 1 process"
+[ "$(grep -c '"type":"run"' "$tmp/two/metrics.jsonl")" = 1 ] || fail "metrics.jsonl must be written once (rank 0)"
+grep -q '"ranks":2' "$tmp/two/metrics.jsonl" || fail "train lines do not carry ranks"
+
+# A rank killed with SIGKILL: mpirun ends the job, non-zero, within the timeout.
+sed 's/"max_steps": 30/"max_steps": 100000/' "$tmp/dp.json" > "$tmp/long.json"
+LEANBACK_DIST_TIMEOUT=30 timeout 120 "$lb" train "$tmp/long.json" --nproc 2 --out "$tmp/dead" --no-progress \
+  > "$tmp/dead.log" 2>&1 &
+job=$!
+victim=""
+for _ in $(seq 1 100); do  # the rank-1 process, once training has started
+  for p in $(pgrep -f "train $tmp/long.json" || true); do
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
+  done
+  [ -n "$victim" ] && [ -s "$tmp/dead/metrics.jsonl" ] && grep -q '"type":"train"' "$tmp/dead/metrics.jsonl" && break
+  sleep 0.2
+done
+[ -n "$victim" ] || { kill $job; fail "no rank-1 process found"; }
+kill -9 "$victim"
+wait $job
+rc=$?
+[ "$rc" != 0 ] || fail "the job exited 0 after a rank was killed"
+[ "$rc" != 124 ] || { cat "$tmp/dead.log"; fail "the job hung after a rank was killed"; }
+grep -qiE "signal 9|killed|exited on signal|did not complete" "$tmp/dead.log" || { cat "$tmp/dead.log"; fail "no message about the dead rank"; }
+echo "dead rank: job ended with status $rc"
+echo ok
