@@ -32,8 +32,9 @@ std::string bf16_line() {
 std::string usage() {
   return "usage: leanback <command> [options]   (leanback <command> --help for its options)\n"
          "  train CONFIG [--strategy vanilla|instant|hot] [--set key=value]... [--out DIR]\n"
-         "        [--resume DIR] [--seed N] [--overwrite]\n"
-         "                               train from a JSON config (configs/README.md)\n"
+         "        [--resume DIR] [--seed N] [--overwrite] [--nproc N]\n"
+         "                               train from a JSON config (configs/README.md);\n"
+         "                               --nproc N: data-parallel over N MPI processes\n"
          "  eval CONFIG --checkpoint DIR [--split S] [--predictions FILE.jsonl]\n"
          "                               metrics of a checkpoint on a labeled split\n"
          "  predict CONFIG --checkpoint DIR --out DIR\n"
