@@ -94,3 +94,29 @@ TEST(Autograd, ViewsAreDifferentiable) {
 
 }  // namespace
 }  // namespace lb
+
+// The leaf-ready hook (data-parallel overlap): once per leaf per backward pass, when its
+// gradient is final; a leaf used twice is reported after its last use; the last layer's
+// weight before the first layer's.
+TEST(Autograd, LeafGradReadyHookFiresOncePerLeafWhenComplete) {
+  using lb::Tensor;
+  Tensor w1 = Tensor::full({2, 2}, 0.5).set_requires_grad();
+  Tensor w2 = Tensor::full({2, 2}, -1.0).set_requires_grad();
+  Tensor x = Tensor::full({3, 2}, 2.0);
+  std::vector<const lb::TensorImpl*> order;
+  std::vector<std::vector<double>> at_hook;
+  lb::autograd::set_leaf_grad_ready_hook([&](const lb::TensorImpl* leaf) {
+    order.push_back(leaf);
+    at_hook.push_back((leaf == w1.impl_ptr().get() ? w1 : w2).grad().to_double_vector());
+  });
+  // w1 feeds two products: its gradient completes only after both.
+  Tensor h = lb::matmul(x, w1);
+  Tensor y = lb::add(lb::matmul(h, w2), lb::matmul(x, w1));
+  lb::sum(y).backward();
+  lb::autograd::set_leaf_grad_ready_hook({});
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(order[0], w2.impl_ptr().get());
+  EXPECT_EQ(order[1], w1.impl_ptr().get());
+  EXPECT_EQ(at_hook[0], w2.grad().to_double_vector());
+  EXPECT_EQ(at_hook[1], w1.grad().to_double_vector());
+}

@@ -40,6 +40,14 @@ TEST(JsonFile, DepthSizeAndSyntaxErrorsNameTheSource) {
   EXPECT_NE(m.find("/nonexistent/x.json: no such file"), std::string::npos) << m;
 }
 
+// Found by fuzz_config: a number past double's range made nlohmann throw out_of_range (406)
+// from the parser, which escaped as a raw exception without the file's name.
+TEST(JsonFile, NumberOverflowIsANamedError) {
+  const std::string m = error_message([] { io::parse_json(R"({"train": {"epochs": 999999E8318}})", "big.json"); });
+  EXPECT_NE(m.find("big.json: invalid JSON"), std::string::npos) << m;
+  EXPECT_NE(m.find("number overflow"), std::string::npos) << m;
+}
+
 TEST(JsonFile, EveryEntryPointRefusesDeepNesting) {
   testing::TempDir tmp("lb_json");
   // A run config.

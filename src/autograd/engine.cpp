@@ -2,6 +2,7 @@
 // reverse), accumulate gradients per node, deliver leaf gradients into .grad (+=), then free
 // the saved tensors unless retain_graph.
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 
 #include "lb/autograd/node.h"
@@ -38,7 +39,14 @@ void accumulate(Tensor& slot, const Tensor& g) {
   if (!slot.defined()) slot = g;
   else slot = add(slot, g);
 }
+
+LeafGradReadyHook& leaf_hook() {
+  static LeafGradReadyHook h;
+  return h;
+}
 }  // namespace
+
+void set_leaf_grad_ready_hook(LeafGradReadyHook hook) { leaf_hook() = std::move(hook); }
 
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
   LB_CHECK(root.defined(), "backward() on an undefined tensor");
@@ -76,19 +84,36 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     }
   }
   std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->seq() > b->seq(); });
+  // With a ready hook: how many node edges of this pass feed each leaf; the leaf is ready
+  // when the last of them has been processed.
+  const LeafGradReadyHook& hook = leaf_hook();
+  std::unordered_map<const TensorImpl*, int> pending;
+  if (hook)
+    for (Node* n : order)
+      for (const Edge& e : n->inputs())
+        if (!e.node && e.leaf) ++pending[e.leaf.get()];
+  auto leaf_done = [&](const TensorImpl* leaf) {
+    if (hook && --pending[leaf] == 0) hook(leaf);
+  };
   grads[root.grad_fn().get()] = g0;
   for (Node* n : order) {
     auto it = grads.find(n);
-    if (it == grads.end()) continue;  // no gradient reached this node
+    if (it == grads.end()) {  // no gradient reached this node
+      if (hook)
+        for (const Edge& e : n->inputs())
+          if (!e.node && e.leaf) leaf_done(e.leaf.get());
+      continue;
+    }
     Tensor g = std::move(it->second);
     grads.erase(it);
     std::vector<Tensor> in_grads = n->apply(g);
     g = Tensor();
-    for (size_t i = 0; i < in_grads.size(); ++i) {
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
       const Edge& e = n->inputs()[i];
-      if (!in_grads[i].defined() || !e.needed()) continue;
-      if (e.node) accumulate(grads[e.node.get()], in_grads[i]);
-      else accumulate_leaf(*e.leaf, in_grads[i]);
+      const bool has = i < in_grads.size() && in_grads[i].defined() && e.needed();
+      if (has && e.node) accumulate(grads[e.node.get()], in_grads[i]);
+      else if (has) accumulate_leaf(*e.leaf, in_grads[i]);
+      if (!e.node && e.leaf) leaf_done(e.leaf.get());
     }
   }
   if (!retain_graph)

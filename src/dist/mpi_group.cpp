@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -75,6 +76,36 @@ class MpiGroup final : public ProcessGroup {
     chunked(t, [&](char* p, int n) {
       return MPI_Allreduce(MPI_IN_PLACE, p, n, type, MPI_SUM, MPI_COMM_WORLD);
     }, "MPI_Allreduce", what);
+  }
+
+  int64_t all_reduce_sum_start(Tensor& t, const std::string& what) override {
+    check_tensor(t, "all_reduce", what);
+    const size_t n = t.nbytes() / dtype_size(t.dtype());
+    LB_CHECK(n < static_cast<size_t>(INT_MAX), "rank ", rank_, ": all_reduce of ", what, ": ", n,
+             " elements is more than one non-blocking MPI call carries");
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), static_cast<int>(n), mpi_type(t.dtype(), what), MPI_SUM,
+                         MPI_COMM_WORLD, &req),
+          "MPI_Iallreduce", what);
+    const int64_t id = next_request_++;
+    pending_.emplace(id, Pending{req, what});
+    return id;
+  }
+
+  void wait(int64_t request) override {
+    auto it = pending_.find(request);
+    LB_CHECK(it != pending_.end(), "rank ", rank_, ": wait on unknown request ", request);
+    Guard g(*this, "MPI_Wait", it->second.what);
+    check(MPI_Wait(&it->second.req, MPI_STATUS_IGNORE), "MPI_Wait", it->second.what);
+    pending_.erase(it);
+  }
+
+  void progress() override {
+    for (auto& [id, p] : pending_) {
+      int done = 0;
+      check(MPI_Test(&p.req, &done, MPI_STATUS_IGNORE), "MPI_Test", p.what);
+      (void)id;
+    }
   }
 
   void all_reduce_sum(std::vector<double>& v, const std::string& what) override {
@@ -196,6 +227,12 @@ class MpiGroup final : public ProcessGroup {
     }
   }
 
+  struct Pending {
+    MPI_Request req;
+    std::string what;
+  };
+  std::map<int64_t, Pending> pending_;
+  int64_t next_request_ = 1;
   int rank_ = 0, size_ = 1;
   double timeout_s_ = 1800.0;
   std::atomic<double> started_{-1.0};

@@ -43,6 +43,8 @@ nlohmann::json parse_json(const std::string& text, const std::string& source, in
     LB_FAIL(source, ": JSON nested deeper than ", max_depth, " levels");
   } catch (const nlohmann::json::parse_error& e) {
     LB_FAIL(source, ":", position(text, e.byte), ": invalid JSON: ", e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range 406: a number past double's range
+    LB_FAIL(source, ": invalid JSON: ", e.what());
   }
 }
 

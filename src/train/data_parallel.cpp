@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "lb/autograd/node.h"
 #include "lb/core/error.h"
 
 namespace lb::train {
@@ -22,6 +23,10 @@ GradientSync::GradientSync(dist::ProcessGroup& group, std::vector<Tensor> params
     buckets_.back().numel += p.numel();
     bytes_per_step_ += bytes;
   }
+  bucket_of_.resize(params_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t i : buckets_[b].params) bucket_of_[i] = b;
+  for (size_t i = 0; i < params_.size(); ++i) index_of_[params_[i].impl_ptr().get()] = i;
 }
 
 void GradientSync::broadcast_parameters() {
@@ -29,6 +34,83 @@ void GradientSync::broadcast_parameters() {
     Tensor p = params_[i];
     group_.broadcast(p, 0, "parameter " + std::to_string(i) + " (start of training)");
   }
+}
+
+void GradientSync::start_bucket(size_t b) {
+  Bucket& bk = buckets_[b];
+  bk.flat = Tensor::empty({bk.numel}, bk.dtype, Device::cpu(), MemTag::Workspace);
+  char* dst = static_cast<char*>(bk.flat.raw_data());
+  for (size_t i : bk.params) {
+    const Tensor g = params_[i].grad();
+    const size_t n = params_[i].nbytes();
+    if (g.defined()) {
+      const Tensor gc = g.contiguous();
+      std::memcpy(dst, gc.raw_data(), n);
+    } else {
+      std::memset(dst, 0, n);
+    }
+    dst += n;
+  }
+  bk.request = group_.all_reduce_sum_start(bk.flat, "gradients (bucket " + std::to_string(b + 1) + " of " +
+                                                        std::to_string(buckets_.size()) + ")");
+  bk.started = true;
+}
+
+void GradientSync::unpack_bucket(size_t b) {
+  Bucket& bk = buckets_[b];
+  const char* src = static_cast<const char*>(bk.flat.raw_data());
+  for (size_t i : bk.params) {
+    Tensor& p = params_[i];
+    const size_t n = p.nbytes();
+    Tensor g = p.grad();
+    if (!g.defined() || !g.is_contiguous()) {
+      g = Tensor::empty(p.shape(), p.dtype(), p.device(), MemTag::Gradient);
+      p.set_grad(g);
+    }
+    std::memcpy(g.raw_data(), src, n);
+    src += n;
+  }
+  bk.flat = Tensor();
+  bk.started = false;
+  bk.ready = 0;
+}
+
+GradientSync::~GradientSync() {
+  if (armed_) autograd::set_leaf_grad_ready_hook({});
+}
+
+void GradientSync::arm() {
+  if (group_.size() == 1) return;
+  armed_ = true;
+  param_ready_.assign(params_.size(), false);
+  for (auto& bk : buckets_) {
+    bk.ready = 0;
+    bk.started = false;
+  }
+  autograd::set_leaf_grad_ready_hook([this](const TensorImpl* leaf) {
+    const auto it = index_of_.find(leaf);
+    if (it == index_of_.end() || param_ready_[it->second]) return;
+    param_ready_[it->second] = true;
+    const size_t b = bucket_of_[it->second];
+    if (++buckets_[b].ready == buckets_[b].params.size()) start_bucket(b);
+    group_.progress();
+  });
+}
+
+void GradientSync::finish() {
+  if (group_.size() == 1) return;
+  autograd::set_leaf_grad_ready_hook({});
+  armed_ = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Buckets the backward did not complete (parameters it did not reach) start now, in order.
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (!buckets_[b].started) start_bucket(b);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    group_.wait(buckets_[b].request);
+    unpack_bucket(b);
+  }
+  last_finish_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ms_total_ += last_finish_ms_;
 }
 
 void GradientSync::all_reduce_gradients() {

@@ -1,9 +1,12 @@
 // Internal: the data-parallel pieces of the trainer over a dist::ProcessGroup (DDP's recipe):
-// parameters broadcast from rank 0 at the start, gradients summed over ranks in buckets after
-// each optimizer step's backward passes (every rank weights its loss by its share of the global
-// batch, so the sum is the global batch's gradient).
+// parameters broadcast from rank 0 at the start, gradients summed over ranks in buckets (every
+// rank weights its loss by its share of the global batch, so the sum is the global batch's
+// gradient). Overlap: arm() before the step's last backward pass; each bucket's all-reduce
+// starts as soon as autograd reports all its parameters' gradients complete (the last layers'
+// first), while the backward goes on; finish() waits for them and copies the sums back.
 #pragma once
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "lb/core/tensor.h"
@@ -16,12 +19,21 @@ class GradientSync {
   // params: the trainable parameters (any order; buckets follow it reversed, last layers
   // first, the order backward produces them in). bucket_bytes: size of one all-reduce.
   GradientSync(dist::ProcessGroup& group, std::vector<Tensor> params, int64_t bucket_bytes = int64_t{25} << 20);
+  ~GradientSync();  // removes the autograd hook if a step was left armed (an error mid-step)
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
 
   // Every rank takes rank 0's parameter values (bitwise).
   void broadcast_parameters();
   // .grad of every parameter summed over ranks (an undefined .grad counts as zeros and is
-  // defined afterwards), bucket by bucket.
+  // defined afterwards), bucket by bucket, after the backward (no overlap).
   void all_reduce_gradients();
+  // Overlapped: arm() installs the autograd hook for the next backward pass; finish() starts
+  // the buckets not started yet, waits for all, writes the sums into .grad and removes the
+  // hook. finish_wait_ms(): the time finish() spent (what the overlap did not hide).
+  void arm();
+  void finish();
+  double finish_wait_ms() const { return last_finish_ms_; }
 
   double ms_total() const { return ms_total_; }
   int64_t bytes_per_step() const { return bytes_per_step_; }
@@ -32,12 +44,23 @@ class GradientSync {
     DType dtype;
     std::vector<size_t> params;  // indices into params_
     int64_t numel = 0;
+    // Overlap state of the armed step.
+    size_t ready = 0;
+    bool started = false;
+    int64_t request = 0;
+    Tensor flat;
   };
+  void start_bucket(size_t b);
+  void unpack_bucket(size_t b);
   dist::ProcessGroup& group_;
   std::vector<Tensor> params_;
   std::vector<Bucket> buckets_;
   int64_t bytes_per_step_ = 0;
-  double ms_total_ = 0;
+  double ms_total_ = 0, last_finish_ms_ = 0;
+  std::vector<size_t> bucket_of_;                       // param index -> bucket
+  std::unordered_map<const TensorImpl*, size_t> index_of_;  // param impl -> index
+  std::vector<bool> param_ready_;
+  bool armed_ = false;
 };
 
 }  // namespace lb::train

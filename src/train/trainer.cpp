@@ -623,6 +623,11 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     }
     const auto t_data = Clock::now();
     double fwd_ms = 0, bwd_ms = 0, step_loss = 0;
+    // Data-parallel: the last backward pass of the step starts the buckets' all-reduces as
+    // their gradients complete (GradientSync::arm), overlapping the rest of the backward.
+    size_t last_nonempty = micro.size();
+    for (size_t m = 0; m < micro.size(); ++m)
+      if (micro[m].size() > 0) last_nonempty = m;
     for (size_t m = 0; m < micro.size(); ++m) {
       if (micro[m].size() == 0) continue;  // this rank's part of a short last batch is empty
       const auto f0 = Clock::now();
@@ -646,6 +651,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
       const double share = static_cast<double>(micro[m].size()) / global_examples;
       step_loss += l * share;
       const auto f2 = Clock::now();
+      if (world > 1 && m == last_nonempty) sync.arm();
       (share == 1.0 ? out.loss : out.loss * share).backward();
       const auto f3 = Clock::now();
       fwd_ms += ms_between(f0, f1);
@@ -654,7 +660,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     double sync_ms = 0;
     if (world > 1) {  // the global batch's gradient and loss on every rank
       const auto s0 = Clock::now();
-      sync.all_reduce_gradients();
+      sync.finish();  // what the overlap did not hide
       std::vector<double> v{step_loss};
       pg.all_reduce_sum(v, "loss of step " + std::to_string(step + 1));
       step_loss = v[0];

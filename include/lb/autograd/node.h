@@ -77,6 +77,13 @@ void record(const std::string& name, Tensor& out, const std::vector<Tensor>& inp
 // Runs backward from `root` (see Tensor::backward).
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph);
 
+// Called during backward the moment a leaf's gradient for this pass is complete (every node
+// of the pass that feeds it has run), with the leaf; data-parallel training starts a bucket's
+// all-reduce from it while the backward goes on (DDP's overlap). One hook per process; set
+// an empty function to remove it. It runs on the thread that called backward().
+using LeafGradReadyHook = std::function<void(const TensorImpl* leaf)>;
+void set_leaf_grad_ready_hook(LeafGradReadyHook hook);
+
 // Measured activation memory: bytes of the unique storages held by live (unreleased) nodes,
 // excluding parameters and buffers, which are resident anyway.
 int64_t saved_bytes();

@@ -22,6 +22,15 @@ class ProcessGroup {
 
   // Element-wise sum over ranks (f32, f64, i64), result on every rank.
   virtual void all_reduce_sum(Tensor& t, const std::string& what) = 0;
+  // Non-blocking all_reduce_sum: starts it and returns a request id for wait(). The tensor
+  // must stay alive and untouched until then. progress() lets started operations advance
+  // (MPI moves non-blocking collectives only inside MPI calls).
+  virtual int64_t all_reduce_sum_start(Tensor& t, const std::string& what) {
+    all_reduce_sum(t, what);
+    return 0;
+  }
+  virtual void wait(int64_t /*request*/) {}
+  virtual void progress() {}
   // The same on a few doubles (losses, counts).
   virtual void all_reduce_sum(std::vector<double>& v, const std::string& what) = 0;
   // Rank root's bytes to every rank (any dtype; shapes must already agree).
