@@ -117,34 +117,9 @@ void GradientSync::all_reduce_gradients() {
   if (group_.size() == 1) return;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    const Bucket& bk = buckets_[b];
-    Tensor flat = Tensor::empty({bk.numel}, bk.dtype, Device::cpu(), MemTag::Workspace);
-    char* dst = static_cast<char*>(flat.raw_data());
-    for (size_t i : bk.params) {
-      const Tensor g = params_[i].grad();
-      const size_t n = params_[i].nbytes();
-      if (g.defined()) {
-        const Tensor gc = g.contiguous();
-        std::memcpy(dst, gc.raw_data(), n);
-      } else {
-        std::memset(dst, 0, n);
-      }
-      dst += n;
-    }
-    group_.all_reduce_sum(flat, "gradients (bucket " + std::to_string(b + 1) + " of " +
-                                    std::to_string(buckets_.size()) + ")");
-    const char* src = static_cast<const char*>(flat.raw_data());
-    for (size_t i : bk.params) {
-      Tensor& p = params_[i];
-      const size_t n = p.nbytes();
-      Tensor g = p.grad();
-      if (!g.defined() || !g.is_contiguous()) {
-        g = Tensor::empty(p.shape(), p.dtype(), p.device(), MemTag::Gradient);
-        p.set_grad(g);
-      }
-      std::memcpy(g.raw_data(), src, n);
-      src += n;
-    }
+    start_bucket(b);
+    group_.wait(buckets_[b].request);
+    unpack_bucket(b);
   }
   ms_total_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
