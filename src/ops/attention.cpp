@@ -20,6 +20,7 @@
 
 #include "fast_exp.h"
 #include "lb/autograd/node.h"
+#include "lb/autograd/saved_operand.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/attention.h"
@@ -320,14 +321,20 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
   }
 
   if (autograd::should_record({q, k, v, mask})) {
-    // Saved: q, k, v as given (views of the projections, no copies), the mask, the row stats
-    // and the keep bits. The stats and bits are all this op adds to the activation memory.
+    // Saved: q, k, v as given (views of the projections, no copies; bf16 copies under bf16
+    // products, which is all backward uses them in), the mask, the row stats and the keep
+    // bits. The stats and bits are all this op adds to the activation memory.
+    using autograd::keep_product_operand;
     autograd::record(
-        "attention", out, {q, k, v, mask}, {qv.t, kv.t, vv.t, mc, stats, bits},
+        "attention", out, {q, k, v, mask},
+        {keep_product_operand(qv.t), keep_product_operand(kv.t), keep_product_operand(vv.t), mc,
+         stats, bits},
         [g, mask_shape = mask.defined() ? mask.shape() : Shape(), full](
             const Tensor& grad, const std::vector<Tensor>& s, const std::vector<bool>& need) {
           const Tensor gc = contiguous_nograd(grad);
-          const RowsView qs = rows_view(s[0]), ks = rows_view(s[1]), vs = rows_view(s[2]);
+          using autograd::saved_f32;
+          const RowsView qs = rows_view(saved_f32(s[0])), ks = rows_view(saved_f32(s[1])),
+                         vs = rows_view(saved_f32(s[2]));
           Tensor dq, dk, dv, dmask;
           if (need[0]) dq = Tensor::empty({g.B, g.Tq, g.H}, gc.dtype(), gc.device());
           if (need[1]) dk = Tensor::empty({g.B, g.Tk, g.H}, gc.dtype(), gc.device());

@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "lb/autograd/node.h"
+#include "lb/autograd/saved_operand.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/conv.h"
@@ -445,11 +446,13 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArg
     // dx needs w, dw needs x, db needs neither: save only what the wanted gradients use.
     const bool want_x = x.requires_grad(), want_w = w.requires_grad();
     const Shape xs = x.shape(), ws = w.shape();
-    record("conv2d", out, {x, w, b}, {want_w ? x : Tensor(), want_x ? w : Tensor()},
+    // (x as bf16 under bf16 products: lb/autograd/saved_operand.h)
+    record("conv2d", out, {x, w, b},
+           {want_w ? autograd::keep_product_operand(x) : Tensor(), want_x ? w : Tensor()},
            [p, xs, ws](const Tensor& g, const std::vector<Tensor>& s,
                        const std::vector<bool>& need) {
-             const Conv2dGrads gr = conv2d_grads_impl(p, xs, ws, g, s[0], s[1], need[0], need[1],
-                                                      need[2]);
+             const Conv2dGrads gr = conv2d_grads_impl(p, xs, ws, g, autograd::saved_f32(s[0]),
+                                                      s[1], need[0], need[1], need[2]);
              return std::vector<Tensor>{gr.grad_input, gr.grad_weight, gr.grad_bias};
            });
   }

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "lb/autograd/node.h"
+#include "lb/autograd/saved_operand.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/reduce.h"
@@ -135,18 +136,23 @@ Tensor binary_forward(const Tensor& a, const Tensor& b, BinOp op) {
   return out;
 }
 
-// Unary op with a backward that needs the saved input (kind=In) or output (kind=Out):
-// grad_in = g * deriv(saved). Constant derivatives (kind=Nothing) save nothing.
-enum class SaveKind { Input, Output, Nothing };
+// Unary op with a backward that needs the saved input (kind=Input) or output (kind=Output):
+// grad_in = g * deriv(saved). Constant derivatives (kind=Nothing) save nothing. RoundedInput:
+// the input, kept as bf16 under bf16 products (lb/autograd/saved_operand.h).
+enum class SaveKind { Input, RoundedInput, Output, Nothing };
 template <typename Fwd, typename Deriv>
 Tensor unary_op(const Tensor& a, const char* name, SaveKind kind, Fwd fwd, Deriv deriv) {
   check_unary(a, name);
   Tensor out;
   detail::dispatch_float(a.dtype(), name, [&](auto tag_) { using T = decltype(tag_); out = unary_apply<T>(a, [&](T x) { return static_cast<T>(fwd(x)); }); });
   if (should_record({a})) {
-    const Tensor saved = kind == SaveKind::Input ? a : kind == SaveKind::Output ? out.detach() : Tensor();
+    const Tensor saved = kind == SaveKind::Input          ? a
+                         : kind == SaveKind::RoundedInput ? autograd::keep_rounded_activation(a)
+                         : kind == SaveKind::Output       ? out.detach()
+                                                          : Tensor();
     record(name, out, {a}, {saved},
-           [deriv](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+           [deriv](const Tensor& g, const std::vector<Tensor>& saved, const std::vector<bool>&) {
+             const std::vector<Tensor> s{autograd::saved_f32(saved[0])};
              Tensor r;
              detail::dispatch_float(g.dtype(), "unary backward", [&](auto tag_) { using T = decltype(tag_);
                if (!s[0].defined()) {
@@ -297,7 +303,7 @@ Tensor gelu(const Tensor& a, GeluApprox approx) {
   // took most of GELU's time); f64 (gradient checks) keeps libm.
   if (approx == GeluApprox::None)
     // gelu(x) = x Φ(x); gelu'(x) = Φ(x) + x φ(x).
-    return unary_op(a, "gelu", SaveKind::Input,
+    return unary_op(a, "gelu", SaveKind::RoundedInput,
                     [](auto x) {
                       if constexpr (std::is_same_v<decltype(x), float>) return detail::gelu_f32(x);
                       else return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2));
@@ -311,7 +317,7 @@ Tensor gelu(const Tensor& a, GeluApprox approx) {
                       }
                     });
   // tanh form: 0.5 x (1 + tanh(u)), u = √(2/π)(x + 0.044715 x³).
-  return unary_op(a, "gelu_tanh", SaveKind::Input,
+  return unary_op(a, "gelu_tanh", SaveKind::RoundedInput,
                   [](auto x) {
                     if constexpr (std::is_same_v<decltype(x), float>) {
                       return detail::gelu_tanh_f32(x);

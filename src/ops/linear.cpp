@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "lb/autograd/node.h"
+#include "lb/autograd/saved_operand.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/linalg.h"
@@ -100,7 +101,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   cpu::gemm_into(ym, xm, false, w, true, batch, /*accumulate=*/b.defined());
 
   if (autograd::should_record({x, w, b})) {
-    const Tensor save_x = w.requires_grad() ? x : Tensor();
+    // x as bf16 under bf16 products (g_w's product rounds it anyway); w is resident anyway.
+    const Tensor save_x = w.requires_grad() ? autograd::keep_product_operand(x) : Tensor();
     const Tensor save_w = x.requires_grad() ? w : Tensor();
     autograd::record(
         "linear", y, {x, w, b}, {save_x, save_w},
@@ -115,7 +117,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
           }
           if (need[1]) {  // g_w = g_yᵀ x, summed over every row of the batch
             gw = Tensor::empty({O, I}, g.dtype(), g.device());
-            cpu::gemm_into(gw, gm, true, as_matrices(s[0]), false, batch, false);
+            cpu::gemm_into(gw, gm, true, as_matrices(autograd::saved_f32(s[0])), false, batch,
+                           false);
           }
           if (need[2]) gb = column_sums(g, O);  // g_b = Σ_rows g_y
           return std::vector<Tensor>{gx, gw, gb};

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "lb/autograd/node.h"
+#include "lb/autograd/saved_operand.h"
 #include "lb/core/checks.h"
 #include "lb/ops/linalg.h"
 #include "src/cpu/gemm.h"
@@ -68,20 +69,22 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 
   if (autograd::should_record({a, b})) {
     // dA needs B and dB needs A: save each only when the other side wants a gradient.
-    const Tensor save_a = b.requires_grad() ? a : Tensor();
-    const Tensor save_b = a.requires_grad() ? b : Tensor();
+    // (as bf16 under bf16 products: backward uses them only as product operands)
+    const Tensor save_a = b.requires_grad() ? autograd::keep_product_operand(a) : Tensor();
+    const Tensor save_b = a.requires_grad() ? autograd::keep_product_operand(b) : Tensor();
     autograd::record(
         "matmul", out, {a, b}, {save_a, save_b},
         [trans_a, trans_b, batch, a_shape = a.shape(), b_shape = b.shape()](
             const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
+          const Tensor sa = autograd::saved_f32(s[0]), sb = autograd::saved_f32(s[1]);
           Tensor ga, gb;
           if (need[0]) {
-            ga = trans_a ? grad_product(a_shape, s[1], trans_b, g, true, batch)     // op(B) Gᵀ
-                         : grad_product(a_shape, g, false, s[1], !trans_b, batch);  // G op(B)ᵀ
+            ga = trans_a ? grad_product(a_shape, sb, trans_b, g, true, batch)     // op(B) Gᵀ
+                         : grad_product(a_shape, g, false, sb, !trans_b, batch);  // G op(B)ᵀ
           }
           if (need[1]) {
-            gb = trans_b ? grad_product(b_shape, g, true, s[0], trans_a, batch)     // Gᵀ op(A)
-                         : grad_product(b_shape, s[0], !trans_a, g, false, batch);  // op(A)ᵀ G
+            gb = trans_b ? grad_product(b_shape, g, true, sa, trans_a, batch)     // Gᵀ op(A)
+                         : grad_product(b_shape, sa, !trans_a, g, false, batch);  // op(A)ᵀ G
           }
           return std::vector<Tensor>{ga, gb};
         });

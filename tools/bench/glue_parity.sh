@@ -3,6 +3,7 @@
 # and its PyTorch + transformers twin (tools/bench/glue_twin.py) back to back, appending one
 # JSON line per run (final dev metrics, examples/s, minutes per epoch, CPU) to OUT.
 #   TASKS="mrpc rte" SEEDS="1 2 3" tools/bench/glue_parity.sh [OUT]
+# FRAMEWORKS="pytorch" (or "leanback") runs only that side, e.g. to finish a pair.
 # Needs tools/fetch_pretrained.sh done, ../shared/data/glue, and a Python with torch and
 # transformers (PYTHON, default python3).
 set -uo pipefail
@@ -16,7 +17,11 @@ commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"  # the leanba
 for task in ${TASKS:-mrpc rte stsb cola sst2}; do
   for seed in ${SEEDS:-1}; do
     run="runs/parity/${task}_seed${seed}"
-    if "$lb" train "configs/minilm_${task}.json" --seed "$seed" --out "$run" --overwrite --no-progress \
+    mkdir -p runs/parity
+    frameworks="${FRAMEWORKS:-leanback pytorch}"
+    if [[ " $frameworks " != *" leanback "* ]]; then
+      :
+    elif "$lb" train "configs/minilm_${task}.json" --seed "$seed" --out "$run" --overwrite --no-progress \
          > "$run.log" 2>&1 || { mkdir -p "$(dirname "$run")"; false; }; then
       python3 - "$run/eval_results.json" "$task" "$seed" "$cpu" "$commit" >> "$out" <<'PY'
 import json, sys
@@ -29,6 +34,7 @@ PY
     else
       echo "leanback $task seed $seed failed; see $run.log" >&2
     fi
+    [[ " $frameworks " == *" pytorch "* ]] || continue
     "$python" tools/bench/glue_twin.py "configs/minilm_${task}.json" --seed "$seed" 2> "runs/parity/${task}_seed${seed}_torch.log" \
       | tail -1 | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r['cpu']='$cpu'; print(json.dumps(r))" >> "$out" \
       || echo "pytorch $task seed $seed failed" >&2

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "lb/autograd/node.h"
+#include "lb/autograd/saved_operand.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/nn/backward/strategy.h"
@@ -94,8 +95,10 @@ SavedState Strategy::save_conv_exact(const Tensor& x, const Tensor& w2d, const C
   s.geom = last_geom_;
   s.exact = true;
   s.conv_image = true;
-  s.tensors = {x};
-  last_saved_bytes_ = static_cast<int64_t>(x.nbytes());
+  // bf16 under bf16 products: exact for im2col convolutions, one more rounding of the input
+  // for Winograd ones (lb/autograd/saved_operand.h)
+  s.tensors = {autograd::keep_product_operand(x)};
+  last_saved_bytes_ = static_cast<int64_t>(s.tensors[0].nbytes());
   return s;
 }
 
@@ -103,7 +106,7 @@ Gradients Strategy::backward_conv_image(const SavedState& s, const Tensor& g_y, 
                                         bool want_gx, bool want_gw, const ConvGeometry& cg) {
   if (s.conv_image) {
     const auto t0 = std::chrono::steady_clock::now();
-    const Tensor& x = s.tensors.at(0);
+    const Tensor x = autograd::saved_f32(s.tensors.at(0));
     const Tensor w = w2d.view({w2d.size(0), cg.x_shape[1], cg.kH, cg.kW});
     const Conv2dGrads g = conv2d_grads(g_y, x, w, cg.args, want_gx, want_gw, false);
     Gradients r;

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "lb/autograd/node.h"
+#include "lb/autograd/saved_operand.h"
 #include "lb/ops/linalg.h"
 #include "lb/ops/reduce.h"
 
@@ -111,7 +112,7 @@ nlohmann::json Strategy::report() const {
 SavedState Strategy::save_exact(const Tensor& x, const Tensor& w) {
   SavedState s;
   s.geom = {x.size(0), x.size(1), x.size(2), w.size(0)};
-  s.tensors = {x};
+  s.tensors = {autograd::keep_product_operand(x)};  // bf16 under bf16 products (exact)
   s.exact = true;
   return s;
 }
@@ -122,7 +123,8 @@ Gradients Strategy::backward_exact(const SavedState& s, const Tensor& g_y, const
   Gradients g;
   if (want_gx) g.grad_input = matmul(g_y, w);  // (B, L, O)(O, I)
   if (want_gw)  // Σ_b g_yᵀ x: the batch folds into the contraction
-    g.grad_weight = matmul(g_y.reshape({B * L, O}), s.tensors.at(0).reshape({B * L, I}), true, false);
+    g.grad_weight = matmul(g_y.reshape({B * L, O}), autograd::saved_f32(s.tensors.at(0)).reshape({B * L, I}),
+                           true, false);
   return g;
 }
 
