@@ -176,7 +176,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     for (const auto& w : bench_workloads())
       std::cout << "  " << std::left << std::setw(11) << w.name << w.description << "\n";
     std::cout << "  " << std::left << std::setw(11) << "gemm"
-              << "float GEMM GFLOP/s, ours vs OpenBLAS (own flags: --m --n --k --ta --tb --threads)\n";
+              << "GEMM GFLOP/s, ours vs OpenBLAS, or --precision bf16|int8 vs our f32\n"
+              << std::setw(13) << "" << "(own flags: --m --n --k --ta --tb --threads --precision)\n";
     std::cout << "  " << std::left << std::setw(11) << "tokenize"
               << "WordPiece tokens/s on SST-2 train, one thread (own flags: --vocab --data --iters)\n";
     return 0;

@@ -5,7 +5,9 @@
 // forward NN, data gradient TN, filter gradient NT; the Winograd convolution's per-position
 // products, tiles x channels; Linear layers).
 // --precision bf16 times the bf16 kernel (sgemm_bf16.h: operands rounded to bf16, f32
-// accumulation) against our f32 kernel instead of OpenBLAS.
+// accumulation) against our f32 kernel instead of OpenBLAS; --precision int8 times HOT's
+// integer GEMM (int8_gemm.h: int8 operands, int32 results) against our f32 kernel, in
+// GOP/s (a multiply-add = 2 operations, as for the float products).
 // --threads T runs T copies at once (one per OpenMP thread, own buffers) and reports the mean
 // per-thread rate, to see whether concurrent products slow each other down.
 #include <unistd.h>
@@ -24,6 +26,7 @@
 #include "src/cpu/blas_config.h"
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/gemm_serial.h"
+#include "src/cpu/int8_gemm.h"
 #include "src/cpu/sgemm_avx512.h"
 #include "src/cpu/sgemm_bf16.h"
 
@@ -85,10 +88,13 @@ double rate(const GemmShape& s, int iters, F&& f) {
   return median(r);
 }
 
-Rates measure(const GemmShape& s, int iters, int threads, bool bf16) {
+enum class Mode { F32, BF16, INT8 };
+
+Rates measure(const GemmShape& s, int iters, int threads, Mode mode) {
   double ours = 0, blas = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : ours, blas)
   {
+    omp_set_num_threads(1);  // the int8 kernel's own parallel region: one thread per copy
     std::mt19937 g(static_cast<uint32_t>(1 + omp_get_thread_num()));
     std::uniform_real_distribution<float> d(-1.f, 1.f);
     std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)),
@@ -96,8 +102,19 @@ Rates measure(const GemmShape& s, int iters, int threads, bool bf16) {
     for (auto& x : a) x = d(g);
     for (auto& x : b) x = d(g);
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+    std::vector<int8_t> a8, b8;
+    std::vector<int32_t> c32;
+    if (mode == Mode::INT8) {  // levels as HOT's int8 path makes them
+      for (float x : a) a8.push_back(static_cast<int8_t>(x * 127.f));
+      for (float x : b) b8.push_back(static_cast<int8_t>(x * 127.f));
+      c32.resize(c.size());
+    }
     ours += rate(s, iters, [&] {
-      if (bf16) {
+      if (mode == Mode::INT8) {
+        cpu::int8_gemm_s32(s.ta, s.tb, s.m, s.n, s.k, a8.data(), lda, b8.data(), ldb, c32.data(), s.n);
+        return;
+      }
+      if (mode == Mode::BF16) {
         cpu::sgemm_bf16(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
         return;
       }
@@ -105,7 +122,7 @@ Rates measure(const GemmShape& s, int iters, int threads, bool bf16) {
     });
 #pragma omp barrier
     blas += rate(s, iters, [&] {
-      if (bf16) {
+      if (mode != Mode::F32) {
         cpu::gemm_serial(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
         return;
       }
@@ -139,7 +156,8 @@ int64_t parse_dim(const std::vector<std::string>& args, size_t& i) {
 int cmd_bench_gemm(const std::vector<std::string>& args) {
   GemmShape one{0, 0, 0, false, false, "custom"};
   int iters = 5, threads = 1;
-  bool json = false, bf16 = false;
+  bool json = false;
+  Mode mode = Mode::F32;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--m") one.m = parse_dim(args, i);
@@ -151,13 +169,14 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
     else if (a == "--threads") threads = static_cast<int>(std::min<int64_t>(parse_dim(args, i), 64));
     else if (a == "--json") json = true;
     else if (a == "--precision") {
-      if (i + 1 >= args.size()) throw UsageError("--precision needs a value: f32 or bf16");
+      if (i + 1 >= args.size()) throw UsageError("--precision needs a value: f32, bf16 or int8");
       const std::string& v = args[++i];
-      if (v != "f32" && v != "bf16") throw UsageError("--precision must be f32 or bf16, got '" + v + "'");
-      bf16 = v == "bf16";
+      if (v != "f32" && v != "bf16" && v != "int8")
+        throw UsageError("--precision must be f32, bf16 or int8, got '" + v + "'");
+      mode = v == "bf16" ? Mode::BF16 : v == "int8" ? Mode::INT8 : Mode::F32;
     } else
       throw UsageError("unknown flag '" + a + "' for bench gemm; valid: --m M, --n N, --k K, --ta, "
-                       "--tb, --iters N, --threads T, --precision f32|bf16, --json");
+                       "--tb, --iters N, --threads T, --precision f32|bf16|int8, --json");
   }
   const bool custom = one.m || one.n || one.k;
   if (custom && !(one.m && one.n && one.k)) throw UsageError("bench gemm: give all of --m, --n, --k");
@@ -173,6 +192,7 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
                        " GiB of matrices; this machine has " +
                        std::to_string(static_cast<int64_t>(physical / (1 << 30))) + " GiB");
   }
+  const bool bf16 = mode == Mode::BF16;
   if (bf16 && !cpu::sgemm_bf16_available())
     throw Error("bench gemm --precision bf16: this CPU or LEANBACK_ISA has no bf16 kernel (" +
                 cpu::isa_summary() + ")");
@@ -180,7 +200,13 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
   const std::vector<GemmShape> shapes = custom ? std::vector<GemmShape>{one} : default_shapes();
 
   nlohmann::json rows = nlohmann::json::array();
-  if (!json && bf16)
+  const char* low_name = mode == Mode::INT8 ? cpu::int8_gemm_kernel() : cpu::sgemm_bf16_kernel_name();
+  const char* low = mode == Mode::INT8 ? "int8" : "bf16";
+  if (!json && mode == Mode::INT8)
+    std::printf("int8 GEMM (int32 results), GOP/s per thread (%d thread%s at once): int8 = %s, "
+                "f32 = %s\n    M     N     K op  int8       f32  ratio  what\n",
+                threads, threads > 1 ? "s" : "", low_name, cpu::sgemm_kernel_name());
+  else if (!json && bf16)
     std::printf("bf16 GEMM (f32 accumulation), GFLOP/s per thread (%d thread%s at once): bf16 = %s, "
                 "f32 = %s\n    M     N     K op  bf16       f32  ratio  what\n",
                 threads, threads > 1 ? "s" : "", cpu::sgemm_bf16_kernel_name(), cpu::sgemm_kernel_name());
@@ -190,10 +216,10 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
                 threads, threads > 1 ? "s" : "", cpu::sgemm_kernel_name(),
                 cpu::blas_config().core.c_str());
   for (const GemmShape& s : shapes) {
-    const Rates r = measure(s, iters, threads, bf16);
-    if (bf16)
+    const Rates r = measure(s, iters, threads, mode);
+    if (mode != Mode::F32)
       rows.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"ta", s.ta}, {"tb", s.tb},
-                      {"bf16_gflops", r.ours}, {"f32_gflops", r.openblas}, {"what", s.what}});
+                      {std::string(low) + "_gflops", r.ours}, {"f32_gflops", r.openblas}, {"what", s.what}});
     else
       rows.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"ta", s.ta}, {"tb", s.tb},
                       {"ours_gflops", r.ours}, {"openblas_gflops", r.openblas}, {"what", s.what}});
@@ -205,8 +231,8 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
   }
   if (json)
     std::cout << nlohmann::json{{"workload", "gemm"},
-                                {"kernel", bf16 ? cpu::sgemm_bf16_kernel_name() : cpu::sgemm_kernel_name()},
-                                {"precision", bf16 ? "bf16" : "f32"},
+                                {"kernel", mode == Mode::F32 ? cpu::sgemm_kernel_name() : low_name},
+                                {"precision", mode == Mode::F32 ? "f32" : low},
                                 {"isa", cpu::isa_name(cpu::isa_selected())},
                                 {"openblas_core", cpu::blas_config().core},
                                 {"threads", threads},
