@@ -7,8 +7,10 @@
 #include <cmath>
 #include <filesystem>
 
+#include "lb/core/cuda_runtime_info.h"
 #include "lb/core/philox.h"
 #include "lb/core/random.h"
+#include "lb/dist/nccl_group.h"
 #include "lb/dist/process_group.h"
 #include "lb/io/safetensors.h"
 #include "lb/nn/layers.h"
@@ -42,6 +44,23 @@ struct SharedDir {
   }
   std::string sub(const std::string& n) const { return path + "/" + n; }
 };
+
+// NCCL between the two ranks, rendezvous over MPI: runs where each rank has a GPU of its own
+// (tools/gpu_check.sh on a machine with two or more; Dist.TwoRanks leaves it out).
+TEST(DistNccl, TwoRanksMeetOverMpiAndSum) {
+  NEED_TWO_RANKS();
+  if (!dist::nccl_compiled() || cuda_device_count() < pg().size())
+    GTEST_SKIP() << "needs NCCL and one CUDA device per rank (" << cuda_device_count() << " found)";
+  auto g = dist::make_nccl_group();
+  EXPECT_EQ(g->size(), pg().size());
+  EXPECT_EQ(g->rank(), pg().rank());
+  Tensor t = Tensor::full({5}, static_cast<double>(g->rank() + 1), DType::F32).to(Device::cuda(g->rank()));
+  g->all_reduce_sum(t, "test tensor");
+  for (double v : t.to(Device::cpu()).to_double_vector()) EXPECT_EQ(v, 3.0);
+  std::string s = g->is_main() ? "from rank 0" : "";
+  g->broadcast(s, 0, "test string");
+  EXPECT_EQ(s, "from rank 0");
+}
 
 TEST(Dist, CollectivesCarryTensorsAndStrings) {
   NEED_TWO_RANKS();

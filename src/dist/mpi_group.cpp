@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "lb/core/error.h"
+#include "src/dist/rendezvous.h"
 
 #if LEANBACK_MPI
 // The C API only (Open MPI's deprecated C++ bindings would need libmpi_cxx).
@@ -60,9 +61,7 @@ class MpiGroup final : public ProcessGroup {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    const char* t = std::getenv("LEANBACK_DIST_TIMEOUT");
-    timeout_s_ = t && *t ? std::atof(t) : 1800.0;
-    if (!(timeout_s_ > 0)) timeout_s_ = 1800.0;
+    timeout_s_ = dist_timeout_s();
     std::thread([this] { watchdog(); }).detach();
   }
 
@@ -133,9 +132,7 @@ class MpiGroup final : public ProcessGroup {
   Tensor all_gather(const Tensor& t, const std::string& what) override {
     const Tensor c = t.contiguous();
     check_tensor(c, "all_gather", what);
-    Shape shape = c.shape();
-    shape.insert(shape.begin(), size_);
-    Tensor out = Tensor::empty(shape, c.dtype(), c.device());
+    Tensor out = gathered_empty(c);
     LB_CHECK(c.nbytes() < static_cast<size_t>(INT_MAX), "rank ", rank_, ": all_gather of ", what,
              ": ", c.nbytes(), " bytes per rank is more than one MPI call carries");
     Guard g(*this, "MPI_Allgather", what);

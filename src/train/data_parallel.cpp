@@ -18,7 +18,7 @@ GradientSync::GradientSync(dist::ProcessGroup& group, std::vector<Tensor> params
     if (buckets_.empty() || buckets_.back().dtype != p.dtype() ||
         (buckets_.back().numel * static_cast<int64_t>(dtype_size(p.dtype())) + bytes > bucket_bytes &&
          !buckets_.back().params.empty()))
-      buckets_.push_back({p.dtype(), {}, 0});
+      buckets_.emplace_back().dtype = p.dtype();
     buckets_.back().params.push_back(i);
     buckets_.back().numel += p.numel();
     bytes_per_step_ += bytes;

@@ -44,6 +44,14 @@ class ProcessGroup {
   [[noreturn]] virtual void abort(int code) = 0;
 
   bool is_main() const { return rank() == 0; }
+
+ protected:
+  // all_gather's result for a contiguous t: (size(), t's shape), uninitialised, on t's device.
+  Tensor gathered_empty(const Tensor& t) const {
+    Shape shape = t.shape();
+    shape.insert(shape.begin(), size());
+    return Tensor::empty(shape, t.dtype(), t.device());
+  }
 };
 
 // The process's group: MPI when launched by mpirun (and built with MPI), else single.
