@@ -114,8 +114,11 @@ std::map<std::string, Tensor> read_hf_weights(const std::string& dir) {
 
 std::unique_ptr<BertForSequenceClassification> load_hf_bert(const std::string& dir,
                                                             int64_t num_labels,
-                                                            HfLoadReport* report) {
-  BertConfig c = BertConfig::from_json(read_hf_config(dir), dir + "/config.json");
+                                                            HfLoadReport* report,
+                                                            const nlohmann::json& overrides) {
+  nlohmann::json j = read_hf_config(dir);
+  if (overrides.is_object()) j.update(overrides);
+  BertConfig c = BertConfig::from_json(j, dir + "/config.json");
   if (num_labels > 0) c.num_labels = num_labels;
   auto model = std::make_unique<BertForSequenceClassification>(c);
   load_into(*model, read_hf_weights(dir), "bert.", dir, report);
@@ -123,8 +126,11 @@ std::unique_ptr<BertForSequenceClassification> load_hf_bert(const std::string& d
 }
 
 std::unique_ptr<ViTForImageClassification> load_hf_vit(const std::string& dir, int64_t num_labels,
-                                                       HfLoadReport* report) {
-  ViTConfig c = ViTConfig::from_json(read_hf_config(dir), dir + "/config.json");
+                                                       HfLoadReport* report,
+                                                       const nlohmann::json& overrides) {
+  nlohmann::json j = read_hf_config(dir);
+  if (overrides.is_object()) j.update(overrides);
+  ViTConfig c = ViTConfig::from_json(j, dir + "/config.json");
   if (num_labels > 0) c.num_labels = num_labels;
   auto model = std::make_unique<ViTForImageClassification>(c);
   load_into(*model, read_hf_weights(dir), "vit.", dir, report);

@@ -21,12 +21,16 @@ struct HfLoadReport {
   std::string summary() const;           // one human-readable paragraph
 };
 
-// num_labels > 0 overrides the config's (a new task head on a pretrained encoder).
+// num_labels > 0 overrides the config's (a new task head on a pretrained encoder);
+// `overrides` replaces keys of config.json before it is parsed (as from_pretrained(dir,
+// hidden_dropout_prob=0.0) does; the caller decides which keys may change).
 std::unique_ptr<BertForSequenceClassification> load_hf_bert(const std::string& dir,
                                                             int64_t num_labels,
-                                                            HfLoadReport* report = nullptr);
+                                                            HfLoadReport* report = nullptr,
+                                                            const nlohmann::json& overrides = {});
 std::unique_ptr<ViTForImageClassification> load_hf_vit(const std::string& dir, int64_t num_labels,
-                                                       HfLoadReport* report = nullptr);
+                                                       HfLoadReport* report = nullptr,
+                                                       const nlohmann::json& overrides = {});
 
 // Reads dir/config.json (errors name the file).
 nlohmann::json read_hf_config(const std::string& dir);

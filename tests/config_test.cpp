@@ -59,6 +59,7 @@ TEST(Config, ErrorsNameFileAndPath) {
       {{{"model", {{"hidden_size", "big"}}}}, "hidden_size"},
       {{{"model", {{"type", "resnet"}, {"depth", 19}}}}, "model.depth: must be 18, 34 or 50"},
       {{{"model", {{"pretrained", "/x"}, {"hidden_size", 8}}}}, "cannot be combined with model.pretrained"},
+      {{{"model", {{"pretrained", "/x"}, {"hidden_dropout_prob", 1.5}}}}, "hidden_dropout_prob"},
       {{{"model", {{"skip_padding", "yes"}}}}, "model.skip_padding: expected true, false or \"auto\", got \"yes\""},
       {{{"model", {{"type", "resnet"}, {"skip_padding", true}}}}, "model.skip_padding: applies to bert models"},
       {{{"data", {{"batch_size", 0}}}}, "data.batch_size: 0 is out of range"},

@@ -13,6 +13,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+TEST(HfImport, DropoutOverridesReplaceTheConfigs) {
+  const std::string dir = testing::fixture_path("hf_bert_encoder");
+  EXPECT_GT(load_hf_bert(dir, 2)->config().hidden_dropout_prob, 0.0);
+  auto model = load_hf_bert(dir, 2, nullptr, {{"hidden_dropout_prob", 0.0}, {"attention_probs_dropout_prob", 0.0}});
+  EXPECT_EQ(model->config().hidden_dropout_prob, 0.0);
+  EXPECT_EQ(model->config().attention_probs_dropout_prob, 0.0);
+}
+
 TEST(HfImport, BertEncoderGetsFreshClassifierAndReportsIt) {
   const std::string dir = testing::fixture_path("hf_bert_encoder");
   HfLoadReport report;

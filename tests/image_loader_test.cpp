@@ -65,6 +65,13 @@ ImageLoaderOptions small_options(int workers) {
   return o;
 }
 
+// The data order the PyTorch twins reproduce (tools/bench/lb_philox.py pins the same cases):
+// changing epoch_order changes what the twins must port.
+TEST(EpochOrder, LeanbackOrderIsPinned) {
+  EXPECT_EQ(epoch_order(10, true, 1, 0), (std::vector<int64_t>{4, 2, 5, 7, 1, 9, 0, 6, 3, 8}));
+  EXPECT_EQ(epoch_order(12, true, 3, 2), (std::vector<int64_t>{2, 11, 1, 0, 3, 10, 7, 6, 9, 4, 8, 5}));
+}
+
 TEST(ImageLoader, EveryExampleOncePerEpoch) {
   const auto set = random_set(37, 5, 7);
   for (bool shuffle : {false, true}) {

@@ -124,9 +124,13 @@ ModelSection parse_model(const nlohmann::json& j) {
       for (auto v = valid.begin(); v != valid.end(); ++v) names += ", " + v.key();
       LB_FAIL("model: unknown key '", k, "' for a ", m.type, " model; valid keys: ", names);
     }
-    LB_CHECK(m.pretrained.empty(), "model.", k,
+    // With a pretrained directory only the dropout rates may change (from_pretrained's
+    // hidden_dropout_prob=... overrides); the rest of the architecture is the checkpoint's.
+    const bool dropout = k == "hidden_dropout_prob" || k == "attention_probs_dropout_prob";
+    LB_CHECK(m.pretrained.empty() || dropout, "model.", k,
              ": architecture keys cannot be combined with model.pretrained (the directory's "
-             "config.json defines the architecture)");
+             "config.json defines the architecture; only hidden_dropout_prob and "
+             "attention_probs_dropout_prob may override it)");
     m.arch[k] = it.value();
     r.allow(k);
   }

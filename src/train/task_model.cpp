@@ -67,7 +67,7 @@ std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_la
              ": train.label_smoothing: not supported for BERT sequence classification");
     if (!m.pretrained.empty()) {
       models::HfLoadReport report;
-      auto model = models::load_hf_bert(m.pretrained, labels, &report);
+      auto model = models::load_hf_bert(m.pretrained, labels, &report, m.arch);
       if (log) *log = report.summary();
       LB_CHECK(vocab_size == 0 || model->config().vocab_size >= vocab_size, config.source,
                ": the tokenizer has ", vocab_size, " tokens but ", m.pretrained, " has vocab_size ",
@@ -93,7 +93,7 @@ std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_la
   if (m.type == "vit") {
     if (!m.pretrained.empty()) {
       models::HfLoadReport report;
-      auto model = models::load_hf_vit(m.pretrained, labels, &report);
+      auto model = models::load_hf_vit(m.pretrained, labels, &report, m.arch);
       if (log) *log = report.summary();
       return std::make_unique<VitTask>(std::move(model), smoothing);
     }

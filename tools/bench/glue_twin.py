@@ -12,6 +12,12 @@ names, and prints one JSON line per evaluation plus a summary line with examples
 minutes per epoch. fp32, torch.set_num_threads(2) by default.
 
     python tools/bench/glue_twin.py configs/minilm_mrpc.json --seed 1 [--threads 2] [--max-steps N]
+
+For a lockstep comparison with leanback (tools/bench/glue_lockstep.sh): --order leanback takes
+leanback's own epoch permutations (tools/bench/lb_philox.py), --save-init DIR writes the model
+as initialised (classifier included) for leanback to start from, --log-steps prints each
+step's training loss, and the config's model.hidden_dropout_prob /
+attention_probs_dropout_prob override the pretrained model's.
 """
 import argparse
 import csv
@@ -89,6 +95,10 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after N optimizer steps (throughput runs)")
+    ap.add_argument("--order", choices=["torch", "leanback"], default="torch",
+                    help="epoch permutations: torch.randperm (default) or leanback's Philox ones")
+    ap.add_argument("--save-init", default="", help="write the initialised model (HF format) to this directory")
+    ap.add_argument("--log-steps", action="store_true", help="print one JSON line per optimizer step")
     args = ap.parse_args()
     extra = os.environ.get("LB_BENCH_EXTRA_PATH")
     if extra:
@@ -115,7 +125,15 @@ def main():
 
     tok = BertTokenizerFast.from_pretrained(model_dir)
     num_labels = 1 if task == "stsb" else len(TASKS[task]["labels"])
-    model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=num_labels)
+    overrides = {k: cfg["model"][k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
+                 if k in cfg["model"]}
+    model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=num_labels, **overrides)
+    if args.save_init:
+        model.save_pretrained(args.save_init, safe_serialization=True)
+        import shutil  # the same vocabulary files leanback reads
+        for f in ("vocab.txt", "tokenizer_config.json"):
+            if os.path.exists(os.path.join(model_dir, f)):
+                shutil.copy(os.path.join(model_dir, f), args.save_init)
 
     def encode(split):
         a, b, y = read_split(task, folder, split)
@@ -171,7 +189,11 @@ def main():
     epoch = 0
     evals = []
     while step < total:
-        order = torch.randperm(n, generator=g).tolist()
+        if args.order == "leanback":
+            from lb_philox import epoch_order
+            order = epoch_order(n, seed, epoch)
+        else:
+            order = torch.randperm(n, generator=g).tolist()
         for s in range(0, n, bs):
             if step >= total:
                 break
@@ -179,6 +201,7 @@ def main():
             x, t, m, y = batch(train_ids, train_types, train_y, idx)
             t0 = time.perf_counter()
             out = model(input_ids=x, token_type_ids=t, attention_mask=m, labels=y)
+            lr_used = sched.get_last_lr()[0]
             out.loss.backward()
             if clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -188,6 +211,8 @@ def main():
             train_time += time.perf_counter() - t0
             examples += len(idx)
             step += 1
+            if args.log_steps:
+                print(json.dumps({"step": step, "loss": out.loss.item(), "lr": lr_used}), flush=True)
         epoch += 1
         if not args.max_steps:
             e = evaluate()

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Lockstep check of leanback against its PyTorch twin on a GLUE recipe: the twin initialises
+# the model (MiniLM + a fresh classifier) and saves it, leanback starts from that directory, both
+# run with dropout off and leanback's data order (tools/bench/lb_philox.py), so the only
+# differences left are floating-point summation orders. Prints both loss curves step by step
+# and appends a summary line to OUT. Differences that grow fast, or a jump at one step, point at
+# a real difference in the recipe (schedule, clipping, optimizer, loss, batching).
+#   TASK=mrpc STEPS=40 SEED=1 tools/bench/glue_lockstep.sh [OUT]
+# Needs tools/fetch_pretrained.sh done, ../shared/data/glue, and a Python with torch and
+# transformers (PYTHON, default python3).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+out="${1:-tools/bench/results/glue_lockstep.jsonl}"
+python="${PYTHON:-python3}"
+lb="${LB:-build/leanback}"
+task="${TASK:-mrpc}"
+steps="${STEPS:-40}"
+seed="${SEED:-1}"
+tmp="$(mktemp -d)"
+trap 'rc=$?; if (( rc != 0 )); then echo "glue_lockstep: failed (status $rc); logs:" >&2; tail -n 20 "$tmp"/*.log >&2; fi; rm -rf "$tmp"' EXIT
+cfg="configs/minilm_$task.json"
+python3 - "$cfg" "$tmp/twin.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["model"].update({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
+json.dump(c, open(sys.argv[2], "w"))
+PY
+"$python" tools/bench/glue_twin.py "$tmp/twin.json" --seed "$seed" --order leanback --save-init "$tmp/init" \
+  --log-steps --max-steps "$steps" > "$tmp/twin.jsonl" 2> "$tmp/twin.log"
+"$lb" train "$cfg" --seed "$seed" --out "$tmp/lb" --no-progress --set model.pretrained="$tmp/init" \
+  --set model.hidden_dropout_prob=0 --set model.attention_probs_dropout_prob=0 \
+  --set train.max_steps="$steps" --set train.log_every=1 > "$tmp/lb.log" 2>&1
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+python3 - "$tmp/lb/metrics.jsonl" "$tmp/twin.jsonl" "$task" "$seed" "$steps" "$cpu" "$out" <<'PY'
+import json, sys
+lb_path, twin_path, task, seed, steps, cpu, out = sys.argv[1:]
+lb = {r["step"]: r for r in map(json.loads, open(lb_path)) if r.get("type") == "train"}
+tw = {r["step"]: r for r in map(json.loads, open(twin_path)) if "loss" in r and "step" in r}
+print(f"{'step':>4} {'leanback loss':>14} {'PyTorch loss':>14} {'rel diff':>9} {'lr leanback':>12} {'lr PyTorch':>12}")
+rel = []
+for s in sorted(set(lb) & set(tw)):
+    a, b = lb[s]["loss"], tw[s]["loss"]
+    rel.append(abs(a - b) / max(abs(b), 1e-12))
+    print(f"{s:4d} {a:14.8f} {b:14.8f} {rel[-1]:9.2e} {lb[s]['lr']:12.4e} {tw[s]['lr']:12.4e}")
+if not rel:
+    sys.exit("glue_lockstep: no common steps (see the logs)")
+summary = {"task": task, "seed": int(seed), "steps": len(rel), "first_step_rel_diff": rel[0],
+           "max_rel_diff_first_10": max(rel[:10]), "max_rel_diff": max(rel), "final_rel_diff": rel[-1], "cpu": cpu}
+print(json.dumps(summary))
+with open(out, "a") as f:
+    f.write(json.dumps(summary) + "\n")
+PY
