@@ -140,8 +140,9 @@ TEST_P(DistTrainer, TwoRanksEqualOneProcessWithTheGlobalBatch) {
   if (GetParam() == "vanilla") {
     j["data"]["padding"] = "dynamic";  // each rank pads its own part (and packs it)
   } else {
-    // INSTANT's token-axis bases need one length; HOT's 16-row blocks line up with the
-    // one-process batch only when every sequence is 32 rows and nothing is packed.
+    // Each rank pads its own shard, so INSTANT's token-axis projections and HOT's 16-row
+    // blocks line up with the one-process batch only when every sequence is 32 rows and
+    // nothing is packed.
     j["data"]["padding"] = "max_length";
     j["model"]["skip_padding"] = false;
   }

@@ -277,6 +277,46 @@ std::pair<Tensor, Tensor> gram_with_spectrum(const std::vector<double>& lambda, 
   return {matmul(mul(V, D), V, false, true), V};
 }
 
+// Dynamic padding (set_max_tokens): batches of L ≤ max_L tokens on the token axis give
+// exactly what their zero-extensions to max_L give with fixed-length bases — the same Grams,
+// bases and gradients (g_x on the batch's positions) — at a low rank too.
+TEST(Instant, VariableLengthEqualsZeroExtension) {
+  const int64_t B = 2, Lmax = 8, I = 6, O = 5;
+  const nlohmann::json spec = {{"rank", 3}, {"axis", "token"}, {"exact_when_no_gain", false}};
+  auto var = instant(spec), fixed = instant(spec);
+  var->set_max_tokens(Lmax);
+  auto extend = [&](const Tensor& t) {  // (B, L, C) -> (B, Lmax, C) with zero rows
+    Tensor z = Tensor::zeros({t.size(0), Lmax, t.size(2)}, t.dtype());
+    z.slice(1, 0, t.size(1)).copy_(t);
+    return z;
+  };
+  const Tensor w = testing::randn({O, I}, 1), b = testing::randn({O}, 2);
+  const std::vector<int64_t> lengths = {5, 8, 3};
+  calibrate(var, [&] {
+    for (size_t i = 0; i < lengths.size(); ++i)
+      run_linear(var, testing::randn({B, lengths[i], I}, 10 + i), w, b, testing::randn({B, lengths[i], O}, 20 + i));
+  });
+  calibrate(fixed, [&] {
+    for (size_t i = 0; i < lengths.size(); ++i)
+      run_linear(fixed, extend(testing::randn({B, lengths[i], I}, 10 + i)), w, b,
+                 extend(testing::randn({B, lengths[i], O}, 20 + i)));
+  });
+  ASSERT_EQ(var->x_basis().n, Lmax);
+  EXPECT_TRUE(testing::all_close(var->x_basis().proj, fixed->x_basis().proj, 1e-9, 1e-12));
+  EXPECT_TRUE(testing::all_close(var->g_basis().proj, fixed->g_basis().proj, 1e-9, 1e-12));
+  for (int64_t L : {4, 8}) {
+    const Tensor x = testing::randn({B, L, I}, 30 + L), g = testing::randn({B, L, O}, 40 + L);
+    ASSERT_TRUE(var->compresses({B, L, I, O}));
+    const Grads a = run_linear(var, x, w, b, g), e = run_linear(fixed, extend(x), w, b, extend(g));
+    EXPECT_TRUE(testing::all_close(a.gw, e.gw, 1e-9, 1e-12)) << "L " << L;
+    EXPECT_TRUE(testing::all_close(a.gb, e.gb, 1e-9, 1e-12)) << "L " << L;
+    EXPECT_TRUE(testing::all_close(a.gx, e.gx.slice(1, 0, L), 1e-9, 1e-12)) << "L " << L;
+  }
+  // Longer than the bases span: the exact backward for that call; fixed bases need one L.
+  EXPECT_FALSE(var->compresses({B, Lmax + 1, I, O}));
+  EXPECT_FALSE(fixed->compresses({B, 4, I, O}));
+}
+
 TEST(Instant, RankSelectionKnownSpectrum) {
   const std::vector<double> lam = {10, 5, 2, 1, 0.5};
   Instant::Settings st;

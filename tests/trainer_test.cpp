@@ -282,6 +282,16 @@ TEST(Trainer, SkipPaddingResolvesAgainstThePlanAndKeepsTheLossCurve) {
   j["backward"] = backward_for("instant");
   train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("instant")));
   EXPECT_EQ(resolved(tmp.sub("instant")), false);
+  // INSTANT's token-axis bases span max_seq_len and each dynamically padded batch projects
+  // with its first L columns: it trains, and keeps fewer bytes than padding every batch.
+  const auto padding = [&](const std::string& run) {
+    return nlohmann::json::parse(std::ifstream(run + "/config.json"))["data"]["padding"];
+  };
+  EXPECT_EQ(padding(tmp.sub("instant")), "dynamic");
+  j["data"]["padding"] = "max_length";
+  train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("instant_fixed")));
+  EXPECT_LT(saved(tmp.sub("instant")), 0.9 * saved(tmp.sub("instant_fixed")));
+  j["data"]["padding"] = "auto";
   j["model"]["skip_padding"] = true;
   try {
     train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("instant_on")));

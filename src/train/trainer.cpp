@@ -329,7 +329,9 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   } catch (const Error& e) {
     throw Error(config.source + ": " + e.what());
   }
-  // Padding: INSTANT's token-axis projections need one sequence length for the whole run.
+  // Padding: dynamic by default. INSTANT's token-axis bases then span max_seq_len positions
+  // and each batch projects with their first L columns (set_max_tokens, below); the
+  // padding-free layout (no (batch, sequence) axes) stays off for such layers.
   {
     std::string token_layer;
     for (const auto& e : plan.layers)
@@ -337,15 +339,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
         token_layer = e.layer;
         break;
       }
-    if (data.text && !token_layer.empty()) {
-      LB_CHECK(config.data.padding != "dynamic", config.source, ": data.padding: \"dynamic\" gives every ",
-               "batch its own sequence length, but INSTANT on the token axis (", token_layer,
-               ", axis auto or token) needs one; use \"auto\" or \"max_length\", or set the layer's ",
-               "\"axis\": \"channel\"");
-      if (config.data.padding == "auto") config.data.padding = "max_length";
-    } else if (config.data.padding == "auto") {
-      config.data.padding = "dynamic";
-    }
+    if (config.data.padding == "auto") config.data.padding = "dynamic";
     // Padding-free BERT gives the token-wise layers (1, N, H) inputs without a (B, T) layout,
     // which INSTANT's token-axis projections need.
     if (config.model.type == "bert") {
@@ -358,6 +352,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     }
   }
   const auto strategies = policy.apply(module, opt.strategy);
+  if (data.text && config.data.padding == "dynamic")
+    for (const auto& s : strategies) s->set_max_tokens(config.data.max_seq_len);
   nn::backward::Calibrator calibrator(strategies);
   calibrator.set_group(world > 1 ? &pg : nullptr);
   LB_CHECK(world == 1 || tc.grad_probe_every == 0, config.source,

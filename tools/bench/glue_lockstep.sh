@@ -6,6 +6,7 @@
 # and appends a summary line to OUT. Differences that grow fast, or a jump at one step, point at
 # a real difference in the recipe (schedule, clipping, optimizer, loss, batching).
 #   TASK=mrpc STEPS=40 SEED=1 tools/bench/glue_lockstep.sh [OUT]
+# STEPS=0 runs the whole recipe and compares the final dev metrics too.
 # Needs tools/fetch_pretrained.sh done, ../shared/data/glue, and a Python with torch and
 # transformers (PYTHON, default python3).
 set -euo pipefail
@@ -26,14 +27,16 @@ c = json.load(open(sys.argv[1]))
 c["model"].update({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
 json.dump(c, open(sys.argv[2], "w"))
 PY
+twin_steps=(); lb_steps=()
+if (( steps > 0 )); then twin_steps=(--max-steps "$steps"); lb_steps=(--set train.max_steps="$steps"); fi
 "$python" tools/bench/glue_twin.py "$tmp/twin.json" --seed "$seed" --order leanback --save-init "$tmp/init" \
-  --log-steps --max-steps "$steps" > "$tmp/twin.jsonl" 2> "$tmp/twin.log"
+  --log-steps "${twin_steps[@]}" > "$tmp/twin.jsonl" 2> "$tmp/twin.log"
 "$lb" train "$cfg" --seed "$seed" --out "$tmp/lb" --no-progress --set model.pretrained="$tmp/init" \
   --set model.hidden_dropout_prob=0 --set model.attention_probs_dropout_prob=0 \
-  --set train.max_steps="$steps" --set train.log_every=1 > "$tmp/lb.log" 2>&1
+  "${lb_steps[@]}" --set train.log_every=1 > "$tmp/lb.log" 2>&1
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 python3 - "$tmp/lb/metrics.jsonl" "$tmp/twin.jsonl" "$task" "$seed" "$steps" "$cpu" "$out" <<'PY'
-import json, sys
+import json, os, sys
 lb_path, twin_path, task, seed, steps, cpu, out = sys.argv[1:]
 lb = {r["step"]: r for r in map(json.loads, open(lb_path)) if r.get("type") == "train"}
 tw = {r["step"]: r for r in map(json.loads, open(twin_path)) if "loss" in r and "step" in r}
@@ -47,6 +50,17 @@ if not rel:
     sys.exit("glue_lockstep: no common steps (see the logs)")
 summary = {"task": task, "seed": int(seed), "steps": len(rel), "first_step_rel_diff": rel[0],
            "max_rel_diff_first_10": max(rel[:10]), "max_rel_diff": max(rel), "final_rel_diff": rel[-1], "cpu": cpu}
+# Whole-recipe runs: the final dev metrics of both.
+twin_evals = [r for r in map(json.loads, open(twin_path)) if "epoch" in r]
+lb_eval = os.path.join(os.path.dirname(lb_path), "eval_results.json")
+if twin_evals and os.path.exists(lb_eval):
+    final = json.load(open(lb_eval))["final"]
+    summary["final_leanback"] = {k: v for k, v in final.items() if k.startswith("eval_") and k != "eval_loss"
+                                 and not k.startswith("eval_runtime") and not k.startswith("eval_samples")}
+    summary["final_pytorch"] = {k: v for k, v in twin_evals[-1].items() if k.startswith("eval_")}
+    for k in summary["final_pytorch"]:
+        print(f"final {k}: leanback {100 * summary['final_leanback'].get(k, float('nan')):.2f}, "
+              f"PyTorch {100 * summary['final_pytorch'][k]:.2f}")
 print(json.dumps(summary))
 with open(out, "a") as f:
     f.write(json.dumps(summary) + "\n")

@@ -56,8 +56,9 @@ std::vector<T*> row_bases(T* base, int64_t R, int64_t B, int64_t C) {
 // with OpenBLAS's AVX2 kernels here and its own thread pool, which fought the OpenMP workers
 // (libgomp spin and sched_yield took half of a calibration's samples).
 template <typename T>
-inline void syrk(bool trans, int64_t n, int64_t k, double alpha, const T* a, int64_t lda, T* c) {
-  cpu::gemm(trans, !trans, n, n, k, static_cast<T>(alpha), a, lda, a, lda, T(1), c, n);
+inline void syrk(bool trans, int64_t n, int64_t k, double alpha, const T* a, int64_t lda, T* c,
+                 int64_t ldc = 0) {
+  cpu::gemm(trans, !trans, n, n, k, static_cast<T>(alpha), a, lda, a, lda, T(1), c, ldc > 0 ? ldc : n);
 }
 
 nlohmann::json basis_json(const Instant::Basis& b) {
@@ -244,8 +245,10 @@ void Instant::begin_calibration_impl() {
 
 bool Instant::gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape& shape,
                         const char* what) {
-  const bool token = acc.batches > 0 ? acc.token_axis : pick_token_axis(L, C);
-  const int64_t n = token ? L : C;
+  const bool token = acc.batches > 0 ? acc.token_axis : pick_token_axis(max_tokens_ > 0 ? max_tokens_ : L, C);
+  const int64_t n = token ? (max_tokens_ > 0 ? max_tokens_ : L) : C;
+  LB_CHECK(!token || L <= n, "instant (", layer_name_, "): a ", what, " batch of ", L,
+           " tokens is longer than the ", n, " the token-axis bases span (", shape_str(shape), ")");
   if (acc.batches == 0) {
     acc.token_axis = token;
     acc.n = n;
@@ -262,7 +265,7 @@ void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const char* what
   const auto t0 = Clock::now();
   const int64_t B = t.size(0), L = t.size(1), C = t.size(2);
   const bool token = gram_axis(acc, L, C, t.shape(), what);
-  const int64_t n = token ? L : C;
+  const int64_t n = token ? acc.n : C;
   if (B == 0 || L == 0 || C == 0) return;
   NoGradGuard no_grad;
   const Tensor tc = detail::contiguous_nograd(as_dtype(t, settings_.gram_dtype));
@@ -272,7 +275,8 @@ void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const char* what
     T* s = acc.sum.data<T>();
     const double alpha = 1.0 / static_cast<double>(B);  // per-sample Grams averaged over the batch
     if (token) {
-      for (int64_t b = 0; b < B; ++b) syrk(false, L, C, alpha, p + b * L * C, C, s);  // x_b x_bᵀ
+      // x_b x_bᵀ into the leading L×L block (a shorter batch is its zero-extension)
+      for (int64_t b = 0; b < B; ++b) syrk(false, L, C, alpha, p + b * L * C, C, s, n);
     } else {
       syrk(true, C, B * L, alpha, p, C, s);  // Σ_b x_bᵀ x_b = XᵀX
     }
@@ -385,8 +389,16 @@ void Instant::finish_calibration_impl() {
 
 // ---------------------------------------------------------------- forward / backward
 
-bool Instant::basis_fits(const Basis& b, int64_t L, int64_t C) {
-  return b.valid && !b.choice.degenerate && b.n == (b.token_axis ? L : C);
+bool Instant::basis_fits(const Basis& b, int64_t L, int64_t C) const {
+  if (!b.valid || b.choice.degenerate) return false;
+  if (!b.token_axis) return b.n == C;
+  return max_tokens_ > 0 ? L <= b.n : L == b.n;
+}
+
+Tensor Instant::projection(const Basis& b, int64_t L, DType dt) const {
+  const Tensor p = as_dtype(b.proj, dt);
+  if (!b.token_axis || L == b.n) return detail::contiguous_nograd(p);
+  return detail::contiguous_nograd(p.slice(1, 0, L));
 }
 
 bool Instant::compresses(const LayerGeometry& g) const {
@@ -412,7 +424,7 @@ SavedState Instant::save_impl(const Tensor& x, const Tensor& w) {
     if (calibrations_ > 0) ++fallback_calls_;
     return save_exact(x, w);
   }
-  const Tensor P = detail::contiguous_nograd(as_dtype(x_basis_.proj, x.dtype()));
+  const Tensor P = projection(x_basis_, L, x.dtype());
   const int64_t Rx = P.size(0);
   SavedState s;
   s.scalars = {static_cast<double>(generation_)};
@@ -444,8 +456,8 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
            "instant (", layer_name_, "): g_y must be a contiguous (", B, ", ", L, ", ", O,
            ") tensor, got ", g_y.str());
   const DType dt = g_y.dtype();
-  const Tensor P = detail::contiguous_nograd(as_dtype(x_basis_.proj, dt));
-  const Tensor Q = detail::contiguous_nograd(as_dtype(g_basis_.proj, dt));
+  const Tensor P = projection(x_basis_, L, dt);
+  const Tensor Q = projection(g_basis_, L, dt);
   const int64_t Rx = P.size(0), Ry = Q.size(0);
   const Tensor& xh = s.tensors.at(0);
   const Tensor g2 = g_y.view({B * L, O});  // contiguous (strategy contract)

@@ -122,6 +122,12 @@ class Instant : public Strategy {
   Gradients backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
                                 bool want_gx, bool want_gw, const ConvGeometry& cg) override;
 
+  // Token axis with variable L (set_max_tokens): the bases span positions 0..max_L-1, the
+  // Grams sum every batch zero-extended to max_L (padding positions beyond a batch's L add
+  // nothing), and a batch of L ≤ max_L tokens projects with the bases' first L columns —
+  // exactly what the zero-extended batch would give.
+  void set_max_tokens(int64_t max_L) override { max_tokens_ = max_L; }
+
   const Basis& x_basis() const { return x_basis_; }
   const Basis& g_basis() const { return g_basis_; }
   int64_t calibrations() const { return calibrations_; }
@@ -159,8 +165,11 @@ class Instant : public Strategy {
   // Sets up acc on its first batch (axis choice, zeroed sum) and checks later ones agree;
   // returns whether the token axis is used.
   bool gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape& shape, const char* what);
-  static bool basis_fits(const Basis& b, int64_t L, int64_t C);
+  bool basis_fits(const Basis& b, int64_t L, int64_t C) const;
+  // b's projection for L tokens: (R, L), the first L columns on the token axis.
+  Tensor projection(const Basis& b, int64_t L, DType dt) const;
 
+  int64_t max_tokens_ = 0;  // 0: the token axis needs one L for the whole run
   Settings settings_;
   Basis x_basis_, g_basis_;
   GramAccumulator x_acc_, g_acc_;

@@ -114,6 +114,12 @@ class Strategy {
   virtual void reduce_calibration(dist::ProcessGroup& /*group*/) {}
   virtual bool reduces_calibration() const { return false; }
 
+  // ---- variable sequence lengths ----
+  // Text batches padded to their own longest example (data.padding "dynamic") have different
+  // token counts L; the training loop gives the most any batch can have. A strategy whose
+  // state is sized by L (INSTANT's token-axis bases) sizes it by this instead. 0: fixed L.
+  virtual void set_max_tokens(int64_t /*max_L*/) {}
+
   // ---- failure fallback ----
   // After a failed calibration (e.g. the eigendecomposition did not converge, or saw NaN)
   // the layer runs the exact backward for the rest of the run; `why` is kept for reports
