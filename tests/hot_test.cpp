@@ -532,7 +532,7 @@ TEST(Hot, BadConfigsNameTheJsonPath) {
 }
 
 TEST(Hot, PaperMetrics) {
-  auto s = make({});
+  auto s = make({{"gx_bits", 4}});  // the paper's settings (the reference counter's bit-ops)
   // One BERT-base layer at L = 512: vanilla keeps 13.5 MiB per sample, HOT 1/8 of it.
   const std::vector<LayerGeometry> layer = {{1, 512, 768, 768}, {1, 512, 768, 768}, {1, 512, 768, 768},
                                             {1, 512, 768, 768}, {1, 512, 768, 3072}, {1, 512, 3072, 768}};

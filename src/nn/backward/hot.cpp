@@ -108,7 +108,7 @@ const char* lqs_name(Hot::Lqs l) {
 
 HotSettings HotSettings::from_json(JsonReader& r) {
   HotSettings s;
-  s.gx_bits = static_cast<int>(r.integer("gx_bits", 4, 1, 64));
+  s.gx_bits = static_cast<int>(r.integer("gx_bits", 8, 1, 64));
   LB_CHECK(s.gx_bits == 4 || s.gx_bits == 8, r.path(), ".gx_bits: must be 4 or 8, got ", s.gx_bits);
   s.hla_basis = r.choice("hla_basis", "sequency", {"sequency", "lbp_triangle"});
   s.full_basis = r.boolean("full_basis", false);
