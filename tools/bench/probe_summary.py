@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Summarise a run's gradient-fidelity probe (train.grad_probe_every): the mean over probes of
+each compressed layer's local g_w / g_x cosine to the exact gradients and its end-to-end g_w
+cosine (after a whole compressed backward), grouped by layer kind and by encoder layer.
+
+    python3 tools/bench/probe_summary.py RUN_DIR/metrics.jsonl
+"""
+import json
+import statistics
+import sys
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    lines = [json.loads(l) for l in open(sys.argv[1])]
+    probes = [l for l in lines if l.get("type") == "probe"]
+    if not probes:
+        sys.exit(f"probe_summary.py: no probe lines in {sys.argv[1]} (set train.grad_probe_every)")
+    kinds, depth = {}, {}
+    for p in probes:
+        for l in p["layers"]:
+            name = l["layer"]
+            parts = name.split(".")
+            encoder = "encoder" in parts and "layer" in parts
+            i = parts.index("layer") if encoder else 0
+            kind = ".".join(parts[i + 2:]) if encoder else name
+            v = (l["local"]["g_w"]["cos"], l["local"]["g_x"]["cos"], l["end_to_end"]["g_w"]["cos"])
+            kinds.setdefault(kind, []).append(v)
+            depth.setdefault(parts[i + 1] if encoder else "-", []).append(v)
+
+    def row(label, vs):
+        m = [statistics.mean(x[j] for x in vs) for j in range(3)]
+        print(f"| {label} | {m[0]:.3f} | {m[1]:.3f} | {m[2]:.3f} |")
+
+    print(f"{len(probes)} probes, {statistics.mean(p['ms'] for p in probes):.0f} ms each\n")
+    print("| layer kind / encoder layer | g_w cos (local) | g_x cos (local) | g_w cos (end to end) |")
+    print("|---|---:|---:|---:|")
+    for k, vs in kinds.items():
+        row(k, vs)
+    for k, vs in depth.items():
+        row(f"layer {k}", vs)
+    row("**all**", [x for vs in kinds.values() for x in vs])
+
+
+if __name__ == "__main__":
+    main()
