@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "lb/nn/backward/packed_sequences.h"
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
 
@@ -132,10 +133,14 @@ SequenceClassifierOutput BertForSequenceClassification::forward(const Tensor& id
   std::optional<nn::TokenPacking> packing;
   if (skip_padding_ && keep_mask.defined() && ids.size(1) <= config_.max_position_embeddings) {
     packing = nn::TokenPacking::from_keep_mask(keep_mask);
-    // Nothing to skip, or a sequence whose [CLS] is masked (the pooler reads it anyway).
-    if (!packing->has_padding() || !packing->keeps_first_tokens()) packing.reset();
+    // Nothing to skip, or not the right-padded layout: a sequence whose [CLS] is masked (the
+    // pooler reads it anyway) or with holes (the strategies' packed sequences are prefixes).
+    if (!packing->has_padding() || !packing->keeps_prefixes()) packing.reset();
   }
   if (packing) {
+    // The layers' strategies see (1, N, H) calls; per-sequence ones (INSTANT's token axis)
+    // read the sequence boundaries from this scope.
+    nn::backward::PackedSequencesScope sequences(packing->sequence_offsets());
     Tensor h = embeddings_->forward(packing->pack(ids), packing->pack(tt), packing->positions());
     for (size_t i = 0; i < layers_->size(); ++i)
       h = static_cast<BertLayer&>(*(*layers_)[i]).forward(h, mask, &*packing);

@@ -316,6 +316,8 @@ TEST(TokenPacking, PackUnpackRoundTrip) {
   EXPECT_TRUE(p.has_padding());
   EXPECT_TRUE(p.keeps_first_tokens());
   EXPECT_EQ(p.positions().to_double_vector(), (std::vector<double>{0, 1, 2, 3, 0, 1, 0}));
+  ASSERT_TRUE(p.keeps_prefixes());  // right padded: the sequences' offsets in the packed row
+  EXPECT_EQ(*p.sequence_offsets(), (std::vector<int64_t>{0, 4, 6, 7}));
   const Tensor x = testing::randn({3, 4, 2}, 5);
   const Tensor packed = p.pack(x);
   ASSERT_EQ(packed.shape(), (Shape{1, 7, 2}));
@@ -344,7 +346,14 @@ TEST(TokenPacking, PackUnpackRoundTrip) {
 TEST(TokenPacking, MaskedFirstTokenAndNoPadding) {
   const auto p = nn::TokenPacking::from_keep_mask(Tensor::from_vector<int64_t>({0, 1, 1, 1}, {2, 2}));
   EXPECT_FALSE(p.keeps_first_tokens());
+  EXPECT_FALSE(p.keeps_prefixes());
+  EXPECT_EQ(p.sequence_offsets(), nullptr);
+  // A hole (a kept token after a padded one) is not a prefix either.
+  const auto holes = nn::TokenPacking::from_keep_mask(Tensor::from_vector<int64_t>({1, 0, 1, 1, 1, 0}, {2, 3}));
+  EXPECT_TRUE(holes.keeps_first_tokens());
+  EXPECT_FALSE(holes.keeps_prefixes());
   const auto full = nn::TokenPacking::from_keep_mask(Tensor::ones({2, 3}, DType::I64));
+  EXPECT_TRUE(full.keeps_prefixes());
   EXPECT_FALSE(full.has_padding());
   expect_error([&] { (void)full.unpack(testing::randn({5, 2}, 1)); }, {"token packing", "(1, 6, H)", "(5, 2)"});
 }

@@ -12,6 +12,7 @@
 #include "lb/nn/backward/calibration.h"
 #include "lb/nn/backward/factory.h"
 #include "lb/nn/backward/instant.h"
+#include "lb/nn/backward/packed_sequences.h"
 #include "lb/nn/backward/policy.h"
 #include "lb/nn/layers.h"
 #include "lb/ops.h"
@@ -315,6 +316,75 @@ TEST(Instant, VariableLengthEqualsZeroExtension) {
   // Longer than the bases span: the exact backward for that call; fixed bases need one L.
   EXPECT_FALSE(var->compresses({B, Lmax + 1, I, O}));
   EXPECT_FALSE(fixed->compresses({B, 4, I, O}));
+}
+
+// Padding-free calls (packed_sequences.h): x (1, N, I) holding S sequences back to back gives
+// what the padded (S, Lmax, I) batch with zero rows at the padding gives with fixed-length
+// bases — the same Grams, bases and gradients on the kept rows — on either axis. Widths that
+// exercise both the SIMD tiles and the scalar tails of the segment kernels.
+TEST(Instant, PackedSequencesEqualZeroPaddedBatch) {
+  const int64_t Lmax = 8, I = 37, O = 35;
+  const std::vector<int64_t> lengths = {5, 8, 3, 1};
+  const int64_t S = static_cast<int64_t>(lengths.size());
+  auto offsets = std::make_shared<std::vector<int64_t>>(1, 0);
+  for (int64_t l : lengths) offsets->push_back(offsets->back() + l);
+  const int64_t N = offsets->back();
+  auto padded = [&](int64_t C, uint64_t seed) {  // (S, Lmax, C), zero beyond each length
+    Tensor t = testing::randn({S, Lmax, C}, seed);
+    for (int64_t b = 0; b < S; ++b)
+      if (lengths[b] < Lmax) t.slice(0, b, b + 1).slice(1, lengths[b], Lmax).fill_(0.0);
+    return t;
+  };
+  auto pack = [&](const Tensor& t) {  // (S, Lmax, C) -> (1, N, C)
+    std::vector<Tensor> rows;
+    for (int64_t b = 0; b < S; ++b)
+      rows.push_back(t.slice(0, b, b + 1).slice(1, 0, lengths[b]).reshape({lengths[b], t.size(2)}));
+    return concat(rows, 0).reshape({1, N, t.size(2)});
+  };
+  const Tensor w = testing::randn({O, I}, 1), b = testing::randn({O}, 2);
+  for (const char* axis : {"token", "channel"}) {
+    const nlohmann::json spec = {{"rank", 3}, {"axis", axis}, {"gram_dtype", "f64"}, {"exact_when_no_gain", false}};
+    auto var = instant(spec), fixed = instant(spec);
+    var->set_max_tokens(Lmax);
+    auto packed_linear = [&](const Tensor& x, const Tensor& g) {
+      PackedSequencesScope scope(offsets);
+      return run_linear(var, pack(x), w, b, pack(g));
+    };
+    calibrate(var, [&] {
+      for (uint64_t i = 0; i < 2; ++i) packed_linear(padded(I, 10 + i), padded(O, 20 + i));
+    });
+    calibrate(fixed, [&] {
+      for (uint64_t i = 0; i < 2; ++i) run_linear(fixed, padded(I, 10 + i), w, b, padded(O, 20 + i));
+    });
+    EXPECT_TRUE(testing::all_close(var->x_basis().proj, fixed->x_basis().proj, 1e-9, 1e-12)) << axis;
+    EXPECT_TRUE(testing::all_close(var->g_basis().proj, fixed->g_basis().proj, 1e-9, 1e-12)) << axis;
+    const Tensor x = padded(I, 30), g = padded(O, 40);
+    const Grads a = packed_linear(x, g), e = run_linear(fixed, x, w, b, g);
+    const LayerGeometry& geom = var->last_geometry();
+    EXPECT_EQ(geom.B, 1);
+    EXPECT_EQ(geom.L, N);
+    EXPECT_EQ(geom.sequences, S);
+    EXPECT_EQ(geom.longest, Lmax);
+    ASSERT_TRUE(var->compresses(geom)) << axis;
+    EXPECT_TRUE(testing::all_close(a.gw, e.gw, 1e-9, 1e-12)) << axis;
+    EXPECT_TRUE(testing::all_close(a.gb, e.gb, 1e-9, 1e-12)) << axis;
+    EXPECT_TRUE(testing::all_close(a.gx, pack(e.gx), 1e-9, 1e-12)) << axis;
+    // The paper figures count per sequence on the token axis: S sequences' projected rows.
+    if (std::string(axis) == "token")
+      EXPECT_DOUBLE_EQ(var->paper_saved_bytes_fp32(geom), 4.0 * 3 * S * I);
+  }
+  // The token axis of a packed call needs the span of the bases.
+  auto unsized = instant({{"rank", 3}, {"axis", "token"}});
+  try {
+    calibrate(unsized, [&] {
+      PackedSequencesScope scope(offsets);
+      run_linear(unsized, pack(padded(I, 50)), w, b, pack(padded(O, 51)));
+    });
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs the longest sequence the bases must span"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Instant, RankSelectionKnownSpectrum) {

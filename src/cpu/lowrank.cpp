@@ -154,21 +154,33 @@ inline void expand_tail(const T* at, int64_t Rp, int64_t L, const T* const* in, 
 
 }  // namespace
 
+namespace {
+
+// Sample b of a batch: its first row in x (or out) and its token count. Uniform samples of L
+// rows, or variable-length ones back to back (offsets, B + 1 of them).
+struct Samples {
+  int64_t L;
+  const int64_t* offsets;  // null: uniform
+  int64_t start(int64_t b) const { return offsets ? offsets[b] : b * L; }
+  int64_t length(int64_t b) const { return offsets ? offsets[b + 1] - offsets[b] : L; }
+  int64_t rows(int64_t B) const { return offsets ? offsets[B] : B * L; }
+};
+
+// A sample of L_b ≤ L tokens uses a's first L_b columns: the first L_b rows of its transpose.
 template <typename T>
-void project_tokens(const T* a, int64_t R, int64_t L, const T* x, int64_t B, int64_t C,
-                    T* const* out_rows, int64_t out_b_stride, T* col_sums) {
+void project_impl(const T* a, int64_t R, int64_t L, const T* x, const Samples& smp, int64_t B,
+                  int64_t C, T* const* out_rows, int64_t out_b_stride, T* col_sums) {
   if (R == 0 || B == 0 || C == 0) return;
   constexpr int64_t W = tile_width<T>();
   const int64_t Rp = (R + kRB - 1) / kRB * kRB;
   const std::vector<T> at = transpose_padded(a, R, L, Rp);
   const int64_t tiles = (C + W - 1) / W;
-  const double work = static_cast<double>(B) * static_cast<double>(L) * static_cast<double>(C) *
-                      static_cast<double>(Rp);
+  const double work = static_cast<double>(smp.rows(B)) * static_cast<double>(C) * static_cast<double>(Rp);
 #pragma omp parallel for collapse(2) schedule(static) if (work > 4e6)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t c0 = t * W, cw = std::min(W, C - c0);
-      const T* xb = x + b * L * C + c0;
+      const int64_t c0 = t * W, cw = std::min(W, C - c0), Lb = smp.length(b);
+      const T* xb = x + smp.start(b) * C + c0;
       for (int64_t rb = 0; rb < Rp; rb += kRB) {
         const int64_t nrows = std::min(kRB, R - rb);
         T* out[kRB];
@@ -176,44 +188,69 @@ void project_tokens(const T* a, int64_t R, int64_t L, const T* x, int64_t B, int
         // Column sums ride along with the first row block.
         T* sums = (col_sums && rb == 0) ? col_sums + b * C + c0 : nullptr;
         if (cw < W)
-          project_tail(at.data() + rb, Rp, L, xb, C, cw, out, nrows, sums);
+          project_tail(at.data() + rb, Rp, Lb, xb, C, cw, out, nrows, sums);
         else if (sums)
-          project_tile<T, true>(at.data() + rb, Rp, L, xb, C, out, nrows, sums);
+          project_tile<T, true>(at.data() + rb, Rp, Lb, xb, C, out, nrows, sums);
         else
-          project_tile<T, false>(at.data() + rb, Rp, L, xb, C, out, nrows, nullptr);
+          project_tile<T, false>(at.data() + rb, Rp, Lb, xb, C, out, nrows, nullptr);
       }
     }
 }
 
 template <typename T>
-void expand_tokens(const T* a, int64_t R, int64_t L, const T* const* in_rows, int64_t in_b_stride,
-                   int64_t B, int64_t C, T* out) {
+void expand_impl(const T* a, int64_t R, int64_t L, const T* const* in_rows, int64_t in_b_stride,
+                 const Samples& smp, int64_t B, int64_t C, T* out) {
   if (B == 0 || C == 0 || L == 0) return;
   constexpr int64_t W = tile_width<T>();
   if (R == 0) {
-    std::fill(out, out + B * L * C, T(0));
+    std::fill(out, out + smp.rows(B) * C, T(0));
     return;
   }
   const int64_t Rp = (R + kRB - 1) / kRB * kRB;
   const std::vector<T> at = transpose_padded(a, R, L, Rp);
   const int64_t tiles = (C + W - 1) / W;
-  const double work = static_cast<double>(B) * static_cast<double>(L) * static_cast<double>(C) *
-                      static_cast<double>(Rp);
+  const double work = static_cast<double>(smp.rows(B)) * static_cast<double>(C) * static_cast<double>(Rp);
 #pragma omp parallel for collapse(2) schedule(static) if (work > 4e6)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t c0 = t * W, cw = std::min(W, C - c0);
-      T* ob = out + b * L * C + c0;
+      const int64_t c0 = t * W, cw = std::min(W, C - c0), Lb = smp.length(b);
+      T* ob = out + smp.start(b) * C + c0;
       for (int64_t rb = 0; rb < Rp; rb += kRB) {
         const int64_t nrows = std::min(kRB, R - rb);
         const T* in[kRB];
         for (int64_t i = 0; i < nrows; ++i) in[i] = in_rows[rb + i] + b * in_b_stride + c0;
         if (cw == W)
-          expand_tile(at.data() + rb, Rp, L, in, nrows, ob, C, rb == 0);
+          expand_tile(at.data() + rb, Rp, Lb, in, nrows, ob, C, rb == 0);
         else
-          expand_tail(at.data() + rb, Rp, L, in, nrows, cw, ob, C, rb == 0);
+          expand_tail(at.data() + rb, Rp, Lb, in, nrows, cw, ob, C, rb == 0);
       }
     }
+}
+
+}  // namespace
+
+template <typename T>
+void project_tokens(const T* a, int64_t R, int64_t L, const T* x, int64_t B, int64_t C,
+                    T* const* out_rows, int64_t out_b_stride, T* col_sums) {
+  project_impl(a, R, L, x, Samples{L, nullptr}, B, C, out_rows, out_b_stride, col_sums);
+}
+
+template <typename T>
+void expand_tokens(const T* a, int64_t R, int64_t L, const T* const* in_rows, int64_t in_b_stride,
+                   int64_t B, int64_t C, T* out) {
+  expand_impl(a, R, L, in_rows, in_b_stride, Samples{L, nullptr}, B, C, out);
+}
+
+template <typename T>
+void project_segments(const T* a, int64_t R, int64_t L, const T* x, const int64_t* offsets,
+                      int64_t B, int64_t C, T* const* out_rows, int64_t out_b_stride, T* col_sums) {
+  project_impl(a, R, L, x, Samples{L, offsets}, B, C, out_rows, out_b_stride, col_sums);
+}
+
+template <typename T>
+void expand_segments(const T* a, int64_t R, int64_t L, const T* const* in_rows, int64_t in_b_stride,
+                     const int64_t* offsets, int64_t B, int64_t C, T* out) {
+  expand_impl(a, R, L, in_rows, in_b_stride, Samples{L, offsets}, B, C, out);
 }
 
 namespace {
@@ -274,5 +311,13 @@ template void expand_tokens<float>(const float*, int64_t, int64_t, const float* 
                                    int64_t, int64_t, float*);
 template void expand_tokens<double>(const double*, int64_t, int64_t, const double* const*, int64_t,
                                     int64_t, int64_t, double*);
+template void project_segments<float>(const float*, int64_t, int64_t, const float*, const int64_t*,
+                                      int64_t, int64_t, float* const*, int64_t, float*);
+template void project_segments<double>(const double*, int64_t, int64_t, const double*, const int64_t*,
+                                       int64_t, int64_t, double* const*, int64_t, double*);
+template void expand_segments<float>(const float*, int64_t, int64_t, const float* const*, int64_t,
+                                     const int64_t*, int64_t, int64_t, float*);
+template void expand_segments<double>(const double*, int64_t, int64_t, const double* const*, int64_t,
+                                      const int64_t*, int64_t, int64_t, double*);
 
 }  // namespace lb::cpu

@@ -26,6 +26,18 @@ template <typename T>
 void expand_tokens(const T* a, int64_t R, int64_t L, const T* const* in_rows, int64_t in_b_stride,
                    int64_t B, int64_t C, T* out);
 
+// Variable-length samples back to back (a padding-free batch): sample b is rows
+// offsets[b] .. offsets[b+1] of x (or out), (offsets[B], C) contiguous, and uses the first
+// L_b = offsets[b+1] - offsets[b] ≤ L columns of a (R, L) — what its zero-extension to L
+// tokens would give.
+template <typename T>
+void project_segments(const T* a, int64_t R, int64_t L, const T* x, const int64_t* offsets,
+                      int64_t B, int64_t C, T* const* out_rows, int64_t out_b_stride,
+                      T* col_sums = nullptr);
+template <typename T>
+void expand_segments(const T* a, int64_t R, int64_t L, const T* const* in_rows, int64_t in_b_stride,
+                     const int64_t* offsets, int64_t B, int64_t C, T* out);
+
 // Serial helpers for per-image loops (callers parallelise over images):
 // c[m, n] += Σ_k a[m, k] · b[n, k]   (a (M, K), b (N, K), c (M, N), all row-major)
 template <typename T>

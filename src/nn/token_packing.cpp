@@ -1,6 +1,8 @@
 // TokenPacking (see lb/nn/token_packing.h).
 #include "lb/nn/token_packing.h"
 
+#include <utility>
+
 #include "lb/core/error.h"
 #include "lb/ops/shape_ops.h"
 
@@ -14,9 +16,15 @@ TokenPacking TokenPacking::from_keep_mask(const Tensor& keep) {
   const auto k = keep.to_double_vector();
   const int64_t BT = p.batch_ * p.seq_len_;
   std::vector<int64_t> rows, positions, first(p.batch_, -1), slots(BT);
+  std::vector<int64_t> offsets(p.batch_ + 1, 0);
   rows.reserve(BT);
   positions.reserve(BT);
+  p.keeps_prefixes_ = p.seq_len_ > 0;
   for (int64_t i = 0; i < BT; ++i) {
+    const int64_t b = i / p.seq_len_, t = i % p.seq_len_;
+    // A kept token after a padded one (or a row with no token) breaks the prefix layout.
+    if (k[i] != 0 && t > 0 && k[i - 1] == 0) p.keeps_prefixes_ = false;
+    if (k[i] != 0) offsets[b + 1] = t + 1;
     if (k[i] == 0) continue;
     if (i % p.seq_len_ == 0) first[i / p.seq_len_] = static_cast<int64_t>(rows.size());
     slots[i] = static_cast<int64_t>(rows.size());
@@ -28,6 +36,11 @@ TokenPacking TokenPacking::from_keep_mask(const Tensor& keep) {
     if (k[i] == 0) slots[i] = p.tokens_;
   p.keeps_first_ = p.seq_len_ > 0;
   for (int64_t f : first) p.keeps_first_ = p.keeps_first_ && f >= 0;
+  p.keeps_prefixes_ = p.keeps_prefixes_ && p.keeps_first_;
+  if (p.keeps_prefixes_) {
+    for (int64_t b = 0; b < p.batch_; ++b) offsets[b + 1] += offsets[b];
+    p.offsets_ = std::make_shared<const std::vector<int64_t>>(std::move(offsets));
+  }
   p.rows_ = Tensor::from_vector<int64_t>(rows, {p.tokens_});
   p.slots_ = Tensor::from_vector<int64_t>(slots, {BT});
   p.positions_ = Tensor::from_vector<int64_t>(positions, {1, p.tokens_});

@@ -329,30 +329,18 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   } catch (const Error& e) {
     throw Error(config.source + ": " + e.what());
   }
-  // Padding: dynamic by default. INSTANT's token-axis bases then span max_seq_len positions
-  // and each batch projects with their first L columns (set_max_tokens, below); the
-  // padding-free layout (no (batch, sequence) axes) stays off for such layers.
-  {
-    std::string token_layer;
-    for (const auto& e : plan.layers)
-      if (e.spec.value("type", "") == "instant" && e.spec.value("axis", "auto") != "channel") {
-        token_layer = e.layer;
-        break;
-      }
-    if (config.data.padding == "auto") config.data.padding = "dynamic";
-    // Padding-free BERT gives the token-wise layers (1, N, H) inputs without a (B, T) layout,
-    // which INSTANT's token-axis projections need.
-    if (config.model.type == "bert") {
-      LB_CHECK(config.model.skip_padding != "true" || token_layer.empty(), config.source,
-               ": model.skip_padding: true runs the layers on the kept tokens without a (batch, ",
-               "sequence) layout, but INSTANT on the token axis (", token_layer,
-               ") needs it; use \"auto\" or false, or set the layer's \"axis\": \"channel\"");
-      if (config.model.skip_padding == "auto") config.model.skip_padding = token_layer.empty() ? "true" : "false";
-      model->set_skip_padding(config.model.skip_padding == "true");
-    }
+  // Padding: dynamic by default. BERT runs padding-free unless told not to (skip_padding
+  // "auto" = true): token-wise layers see only the kept tokens, and INSTANT's token-axis
+  // projections work per sequence (packed_sequences.h). Their bases span max_seq_len
+  // positions and each sequence (or padded batch) of L tokens projects with their first L
+  // columns (set_max_tokens, below).
+  if (config.data.padding == "auto") config.data.padding = "dynamic";
+  if (config.model.type == "bert") {
+    if (config.model.skip_padding == "auto") config.model.skip_padding = "true";
+    model->set_skip_padding(config.model.skip_padding == "true");
   }
   const auto strategies = policy.apply(module, opt.strategy);
-  if (data.text && config.data.padding == "dynamic")
+  if (data.text)
     for (const auto& s : strategies) s->set_max_tokens(config.data.max_seq_len);
   nn::backward::Calibrator calibrator(strategies);
   calibrator.set_group(world > 1 ? &pg : nullptr);

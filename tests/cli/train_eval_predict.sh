@@ -76,8 +76,8 @@ check 2 "--strategy: fancy not in" train "$configs/quickstart.json" --strategy f
 check 2 "The following argument was not expected" train "$configs/quickstart.json" extra
 check 1 "no checkpoint in it" eval "$configs/quickstart.json" --checkpoint "$tmp"
 check 2 "--checkpoint is required" eval "$configs/quickstart.json"
-check 1 'model.skip_padding: true runs the layers on the kept tokens' train "$configs/quickstart.json" \
-  --strategy instant --set model.skip_padding=true --out "$tmp/x"
+check 1 'model.skip_padding: expected true, false or "auto"' train "$configs/quickstart.json" \
+  --strategy instant --set model.skip_padding=yes --out "$tmp/x"
 [ ! -e "$tmp/x" ] || fail "a failed run left a run directory behind"
 
 # A GLUE task in its original layout (RTE: index, sentence1, sentence2, label; test without

@@ -5,6 +5,8 @@
 # runs in parts), and its report.json, report.md and plots are copied (small) to
 # tools/bench/results/study/SETTING/TASK/. tools/bench/study_table.py summarises them.
 #   SETTING=full TASKS="cola sst2 mrpc stsb rte wnli" SEEDS=3 tools/bench/study.sh
+# STRATEGIES (default vanilla,instant,hot) runs a subset first; a later full call reuses those
+# runs and writes the three-strategy report.
 # Settings:
 #   full  full fine-tuning, every encoder Linear compressed (compare's override: all layers but
 #         the embeddings, pooler and classifier)
@@ -16,6 +18,7 @@ cd "$root"
 lb="${LB:-build/leanback}"
 setting="${SETTING:-full}"
 seeds="${SEEDS:-1}"
+strategies="${STRATEGIES:-vanilla,instant,hot}"
 sets=()
 case "$setting" in
   full) ;;
@@ -25,7 +28,7 @@ esac
 for task in ${TASKS:-cola sst2 mrpc stsb rte wnli}; do
   dir="runs/study/$setting/$task"
   mkdir -p "$(dirname "$dir")"
-  "$lb" compare "configs/minilm_$task.json" --strategies vanilla,instant,hot --seeds "$seeds" "${sets[@]}" \
+  "$lb" compare "configs/minilm_$task.json" --strategies "$strategies" --seeds "$seeds" "${sets[@]}" \
     --out "$dir" --no-progress > "$dir.log" 2>&1 || { echo "study.sh: $task failed; see $dir.log" >&2; continue; }
   dest="tools/bench/results/study/$setting/$task"
   mkdir -p "$dest/plots"

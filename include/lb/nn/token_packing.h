@@ -9,6 +9,9 @@
 // (their keys are masked) and no loss reads them, so their gradient is zero either way.
 // All moves are index_select, so gradients flow through them like any other op.
 #pragma once
+#include <memory>
+#include <vector>
+
 #include "lb/core/tensor.h"
 
 namespace lb::nn {
@@ -24,6 +27,11 @@ class TokenPacking {
   bool has_padding() const { return tokens_ < batch_ * seq_len_; }
   // Every sequence keeps its first token (BERT's [CLS]), so first_rows() exists.
   bool keeps_first_tokens() const { return keeps_first_; }
+  // Every sequence keeps a prefix of its row (positions 0 .. L_b - 1, L_b ≥ 1): the
+  // right-padded layout tokenizers produce. Then sequence_offsets() exist.
+  bool keeps_prefixes() const { return keeps_prefixes_; }
+  // (B + 1): sequence b is packed tokens [offsets[b], offsets[b+1]) (requires keeps_prefixes()).
+  const std::shared_ptr<const std::vector<int64_t>>& sequence_offsets() const { return offsets_; }
 
   // (B, T, ...) -> (1, N, ...): the kept tokens, in batch-major order (any dtype).
   Tensor pack(const Tensor& padded) const;
@@ -36,7 +44,8 @@ class TokenPacking {
 
  private:
   int64_t batch_ = 0, seq_len_ = 0, tokens_ = 0;
-  bool keeps_first_ = false;
+  bool keeps_first_ = false, keeps_prefixes_ = false;
+  std::shared_ptr<const std::vector<int64_t>> offsets_;
   Tensor rows_;       // (N): b·T + t of each kept token
   Tensor slots_;      // (B·T): the packed row of each position, N (a zero row) for padding
   Tensor positions_;  // (1, N)

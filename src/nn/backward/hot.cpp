@@ -398,7 +398,7 @@ bool Hot::needs_calibration(int64_t) const {
   return settings_.quantize && settings_.lqs && lqs_ == Lqs::Undecided;
 }
 
-void Hot::observe_grad_output(const Tensor& g_y) {
+void Hot::observe_grad_output(const Tensor& g_y, const SequenceOffsets&) {
   if (g_y.dtype() != DType::F32) return;
   const Tensor g = detail::contiguous_nograd(g_y);
   run_lqs(g.view({g.numel() / g.size(-1), g.size(-1)}), "calibration");

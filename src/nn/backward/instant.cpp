@@ -36,6 +36,13 @@ const char* axis_name(Instant::Axis a) {
   }
 }
 
+// Sequences per sample of a call: a padding-free call's sample holds them all, back to back.
+double sequences_per_sample(const LayerGeometry& g) {
+  return g.sequences > 0 ? static_cast<double>(g.sequences) : 1.0;
+}
+// The tokens a token-axis basis must span for a call: its sequences' longest.
+int64_t token_span(const LayerGeometry& g) { return g.sequences > 0 ? g.longest : g.L; }
+
 // A basis in the compute dtype of the call (bases live in gram_dtype).
 Tensor as_dtype(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
@@ -244,8 +251,12 @@ void Instant::begin_calibration_impl() {
 }
 
 bool Instant::gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape& shape,
-                        const char* what) {
+                        const char* what, bool packed) {
   const bool token = acc.batches > 0 ? acc.token_axis : pick_token_axis(max_tokens_ > 0 ? max_tokens_ : L, C);
+  LB_CHECK(!token || !packed || max_tokens_ > 0, "instant (", layer_name_, "): a padding-free ", what,
+           " batch (", shape_str(shape), ") on the token axis needs the longest sequence the bases "
+           "must span. HINT: call set_max_tokens(max_seq_len) (the trainer does), or set \"axis\": "
+           "\"channel\"");
   const int64_t n = token ? (max_tokens_ > 0 ? max_tokens_ : L) : C;
   LB_CHECK(!token || L <= n, "instant (", layer_name_, "): a ", what, " batch of ", L,
            " tokens is longer than the ", n, " the token-axis bases span (", shape_str(shape), ")");
@@ -261,12 +272,20 @@ bool Instant::gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape&
   return token;
 }
 
-void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const char* what) {
+void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const SequenceOffsets& seq,
+                         const char* what) {
   const auto t0 = Clock::now();
-  const int64_t B = t.size(0), L = t.size(1), C = t.size(2);
-  const bool token = gram_axis(acc, L, C, t.shape(), what);
+  // Padded: B samples of L tokens. Packed: the (1, N, C) call's sequences are the samples.
+  const int64_t B = seq ? static_cast<int64_t>(seq->size()) - 1 : t.size(0), C = t.size(2);
+  int64_t L = t.size(1);
+  if (seq) {
+    L = 0;
+    for (int64_t b = 0; b < B; ++b) L = std::max(L, (*seq)[b + 1] - (*seq)[b]);
+  }
+  const bool token = gram_axis(acc, L, C, t.shape(), what, seq != nullptr);
   const int64_t n = token ? acc.n : C;
-  if (B == 0 || L == 0 || C == 0) return;
+  const int64_t rows = t.size(0) * t.size(1);
+  if (B == 0 || rows == 0 || C == 0) return;
   NoGradGuard no_grad;
   const Tensor tc = detail::contiguous_nograd(as_dtype(t, settings_.gram_dtype));
   detail::dispatch_float(settings_.gram_dtype, "instant calibration", [&](auto tag) {
@@ -275,22 +294,25 @@ void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const char* what
     T* s = acc.sum.data<T>();
     const double alpha = 1.0 / static_cast<double>(B);  // per-sample Grams averaged over the batch
     if (token) {
-      // x_b x_bᵀ into the leading L×L block (a shorter batch is its zero-extension)
-      for (int64_t b = 0; b < B; ++b) syrk(false, L, C, alpha, p + b * L * C, C, s, n);
+      // x_b x_bᵀ into the leading L_b×L_b block (a shorter sample is its zero-extension)
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t start = seq ? (*seq)[b] : b * L, Lb = seq ? (*seq)[b + 1] - start : L;
+        if (Lb > 0) syrk(false, Lb, C, alpha, p + start * C, C, s, n);
+      }
     } else {
-      syrk(true, C, B * L, alpha, p, C, s);  // Σ_b x_bᵀ x_b = XᵀX
+      syrk(true, C, rows, alpha, p, C, s);  // Σ_b x_bᵀ x_b = XᵀX
     }
   });
   ++acc.batches;
-  calib_flops_ += static_cast<double>(B) * static_cast<double>(n) * static_cast<double>(n + 1) *
-                  static_cast<double>(token ? C : L);
+  calib_flops_ += token ? static_cast<double>(n) * static_cast<double>(n + 1) * static_cast<double>(C) * static_cast<double>(B)
+                        : static_cast<double>(n) * static_cast<double>(n + 1) * static_cast<double>(rows);
   calib_ms_ += ms_since(t0);
 }
 
 void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int64_t C,
                                  const std::function<Tensor(int64_t)>& columns, const char* what) {
   const auto t0 = Clock::now();
-  const bool token = gram_axis(acc, L, C, {B, C, L}, what);
+  const bool token = gram_axis(acc, L, C, {B, C, L}, what, false);
   const int64_t n = token ? L : C;
   if (B == 0 || L == 0 || C == 0) return;
   NoGradGuard no_grad;
@@ -332,8 +354,10 @@ void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int
   calib_ms_ += ms_since(t0);
 }
 
-void Instant::observe_input(const Tensor& x) { accumulate(x_acc_, x, "input"); }
-void Instant::observe_grad_output(const Tensor& g_y) { accumulate(g_acc_, g_y, "output-gradient"); }
+void Instant::observe_input(const Tensor& x, const SequenceOffsets& seq) { accumulate(x_acc_, x, seq, "input"); }
+void Instant::observe_grad_output(const Tensor& g_y, const SequenceOffsets& seq) {
+  accumulate(g_acc_, g_y, seq, "output-gradient");
+}
 
 void Instant::reduce_calibration(dist::ProcessGroup& group) {
   for (auto* acc : {&x_acc_, &g_acc_}) {
@@ -389,10 +413,11 @@ void Instant::finish_calibration_impl() {
 
 // ---------------------------------------------------------------- forward / backward
 
-bool Instant::basis_fits(const Basis& b, int64_t L, int64_t C) const {
+bool Instant::basis_fits(const Basis& b, const LayerGeometry& g, int64_t C) const {
   if (!b.valid || b.choice.degenerate) return false;
   if (!b.token_axis) return b.n == C;
-  return max_tokens_ > 0 ? L <= b.n : L == b.n;
+  const int64_t L = token_span(g);
+  return max_tokens_ > 0 || g.sequences > 0 ? L <= b.n : L == b.n;
 }
 
 Tensor Instant::projection(const Basis& b, int64_t L, DType dt) const {
@@ -402,33 +427,43 @@ Tensor Instant::projection(const Basis& b, int64_t L, DType dt) const {
 }
 
 bool Instant::compresses(const LayerGeometry& g) const {
-  return basis_fits(x_basis_, g.L, g.I) && basis_fits(g_basis_, g.L, g.O) &&
+  return basis_fits(x_basis_, g, g.I) && basis_fits(g_basis_, g, g.O) &&
          !(settings_.exact_when_no_gain && no_gain(g));
 }
 
 bool Instant::no_gain(const LayerGeometry& g) const {
-  if (!basis_fits(x_basis_, g.L, g.I) || !basis_fits(g_basis_, g.L, g.O)) return false;
+  if (!basis_fits(x_basis_, g, g.I) || !basis_fits(g_basis_, g, g.O)) return false;
   // Per sample, the paper's counts (paper_backward_flops / paper_saved_bytes_fp32).
   const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
-  const double Rx = static_cast<double>(x_basis_.choice.rank);
-  const double R = Rx + static_cast<double>(g_basis_.choice.rank);
-  const bool flops = 2.0 * R * (I * O + L * I + L * O) >= 4.0 * L * I * O;
+  const bool flops = lowrank_flops(g) >= 4.0 * L * I * O;
   // Saving less than half the bytes is not worth a costlier and approximate backward.
-  const bool bytes = 2.0 * Rx * (x_basis_.token_axis ? I : L) > L * I;
+  const bool bytes = 2.0 * lowrank_saved_bytes(g) / 4.0 > L * I;
   return flops && bytes;
 }
 
 SavedState Instant::save_impl(const Tensor& x, const Tensor& w) {
-  const int64_t B = x.size(0), L = x.size(1), I = x.size(2), O = w.size(0);
-  if (!compresses({B, L, I, O})) {
+  // last_geom_ is this call's (Strategy::save), with the packed sequences if any.
+  const int64_t B = x.size(0), L = x.size(1), I = x.size(2);
+  if (!compresses(last_geom_)) {
     if (calibrations_ > 0) ++fallback_calls_;
     return save_exact(x, w);
   }
-  const Tensor P = projection(x_basis_, L, x.dtype());
+  const bool packed = last_geom_.sequences > 0;
+  const Tensor P = projection(x_basis_, packed ? x_basis_.n : L, x.dtype());
   const int64_t Rx = P.size(0);
   SavedState s;
   s.scalars = {static_cast<double>(generation_)};
-  if (x_basis_.token_axis) {  // x̂ (R_x, B, I), x̂[:, b, :] = P x_b
+  if (x_basis_.token_axis && packed) {  // x̂ (R_x, S, I), x̂[:, b, :] = P[:, :L_b] x_b per sequence
+    const SequenceOffsets& seq = packed_sequences();
+    const int64_t S = last_geom_.sequences;
+    Tensor xh = Tensor::empty({Rx, S, I}, x.dtype());
+    detail::dispatch_float(x.dtype(), "instant save", [&](auto tag) {
+      using T = decltype(tag);
+      auto rows = row_bases(xh.data<T>(), Rx, S, I);
+      cpu::project_segments(P.data<T>(), Rx, P.size(1), x.data<T>(), seq->data(), S, I, rows.data(), I);
+    });
+    s.tensors = {xh};
+  } else if (x_basis_.token_axis) {  // x̂ (R_x, B, I), x̂[:, b, :] = P x_b
     Tensor xh = Tensor::empty({Rx, B, I}, x.dtype());
     detail::dispatch_float(x.dtype(), "instant save", [&](auto tag) {
       using T = decltype(tag);
@@ -456,8 +491,12 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
            "instant (", layer_name_, "): g_y must be a contiguous (", B, ", ", L, ", ", O,
            ") tensor, got ", g_y.str());
   const DType dt = g_y.dtype();
-  const Tensor P = projection(x_basis_, L, dt);
-  const Tensor Q = projection(g_basis_, L, dt);
+  // Packed (s.sequences): the token-axis bases project each of the S sequences with their
+  // first L_b columns, so the projected samples are the sequences (NS of them).
+  const bool packed = s.sequences != nullptr;
+  const int64_t NS = packed ? s.geom.sequences : B;
+  const Tensor P = projection(x_basis_, packed ? x_basis_.n : L, dt);
+  const Tensor Q = projection(g_basis_, packed ? g_basis_.n : L, dt);
   const int64_t Rx = P.size(0), Ry = Q.size(0);
   const Tensor& xh = s.tensors.at(0);
   const Tensor g2 = g_y.view({B * L, O});  // contiguous (strategy contract)
@@ -470,35 +509,41 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
   Tensor z1, z2;
   if (need_z1 || need_z2) {
     const int64_t R1 = need_z1 ? Rx : 0, R2 = need_z2 ? Ry : 0;
-    if (need_z1) z1 = Tensor::empty({Rx * B, O}, dt, Device::cpu(), MemTag::Workspace);
-    if (need_z2) z2 = Tensor::empty({Ry * B, O}, dt, Device::cpu(), MemTag::Workspace);
+    // Both token-axis bases span the same positions (L, or max_tokens_ when packed).
+    const int64_t Lp = need_z1 ? P.size(1) : Q.size(1);
+    if (need_z1) z1 = Tensor::empty({Rx * NS, O}, dt, Device::cpu(), MemTag::Workspace);
+    if (need_z2) z2 = Tensor::empty({Ry * NS, O}, dt, Device::cpu(), MemTag::Workspace);
     detail::dispatch_float(dt, "instant backward", [&](auto tag) {
       using T = decltype(tag);
-      std::vector<T> stacked(static_cast<size_t>((R1 + R2) * L));
+      std::vector<T> stacked(static_cast<size_t>((R1 + R2) * Lp));
       std::vector<T*> rows;
       if (need_z1) {
-        std::copy(P.data<T>(), P.data<T>() + Rx * L, stacked.begin());
-        for (T* r : row_bases(z1.data<T>(), Rx, B, O)) rows.push_back(r);
+        std::copy(P.data<T>(), P.data<T>() + Rx * Lp, stacked.begin());
+        for (T* r : row_bases(z1.data<T>(), Rx, NS, O)) rows.push_back(r);
       }
       if (need_z2) {
-        std::copy(Q.data<T>(), Q.data<T>() + Ry * L, stacked.begin() + R1 * L);
-        for (T* r : row_bases(z2.data<T>(), Ry, B, O)) rows.push_back(r);
+        std::copy(Q.data<T>(), Q.data<T>() + Ry * Lp, stacked.begin() + R1 * Lp);
+        for (T* r : row_bases(z2.data<T>(), Ry, NS, O)) rows.push_back(r);
       }
       // Σ_l g_y per sample from the same pass, reduced over the batch: the exact bias gradient.
-      std::vector<T> partial(static_cast<size_t>(B * O));
-      cpu::project_tokens(stacked.data(), R1 + R2, L, g_y.data<T>(), B, O, rows.data(), O,
-                          partial.data());
+      std::vector<T> partial(static_cast<size_t>(NS * O));
+      if (packed)
+        cpu::project_segments(stacked.data(), R1 + R2, Lp, g_y.data<T>(), s.sequences->data(), NS, O,
+                              rows.data(), O, partial.data());
+      else
+        cpu::project_tokens(stacked.data(), R1 + R2, L, g_y.data<T>(), B, O, rows.data(), O,
+                            partial.data());
       out.grad_bias = Tensor::empty({O}, dt);
       T* gb = out.grad_bias.data<T>();
-      for (int64_t o = 0; o < O; ++o) gb[o] = partial[o];
-      for (int64_t b = 1; b < B; ++b)
+      for (int64_t o = 0; o < O; ++o) gb[o] = NS > 0 ? partial[o] : T(0);
+      for (int64_t b = 1; b < NS; ++b)
         for (int64_t o = 0; o < O; ++o) gb[o] += partial[b * O + o];
     });
   }
 
   if (want_gw) {
     if (x_basis_.token_axis)  // g_w = Σ_b (P g_b)ᵀ (P x_b): one GEMM contracting over R_x·B
-      out.grad_weight = matmul(z1, xh.view({Rx * B, I}), true, false);
+      out.grad_weight = matmul(z1, xh.view({Rx * NS, I}), true, false);
     else  // g_w = (Gᵀ X̂) P
       out.grad_weight = matmul(matmul(g2, xh, true, false), P);
   }
@@ -508,9 +553,13 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
       Tensor gx = Tensor::empty({B, L, I}, dt);
       detail::dispatch_float(dt, "instant backward", [&](auto tag) {
         using T = decltype(tag);
-        auto rows = row_bases(gxh.data<T>(), Ry, B, I);
+        auto rows = row_bases(gxh.data<T>(), Ry, NS, I);
         std::vector<const T*> crows(rows.begin(), rows.end());
-        cpu::expand_tokens(Q.data<T>(), Ry, L, crows.data(), I, B, I, gx.data<T>());
+        if (packed)
+          cpu::expand_segments(Q.data<T>(), Ry, Q.size(1), crows.data(), I, s.sequences->data(), NS, I,
+                               gx.data<T>());
+        else
+          cpu::expand_tokens(Q.data<T>(), Ry, L, crows.data(), I, B, I, gx.data<T>());
       });
       out.grad_input = gx;
     } else {  // g_x = (G Qᵀ)(Q w)
@@ -522,17 +571,29 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
 
 // ---------------------------------------------------------------- accounting
 
-double Instant::paper_backward_flops(const LayerGeometry& g) const {
-  if (!compresses(g)) return Strategy::paper_backward_flops(g);
+// Per sample: projecting x (R_x L I) and g_y (R L O), the g_w and g_x products. On the token
+// axis every sequence has its own R×I / R×O projected rows, so the (I·O) products happen
+// once per sequence; on the channel axis once per sample.
+double Instant::lowrank_flops(const LayerGeometry& g) const {
   const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
-  const double R = static_cast<double>(x_basis_.choice.rank + g_basis_.choice.rank);
-  return 2.0 * R * (I * O + L * I + L * O);
+  const double s = sequences_per_sample(g);
+  auto term = [&](const Basis& b) {
+    return static_cast<double>(b.choice.rank) * ((b.token_axis ? s : 1.0) * I * O + L * I + L * O);
+  };
+  return 2.0 * (term(x_basis_) + term(g_basis_));
+}
+
+double Instant::lowrank_saved_bytes(const LayerGeometry& g) const {
+  const double Rx = static_cast<double>(x_basis_.choice.rank);
+  return 4.0 * Rx * (x_basis_.token_axis ? sequences_per_sample(g) * static_cast<double>(g.I) : static_cast<double>(g.L));
+}
+
+double Instant::paper_backward_flops(const LayerGeometry& g) const {
+  return compresses(g) ? lowrank_flops(g) : Strategy::paper_backward_flops(g);
 }
 
 double Instant::paper_saved_bytes_fp32(const LayerGeometry& g) const {
-  if (!compresses(g)) return Strategy::paper_saved_bytes_fp32(g);
-  const double Rx = static_cast<double>(x_basis_.choice.rank);
-  return 4.0 * Rx * static_cast<double>(x_basis_.token_axis ? g.I : g.L);
+  return compresses(g) ? lowrank_saved_bytes(g) : Strategy::paper_saved_bytes_fp32(g);
 }
 
 nlohmann::json Instant::state_json() const {

@@ -2,6 +2,7 @@
 // strategy-driven linear op that records one tape node per call.
 #include "lb/nn/backward/strategy.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "lb/autograd/node.h"
@@ -21,13 +22,27 @@ SavedState Strategy::save(const Tensor& x, const Tensor& w) {
            "' (", layer_name_, "): x must be (B, L, I) and w (O, I), got ", shape_str(x.shape()),
            " and ", shape_str(w.shape()));
   last_geom_ = {x.size(0), x.size(1), x.size(2), w.size(0)};
-  if (calibrating_) {
-    observe_input(x);
-    return save_exact(x, w);
+  SequenceOffsets sequences;
+  if (const SequenceOffsets& packed = packed_sequences(); packed && x.size(0) == 1 && packed->back() == x.size(1)) {
+    sequences = packed;
+    last_geom_.sequences = static_cast<int64_t>(packed->size()) - 1;
+    for (size_t b = 1; b < packed->size(); ++b)
+      last_geom_.longest = std::max(last_geom_.longest, (*packed)[b] - (*packed)[b - 1]);
   }
-  if (fell_back_) return save_exact(x, w);
+  auto exact = [&] {
+    SavedState s = save_exact(x, w);
+    s.geom = last_geom_;
+    s.sequences = sequences;
+    return s;
+  };
+  if (calibrating_) {
+    observe_input(x, sequences);
+    return exact();
+  }
+  if (fell_back_) return exact();
   SavedState s = save_impl(x, w);
   s.geom = last_geom_;
+  s.sequences = sequences;
   int64_t bytes = 0;
   for (const Tensor& t : s.tensors)
     if (t.defined()) bytes += static_cast<int64_t>(t.nbytes());
@@ -40,7 +55,7 @@ Gradients Strategy::backward(const SavedState& s, const Tensor& g_y, const Tenso
   const auto t0 = std::chrono::steady_clock::now();
   Gradients g;
   if (s.exact) {  // calibration passes, degenerate fallbacks, and vanilla itself
-    if (calibrating_) observe_grad_output(g_y);
+    if (calibrating_) observe_grad_output(g_y, s.sequences);
     g = backward_exact(s, g_y, w, want_gx, want_gw);
   } else {
     g = backward_impl(s, g_y, w, want_gx, want_gw);
@@ -99,6 +114,10 @@ nlohmann::json Strategy::report() const {
   j["hyperparams"] = hyperparams();
   if (fell_back_) j["fallback_reason"] = fallback_reason_;
   j["geometry"] = {{"B", last_geom_.B}, {"L", last_geom_.L}, {"I", last_geom_.I}, {"O", last_geom_.O}};
+  if (last_geom_.sequences > 0) {
+    j["geometry"]["sequences"] = last_geom_.sequences;
+    j["geometry"]["longest"] = last_geom_.longest;
+  }
   j["paper"] = {{"backward_mflops_per_sample", paper_backward_flops(last_geom_) / 1e6},
                 {"saved_mib_fp32_per_sample", paper_saved_bytes_fp32(last_geom_) / (1024.0 * 1024.0)}};
   j["measured"] = {{"backward_calls", calls_},
@@ -119,7 +138,7 @@ SavedState Strategy::save_exact(const Tensor& x, const Tensor& w) {
 
 Gradients Strategy::backward_exact(const SavedState& s, const Tensor& g_y, const Tensor& w,
                                    bool want_gx, bool want_gw) {
-  const auto& [B, L, I, O] = s.geom;
+  const int64_t B = s.geom.B, L = s.geom.L, I = s.geom.I, O = s.geom.O;
   Gradients g;
   if (want_gx) g.grad_input = matmul(g_y, w);  // (B, L, O)(O, I)
   if (want_gw)  // Σ_b g_yᵀ x: the batch folds into the contraction

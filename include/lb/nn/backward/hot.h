@@ -93,7 +93,7 @@ class Hot : public Strategy {
   SavedState save_impl(const Tensor& x, const Tensor& w) override;
   Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                           bool want_gw) override;
-  void observe_grad_output(const Tensor& g_y) override;
+  void observe_grad_output(const Tensor& g_y, const SequenceOffsets& sequences) override;
 
  private:
   // X̂ of token rows x2d (M, I): int8 (or f32 when quantize is off) plus its scale.

@@ -126,6 +126,10 @@ class Instant : public Strategy {
   // Grams sum every batch zero-extended to max_L (padding positions beyond a batch's L add
   // nothing), and a batch of L ≤ max_L tokens projects with the bases' first L columns —
   // exactly what the zero-extended batch would give.
+  // Padding-free calls (packed_sequences.h: x (1, N, I) holding S sequences back to back) are
+  // the same per sequence: sequence b of L_b tokens projects with the first L_b columns
+  // (x̂ (R_x, S, I)), its Gram adds to the leading L_b×L_b block, so a packed batch gives what
+  // its padded form with zero rows at the padding would. They need set_max_tokens.
   void set_max_tokens(int64_t max_L) override { max_tokens_ = max_L; }
 
   const Basis& x_basis() const { return x_basis_; }
@@ -141,8 +145,8 @@ class Instant : public Strategy {
   SavedState save_impl(const Tensor& x, const Tensor& w) override;
   Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                           bool want_gw) override;
-  void observe_input(const Tensor& x) override;
-  void observe_grad_output(const Tensor& g_y) override;
+  void observe_input(const Tensor& x, const SequenceOffsets& sequences) override;
+  void observe_grad_output(const Tensor& g_y, const SequenceOffsets& sequences) override;
   void begin_calibration_impl() override;
   void finish_calibration_impl() override;
 
@@ -155,8 +159,9 @@ class Instant : public Strategy {
     Tensor sum;  // (n, n) gram_dtype, upper triangle filled
   };
   bool pick_token_axis(int64_t L, int64_t C) const;
-  // Adds the B samples of tokens t (B, L, C).
-  void accumulate(GramAccumulator& acc, const Tensor& t, const char* what);
+  // Adds the B samples of tokens t (B, L, C), or with `seq` the sequences of a padding-free
+  // t (1, N, C).
+  void accumulate(GramAccumulator& acc, const Tensor& t, const SequenceOffsets& seq, const char* what);
   // Adds B samples given transposed, as columns (C, L) each (a conv's im2col columns or its
   // output-gradient image): the same Gram without building the (B, L, C) token view.
   // columns(b) returns sample b's (C, L) matrix, contiguous, in gram_dtype.
@@ -164,8 +169,13 @@ class Instant : public Strategy {
                           const std::function<Tensor(int64_t)>& columns, const char* what);
   // Sets up acc on its first batch (axis choice, zeroed sum) and checks later ones agree;
   // returns whether the token axis is used.
-  bool gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape& shape, const char* what);
-  bool basis_fits(const Basis& b, int64_t L, int64_t C) const;
+  bool gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape& shape, const char* what,
+                 bool packed);
+  // Whether b serves a call of geometry g whose b-side channel size is C.
+  bool basis_fits(const Basis& b, const LayerGeometry& g, int64_t C) const;
+  // The low-rank path's per-sample FLOPs and fp32 bytes kept, for the current ranks.
+  double lowrank_flops(const LayerGeometry& g) const;
+  double lowrank_saved_bytes(const LayerGeometry& g) const;
   // b's projection for L tokens: (R, L), the first L columns on the token axis.
   Tensor projection(const Basis& b, int64_t L, DType dt) const;
 

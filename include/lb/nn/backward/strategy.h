@@ -22,12 +22,16 @@
 
 #include "lb/dist/process_group.h"
 #include "lb/core/tensor.h"
+#include "lb/nn/backward/packed_sequences.h"
 #include "lb/ops/conv.h"
 
 namespace lb::nn::backward {
 
 struct LayerGeometry {
   int64_t B = 0, L = 0, I = 0, O = 0;
+  // A padding-free call (packed_sequences.h): B = 1 and its L tokens are `sequences`
+  // sequences back to back, the longest of them `longest` tokens. 0: not packed.
+  int64_t sequences = 0, longest = 0;
 };
 
 // What forward keeps for backward. `tensors` live on the tape (and are what saved_bytes
@@ -38,6 +42,7 @@ struct SavedState {
   bool conv_image = false;  // with exact, for a conv: x is the image (N, C, H, W), not tokens
   std::vector<Tensor> tensors;
   std::vector<double> scalars;
+  SequenceOffsets sequences;  // a padding-free call's sequences (null: not packed)
 };
 
 // A Conv2d call seen as a GEMM: x (N, C, H, W) -> tokens (B = N, L = Ho·Wo, I = C·kH·kW)
@@ -76,7 +81,9 @@ class Strategy {
   // A fresh per-layer instance with the same settings (the factory builds a prototype per rule).
   virtual std::unique_ptr<Strategy> clone() const = 0;
 
-  // Forward: x (B, L, I) contiguous, w (O, I). Exact-save during calibration.
+  // Forward: x (B, L, I) contiguous, w (O, I). Exact-save during calibration. Inside a
+  // PackedSequencesScope whose offsets end at L, a (1, L, I) x is a padding-free call: its
+  // geometry and state carry the sequences.
   SavedState save(const Tensor& x, const Tensor& w);
   // Backward: g_y (B, L, O) contiguous. Times itself for the accounting.
   Gradients backward(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
@@ -193,8 +200,9 @@ class Strategy {
   virtual SavedState save_impl(const Tensor& x, const Tensor& w) = 0;
   virtual Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w,
                                   bool want_gx, bool want_gw) = 0;
-  virtual void observe_input(const Tensor& /*x*/) {}
-  virtual void observe_grad_output(const Tensor& /*g_y*/) {}
+  // Calibration statistics of one call; `sequences` as in SavedState (null: not packed).
+  virtual void observe_input(const Tensor& /*x*/, const SequenceOffsets& /*sequences*/) {}
+  virtual void observe_grad_output(const Tensor& /*g_y*/, const SequenceOffsets& /*sequences*/) {}
   virtual void begin_calibration_impl() {}
   virtual void finish_calibration_impl() {}
 
