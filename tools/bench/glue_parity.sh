@@ -4,6 +4,8 @@
 # JSON line per run (final dev metrics, examples/s, minutes per epoch, CPU) to OUT.
 #   TASKS="mrpc rte" SEEDS="1 2 3" tools/bench/glue_parity.sh [OUT]
 # FRAMEWORKS="pytorch" (or "leanback") runs only that side, e.g. to finish a pair.
+# THREADS=N sets both sides' thread count (leanback OMP_NUM_THREADS, the twin's --threads;
+# default: leanback all cores, the twin 2), e.g. to run on one core beside other work.
 # Needs tools/fetch_pretrained.sh done, ../shared/data/glue, and a Python with torch and
 # transformers (PYTHON, default python3).
 set -uo pipefail
@@ -12,6 +14,11 @@ cd "$root"
 out="${1:-tools/bench/results/glue_parity.jsonl}"
 python="${PYTHON:-python3}"
 lb="${LB:-build/leanback}"
+twin_threads=()
+if [ -n "${THREADS:-}" ]; then
+  export OMP_NUM_THREADS="$THREADS"
+  twin_threads=(--threads "$THREADS")
+fi
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"  # the leanback the runs measure
 for task in ${TASKS:-mrpc rte stsb cola sst2}; do
@@ -35,7 +42,7 @@ PY
       echo "leanback $task seed $seed failed; see $run.log" >&2
     fi
     [[ " $frameworks " == *" pytorch "* ]] || continue
-    "$python" tools/bench/glue_twin.py "configs/minilm_${task}.json" --seed "$seed" 2> "runs/parity/${task}_seed${seed}_torch.log" \
+    "$python" tools/bench/glue_twin.py "configs/minilm_${task}.json" --seed "$seed" "${twin_threads[@]}" 2> "runs/parity/${task}_seed${seed}_torch.log" \
       | tail -1 | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r['cpu']='$cpu'; print(json.dumps(r))" >> "$out" \
       || echo "pytorch $task seed $seed failed" >&2
   done
