@@ -387,6 +387,64 @@ TEST(Instant, PackedSequencesEqualZeroPaddedBatch) {
   }
 }
 
+// Layers that read one x (BERT's query, key, value) calibrate on the same inputs, so their x
+// bases are bit-identical: x̂ is computed and kept once (the tape counts it once, as vanilla
+// keeps their shared x once), with the gradients of separate copies. Packed calls too.
+TEST(Instant, LayersReadingOneInputKeepOneProjection) {
+  const int64_t B = 2, L = 8, I = 6, O = 5, R = 3;
+  for (bool packed : {false, true}) {
+    auto offsets = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{0, 5, 8, 16});
+    std::vector<std::shared_ptr<Instant>> layers;
+    for (int i = 0; i < 3; ++i) {
+      layers.push_back(instant({{"rank", R}, {"axis", "token"}, {"gram_dtype", "f64"}, {"exact_when_no_gain", false}}));
+      layers.back()->set_max_tokens(L);
+    }
+    std::vector<Tensor> w, b, g;
+    for (uint64_t i = 0; i < 3; ++i) {
+      w.push_back(testing::randn({O, I}, 1 + i));
+      b.push_back(testing::randn({O}, 4 + i));
+    }
+    const Shape xs = packed ? Shape{1, 16, I} : Shape{B, L, I}, gs = packed ? Shape{1, 16, O} : Shape{B, L, O};
+    auto scope = [&] { return packed ? std::make_unique<PackedSequencesScope>(offsets) : nullptr; };
+    for (auto& l : layers) l->begin_calibration();
+    for (uint64_t k = 0; k < 2; ++k) {
+      const Tensor x = testing::randn(xs, 10 + k);
+      auto sc = scope();
+      for (uint64_t i = 0; i < 3; ++i) run_linear(layers[i], x, w[i], b[i], testing::randn(gs, 20 + 3 * k + i));
+    }
+    for (auto& l : layers) l->finish_calibration();
+    ASSERT_TRUE(testing::all_close(layers[0]->x_basis().proj, layers[2]->x_basis().proj, 0, 0));
+    // One forward through all three layers: on one x (shared) or on three copies of it.
+    auto forward = [&](bool shared, int64_t& saved) {
+      const Tensor x0 = testing::randn(xs, 30);
+      std::vector<Tensor> xi, wi;
+      Tensor loss;
+      {
+        auto sc = scope();
+        for (int i = 0; i < 3; ++i) {
+          xi.push_back(shared && i > 0 ? xi[0] : x0.clone());
+          if (!shared || i == 0) xi.back().set_requires_grad();
+          wi.push_back(w[i].clone());
+          wi.back().set_requires_grad();
+          const Tensor y = strategy_linear(xi.back(), wi.back(), b[i], layers[i]);
+          const Tensor term = sum(mul(y, testing::randn(gs, 40 + i)));
+          loss = loss.defined() ? add(loss, term) : term;
+        }
+      }
+      saved = autograd::saved_bytes();
+      loss.backward();
+      Tensor gx = xi[0].grad();
+      if (!shared) gx = add(add(gx, xi[1].grad()), xi[2].grad());
+      return std::vector<Tensor>{gx, wi[0].grad(), wi[1].grad(), wi[2].grad()};
+    };
+    int64_t saved_shared = 0, saved_copies = 0;
+    const auto a = forward(true, saved_shared), e = forward(false, saved_copies);
+    const int64_t samples = packed ? 3 : B;
+    EXPECT_EQ(saved_copies - saved_shared, 2 * R * samples * I * 8) << "packed " << packed;
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(testing::all_close(a[i], e[i], 1e-12, 1e-12)) << i;
+  }
+}
+
 TEST(Instant, RankSelectionKnownSpectrum) {
   const std::vector<double> lam = {10, 5, 2, 1, 0.5};
   Instant::Settings st;
