@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The fidelity study's image part: `leanback compare` of vanilla / INSTANT / HOT on CIFAR-10
+# for resnet18_cifar10 and vit_tiny_cifar10 (one seed, the same recipe for every strategy).
+# The shipped recipes train from scratch for 15 / 30 epochs, hours per run on a CPU here, so
+# EPOCHS (default: the config's) shortens all three runs alike; the report records it.
+# Compare directories runs/study/cifar/CONFIG[-eEPOCHS] (finished runs reused, so it runs in
+# parts); reports and plots copied (small) to tools/bench/results/study/cifar/.
+#   EPOCHS=3 CONFIGS="vit_tiny_cifar10 resnet18_cifar10" tools/bench/study_cifar.sh
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+lb="${LB:-build/leanback}"
+strategies="${STRATEGIES:-vanilla,instant,hot}"
+sets=()
+suffix=""
+if [ -n "${EPOCHS:-}" ]; then
+  sets=(--set "train.epochs=$EPOCHS")
+  suffix="-e$EPOCHS"
+fi
+for config in ${CONFIGS:-vit_tiny_cifar10 resnet18_cifar10}; do
+  name="$config$suffix"
+  dir="runs/study/cifar/$name"
+  mkdir -p "$(dirname "$dir")"
+  "$lb" compare "configs/$config.json" --strategies "$strategies" --seeds 1 "${sets[@]}" \
+    --out "$dir" --no-progress > "$dir.log" 2>&1 || { echo "study_cifar.sh: $name failed; see $dir.log" >&2; continue; }
+  dest="tools/bench/results/study/cifar/$name"
+  mkdir -p "$dest/plots"
+  cp "$dir/report.json" "$dir/report.md" "$dest/"
+  cp "$dir"/plots/*.png "$dest/plots/" 2>/dev/null || true
+  echo "study_cifar.sh: $name done"
+done
