@@ -71,6 +71,8 @@ TEST(Config, ErrorsNameFileAndPath) {
       {{{"train", {{"grad_accum", -1}}}}, "train.grad_accum: -1 is out of range"},
       {{{"train", {{"seed", -3}}}}, "train.seed: -3 is out of range"},
       {{{"train", {{"precision", "f16"}}}}, "train.precision: 'f16' is not valid"},
+      {{{"train", {{"bucket_cap_mb", 0}}}}, "train.bucket_cap_mb: must be > 0 MiB, got 0"},
+      {{{"train", {{"bucket_cap_mb", "big"}}}}, "train.bucket_cap_mb: expected a number"},
       {{{"optimizer", {{"lr", 0}}}}, "optimizer.lr: must be > 0"},
       {{{"optimizer", {{"lr", "fast"}}}}, "optimizer.lr: expected a number"},
       {{{"schedule", {{"type", "step"}}}}, "schedule.type: 'step' is not valid"},

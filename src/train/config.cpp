@@ -189,6 +189,8 @@ TrainSection parse_train(const nlohmann::json& j) {
   t.seed = static_cast<uint64_t>(r.integer("seed", 42, 0, std::numeric_limits<int64_t>::max()));
   t.label_smoothing = r.number("label_smoothing", 0, 0, 0.999);
   t.precision = r.choice("precision", t.precision, {"f32", "bf16"});
+  t.bucket_cap_mb = r.number("bucket_cap_mb", t.bucket_cap_mb, 0, 1 << 20);
+  LB_CHECK(t.bucket_cap_mb > 0, r.path(), ".bucket_cap_mb: must be > 0 MiB, got 0");
   r.finish();
   return t;
 }
@@ -322,7 +324,8 @@ nlohmann::json Config::to_json() const {
             {"grad_probe_every", train.grad_probe_every},
             {"seed", train.seed},
             {"label_smoothing", train.label_smoothing},
-            {"precision", train.precision}}},
+            {"precision", train.precision},
+            {"bucket_cap_mb", train.bucket_cap_mb}}},
           {"optimizer", opt_j},
           {"schedule",
            {{"type", schedule.type},

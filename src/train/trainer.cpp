@@ -408,7 +408,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   MetricsLog metrics(run_dir / "metrics.jsonl", main_rank);
   // Same starting weights on every rank (they are initialised alike, and a resumed run loaded
   // the same checkpoint; the broadcast makes it so bitwise).
-  GradientSync sync(pg, trainable);
+  GradientSync sync(pg, trainable,
+                    std::max<int64_t>(1, static_cast<int64_t>(tc.bucket_cap_mb * 1024.0 * 1024.0)));
   if (world > 1) sync.broadcast_parameters();
   if (!resuming) {
     metrics.write({{"type", "run"},

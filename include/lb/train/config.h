@@ -65,6 +65,7 @@ struct TrainSection {
   uint64_t seed = 42;            // every random stream (init, dropout, data order, HOT draws)
   double label_smoothing = 0;
   std::string precision = "f32";
+  double bucket_cap_mb = 25;     // data-parallel: MiB of gradients per all-reduce (DDP's bucket_cap_mb)
 };
 
 struct OptimizerSection {
