@@ -457,6 +457,11 @@ TEST(Instant, RankSelectionKnownSpectrum) {
   st.eta_offset_compat = true;
   EXPECT_NEAR(Instant::choose_rank(lam, st).eta, 0.990, 5e-4);  // the reference's index R+1
   st.eta_offset_compat = false;
+  // energy "variance": Σλ (x's squared norm), not Σλ²: 10 + 5 + 2 + 1 = 18 >= 0.95 · 18.5.
+  st.variance_energy = true;
+  EXPECT_EQ(Instant::choose_rank(lam, st).k, 4);
+  EXPECT_NEAR(Instant::choose_rank(lam, st).eta, 18.0 / 18.5, 1e-12);
+  st.variance_energy = false;
   st.compensate = false;
   EXPECT_EQ(Instant::choose_rank(lam, st).eta, 1.0);
   st.compensate = true;
@@ -467,7 +472,7 @@ TEST(Instant, RankSelectionKnownSpectrum) {
   EXPECT_EQ(Instant::choose_rank(lam, st).rank, 3);  // fixed rank overrides ε and p
   EXPECT_EQ(Instant::choose_rank(lam, st).k, 2);
   EXPECT_TRUE(Instant::choose_rank({0, 0, 0}, st).degenerate);
-  // Plain (unsquared) energy would give k = 3 here: 17 / 18.5 < 0.95 <= 18 / 18.5.
+  // Plain (unsquared) energy ("variance", above) gives k = 4 here: 17 / 18.5 < 0.95 <= 18 / 18.5.
   st = Instant::Settings();
   st.oversampling = 0;
   for (DType dt : {DType::F32, DType::F64}) {
@@ -795,12 +800,13 @@ TEST(Instant, ConfigErrorsNamePath) {
   expect_msg(with("gram_dtype", "f16"), "model.backward.rules[1].gram_dtype");
   expect_msg(with("compensate", 1), "model.backward.rules[1].compensate: expected true or false");
   expect_msg(with("exact_when_no_gain", "yes"), "model.backward.rules[1].exact_when_no_gain: expected true or false");
+  expect_msg(with("energy", "sum"), "model.backward.rules[1].energy: 'sum' is not valid; choose one of: gram, variance");
   expect_msg(with("rnak", 4), "unknown key 'rnak'");
   // Effective settings round-trip through the factory.
   const nlohmann::json spec = {{"type", "instant"}, {"axis", "channel"}, {"epsilon", 0.9}, {"oversampling", 0},
                                {"compensate", false}, {"eta_offset_compat", true}, {"calib_every", 200},
                                {"calib_batches", 2}, {"rank", 4}, {"gram_dtype", "f64"},
-                               {"exact_when_no_gain", false}};
+                               {"exact_when_no_gain", false}, {"energy", "variance"}};
   EXPECT_EQ(make_strategy(spec, "x")->hyperparams(), spec);
   const auto d = make_strategy(base, "x")->hyperparams();
   EXPECT_EQ(d["oversampling"], 7);

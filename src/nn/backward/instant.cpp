@@ -208,6 +208,7 @@ Instant::Settings Instant::parse(JsonReader& r) {
   s.oversampling = r.integer("oversampling", s.oversampling, 0, 1 << 20);
   s.compensate = r.boolean("compensate", s.compensate);
   s.eta_offset_compat = r.boolean("eta_offset_compat", s.eta_offset_compat);
+  s.variance_energy = r.choice("energy", "gram", {"gram", "variance"}) == "variance";
   s.calib_every = r.integer("calib_every", s.calib_every, 1, int64_t{1} << 40);
   s.calib_batches = r.integer("calib_batches", s.calib_batches, 1, 1 << 20);
   if (r.has("rank")) s.rank = r.integer("rank", 0, 1, 1 << 20);
@@ -226,6 +227,7 @@ nlohmann::json Instant::hyperparams() const {
                       {"oversampling", settings_.oversampling},
                       {"compensate", settings_.compensate},
                       {"eta_offset_compat", settings_.eta_offset_compat},
+                      {"energy", settings_.variance_energy ? "variance" : "gram"},
                       {"calib_every", settings_.calib_every},
                       {"calib_batches", settings_.calib_batches},
                       {"gram_dtype", settings_.gram_dtype == DType::F64 ? "f64" : "f32"},
@@ -243,9 +245,11 @@ bool Instant::needs_calibration(int64_t step) const {
 Instant::RankChoice Instant::choose_rank(const std::vector<double>& ev, const Settings& s) {
   RankChoice c;
   const int64_t n = static_cast<int64_t>(ev.size());
-  // Energy of the Gram matrix = Σ λ² (its squared Frobenius norm): notes §2.3.
+  // Energy of the Gram matrix = Σ λ² (its squared Frobenius norm): notes §2.3; or, with
+  // energy "variance", Σ λ (x's squared norm). Rounding may leave tiny negative λ: clamp.
   std::vector<double> cum(static_cast<size_t>(n) + 1, 0.0);
-  for (int64_t i = 0; i < n; ++i) cum[i + 1] = cum[i] + ev[i] * ev[i];
+  for (int64_t i = 0; i < n; ++i)
+    cum[i + 1] = cum[i] + (s.variance_energy ? std::max(ev[i], 0.0) : ev[i] * ev[i]);
   const double E = cum[n];
   if (n == 0 || !(E > 0.0) || !std::isfinite(E)) {
     c.degenerate = true;

@@ -32,6 +32,10 @@
 //                      setting; its image configs use 0)
 //   compensate         scale by 1/√η                          default true
 //   eta_offset_compat  η from index R+1 (reference code)      default false
+//   energy             "gram": Σλ² of the Gram, the paper's    default "gram"
+//                      rule (Σ s⁴ in x's singular values s); "variance": Σλ = Σ s², the
+//                      share of x's own squared norm (PCA's explained variance), for the
+//                      rank rule and η alike
 //   calib_every        N_t: calibrate every N_t steps         default 50 (paper images: 200)
 //   calib_batches      N_c: passes per calibration            default 5
 //   rank               fixed R_x = R_y (overrides ε and p)    default: energy rule
@@ -58,6 +62,7 @@ class Instant : public Strategy {
     int64_t oversampling = 7;
     bool compensate = true;
     bool eta_offset_compat = false;
+    bool variance_energy = false;  // energy "variance" (else "gram")
     int64_t calib_every = 50;
     int64_t calib_batches = 5;
     int64_t rank = 0;  // 0: energy rule
