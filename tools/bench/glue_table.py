@@ -35,7 +35,7 @@ def main():
         runs[t][f].append(r["final"][PRIMARY[t]])
         speed[t][f].append((r["minutes_per_epoch"], r["examples_per_s"]))
         cpu.add(r.get("cpu", "?"))
-    print(f"CPU: {', '.join(sorted(cpu))}; 2 threads each, fp32\n")
+    print(f"CPU: {', '.join(sorted(cpu))}; 2 threads each unless a run says otherwise, fp32\n")
     print("| task (metric ×100) | leanback | PyTorch + transformers | difference of means | min/epoch leanback / PyTorch | examples/s leanback / PyTorch |")
     print("|---|---:|---:|---:|---:|---:|")
     for t in PRIMARY:
