@@ -25,14 +25,8 @@ case "$setting" in
   last) sets=(--set 'freeze=["bert.embeddings.*","bert.encoder.layer.0.*","bert.encoder.layer.1.*","bert.encoder.layer.2.*","bert.encoder.layer.3.*"]') ;;
   *) echo "study.sh: SETTING must be full or last, got '$setting'" >&2; exit 2 ;;
 esac
+source "$root/tools/bench/study_common.sh"
 for task in ${TASKS:-cola sst2 mrpc stsb rte wnli}; do
-  dir="runs/study/$setting/$task"
-  mkdir -p "$(dirname "$dir")"
-  "$lb" compare "configs/minilm_$task.json" --strategies "$strategies" --seeds "$seeds" "${sets[@]}" \
-    --out "$dir" --no-progress > "$dir.log" 2>&1 || { echo "study.sh: $task failed; see $dir.log" >&2; continue; }
-  dest="tools/bench/results/study/$setting/$task"
-  mkdir -p "$dest/plots"
-  cp "$dir/report.json" "$dir/report.md" "$dest/"
-  cp "$dir"/plots/*.png "$dest/plots/" 2>/dev/null || true
-  echo "study.sh: $setting/$task done"
+  study_compare "$setting/$task" "configs/minilm_$task.json" "runs/study/$setting/$task" \
+    "tools/bench/results/study/$setting/$task" --strategies "$strategies" --seeds "$seeds" "${sets[@]}"
 done

@@ -17,15 +17,9 @@ if [ -n "${EPOCHS:-}" ]; then
   sets=(--set "train.epochs=$EPOCHS")
   suffix="-e$EPOCHS"
 fi
+source "$root/tools/bench/study_common.sh"
 for config in ${CONFIGS:-vit_tiny_cifar10 resnet18_cifar10}; do
   name="$config$suffix"
-  dir="runs/study/cifar/$name"
-  mkdir -p "$(dirname "$dir")"
-  "$lb" compare "configs/$config.json" --strategies "$strategies" --seeds 1 "${sets[@]}" \
-    --out "$dir" --no-progress > "$dir.log" 2>&1 || { echo "study_cifar.sh: $name failed; see $dir.log" >&2; continue; }
-  dest="tools/bench/results/study/cifar/$name"
-  mkdir -p "$dest/plots"
-  cp "$dir/report.json" "$dir/report.md" "$dest/"
-  cp "$dir"/plots/*.png "$dest/plots/" 2>/dev/null || true
-  echo "study_cifar.sh: $name done"
+  study_compare "$name" "configs/$config.json" "runs/study/cifar/$name" "tools/bench/results/study/cifar/$name" \
+    --strategies "$strategies" --seeds 1 "${sets[@]}"
 done
