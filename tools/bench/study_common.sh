@@ -2,14 +2,43 @@
 #   study_compare NAME CONFIG DIR DEST [compare flags...]
 # runs `$lb compare CONFIG ... --out DIR` (log in DIR.log; finished runs reused) and copies its
 # report and plots (small) to DEST.
+# Finished runs also outlive the machine: each one's records (eval_results.json, metrics.jsonl,
+# config.json, plan.txt: what compare's report reads; no checkpoints) are copied to
+# DEST/runs/STRATEGY/seed-N/, with compare.json, and put back into DIR when DIR is absent, so a
+# study split over sessions on fresh machines (e.g. a CIFAR run per session, or seeds 2-3
+# after seed 1) reuses what an earlier session trained instead of training it again.
+study_restore_runs() {
+  local dir="$1" dest="$2"
+  if [ -e "$dir" ] || [ ! -f "$dest/runs/compare.json" ]; then return 0; fi
+  mkdir -p "$dir"
+  cp -r "$dest/runs/." "$dir/"
+  echo "$(basename "$0"): restored the finished runs of $dest/runs into $dir"
+}
+
+study_keep_runs() {
+  local dir="$1" dest="$2" run rel f
+  mkdir -p "$dest/runs"
+  cp "$dir/compare.json" "$dest/runs/"
+  for run in "$dir"/*/seed-*; do
+    [ -f "$run/eval_results.json" ] || continue
+    rel="${run#"$dir"/}"
+    mkdir -p "$dest/runs/$rel"
+    for f in eval_results.json metrics.jsonl config.json plan.txt; do
+      if [ -f "$run/$f" ]; then cp "$run/$f" "$dest/runs/$rel/"; fi
+    done
+  done
+}
+
 study_compare() {
   local name="$1" config="$2" dir="$3" dest="$4"
   shift 4
   mkdir -p "$(dirname "$dir")"
+  study_restore_runs "$dir" "$dest"
   "$lb" compare "$config" "$@" --out "$dir" --no-progress > "$dir.log" 2>&1 ||
     { echo "$(basename "$0"): $name failed; see $dir.log" >&2; return 0; }
   mkdir -p "$dest/plots"
   cp "$dir/report.json" "$dir/report.md" "$dest/"
   cp "$dir"/plots/*.png "$dest/plots/" 2>/dev/null || true
+  study_keep_runs "$dir" "$dest"
   echo "$(basename "$0"): $name done"
 }
