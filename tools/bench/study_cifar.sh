@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The fidelity study's image part: `leanback compare` of vanilla / INSTANT / HOT on CIFAR-10
 # for resnet18_cifar10 and vit_tiny_cifar10 (one seed, the same recipe for every strategy).
-# The shipped recipes train from scratch for 15 / 30 epochs, hours per run on a CPU here, so
-# EPOCHS (default: the config's) shortens all three runs alike; the report records it.
+# The shipped recipes train from scratch for 3 / 30 epochs (resnet18: ~70 min per run on one
+# thread here; vit_tiny's 30 take hours), so EPOCHS (default: the config's) shortens all three
+# runs alike; the report records it.
 # Compare directories runs/study/cifar/CONFIG[-eEPOCHS] (finished runs reused, so it runs in
 # parts); reports and plots copied (small) to tools/bench/results/study/cifar/.
 #   EPOCHS=3 CONFIGS="vit_tiny_cifar10 resnet18_cifar10" tools/bench/study_cifar.sh
