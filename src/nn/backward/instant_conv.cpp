@@ -140,15 +140,14 @@ Gradients Instant::backward_conv_image(const SavedState& s, const Tensor& g_y, c
     const T* pxh = want_gw ? s.tensors.at(0).data<T>() : nullptr;
     // Per-thread partial sums of the channel-axis g_w core and of g_b.
     std::vector<T> part_w(static_cast<size_t>(nt * O * Rx), T(0)), part_b(static_cast<size_t>(nt * O), T(0));
+    const Tensor tq = want_gx && g_token ? Tensor::empty({N * Ry, O}, dt) : Tensor();
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
       const int64_t tid = omp_get_thread_num();
-      std::vector<T> tt(static_cast<size_t>(Ry * std::max(L, O))), cols(static_cast<size_t>(want_gx ? I * L : 0));
-      std::vector<T> z(static_cast<size_t>(want_gx && g_token ? Ry * I : 0));
+      std::vector<T> tt(static_cast<size_t>(Ry * L)), cols(static_cast<size_t>(want_gx && !g_token ? I * L : 0));
       std::vector<T> u(static_cast<size_t>(want_gw && x_token ? O * Rx : 0));
       std::vector<T*> trows(static_cast<size_t>(Ry));
-      std::vector<const T*> crows(static_cast<size_t>(Ry));
-      for (int64_t r = 0; r < Ry; ++r) crows[r] = trows[r] = tt.data() + r * L;
+      for (int64_t r = 0; r < Ry; ++r) trows[r] = tt.data() + r * L;
 #pragma omp for schedule(static)
       for (int64_t n = 0; n < N; ++n) {
         const T* gn = pg + n * O * L;  // (O, L)
@@ -160,15 +159,30 @@ Gradients Instant::backward_conv_image(const SavedState& s, const Tensor& g_y, c
           for (int64_t o = 0; o < O; ++o)
             for (int64_t r = 0; r < Rx; ++r) pa[o * Rx * N + r * N + n] = u[o * Rx + r];
         }
-        if (want_gx) {
-          if (g_token) {  // columns (I, L) = (Q g_nᵀ w)ᵀ Q: tt = Q g_nᵀ (R_y, O), z = tt w (R_y, I)
-            cpu::gemm_serial(false, true, Ry, O, L, T(1), Q.data<T>(), L, gn, L, T(0), tt.data(), O);
-            cpu::gemm_serial(false, false, Ry, I, O, T(1), tt.data(), O, wc.data<T>(), I, T(0), z.data(), I);
-            cpu::gemm_serial(true, false, I, L, Ry, T(1), z.data(), I, Q.data<T>(), L, T(0), cols.data(), L);
-          } else {  // columns = W2ᵀ (Q g_n)
-            cpu::project_tokens(Q.data<T>(), Ry, O, gn, 1, L, trows.data(), 0);           // (R_y, L)
-            cpu::expand_tokens(W2.data<T>(), Ry, I, crows.data(), 0, 1, L, cols.data());  // (I, L)
-          }
+        if (want_gx && g_token) {  // Q g_nᵀ (R_y, O) into rows n·R_y.. of tq (below)
+          cpu::gemm_serial(false, true, Ry, O, L, T(1), Q.data<T>(), L, gn, L, T(0), tq.data<T>() + n * Ry * O, O);
+        } else if (want_gx) {  // columns = W2ᵀ (Q g_n)
+          cpu::project_tokens(Q.data<T>(), Ry, O, gn, 1, L, trows.data(), 0);  // (R_y, L)
+          // (I, R_y)(R_y, L) through the GEMM kernel: R_y here is often 30-60 (ResNet's first
+          // stages), where the blocked kernel beats expand_tokens' small-rank tiles.
+          cpu::gemm_serial(true, false, I, L, Ry, T(1), W2.data<T>(), I, tt.data(), L, T(0), cols.data(), L);
+          col2im(cols.data(), C, H, W, cg.kH, cg.kW, cg.args, dx.data<T>() + n * C * H * W);
+        }
+      }
+    }
+    if (want_gx && g_token) {
+      // Token-axis g: columns_n (I, L) = (Q g_nᵀ w)ᵀ Q. The middle product runs as one GEMM
+      // over all images, (N·R_y, O)(O, I): per image it would be an (R_y, O)(O, I) product
+      // with R_y as small as 1, reading all of w for each image (memory-bound: on ResNet-18's
+      // last stage that made INSTANT's backward slower than the exact one).
+      const Tensor z = detail::contiguous_nograd(matmul(tq, wc));  // (N·R_y, I)
+      const T* pz = z.data<T>();
+#pragma omp parallel num_threads(nt) if (nt > 1)
+      {
+        std::vector<T> cols(static_cast<size_t>(I * L));
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < N; ++n) {
+          cpu::gemm_serial(true, false, I, L, Ry, T(1), pz + n * Ry * I, I, Q.data<T>(), L, T(0), cols.data(), L);
           col2im(cols.data(), C, H, W, cg.kH, cg.kW, cg.args, dx.data<T>() + n * C * H * W);
         }
       }
