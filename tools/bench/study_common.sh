@@ -1,6 +1,7 @@
 # Shared by study.sh and study_cifar.sh (sourced): one comparison of the fidelity study.
 #   study_compare NAME CONFIG DIR DEST [compare flags...]
-# runs `$lb compare CONFIG ... --out DIR` (log in DIR.log; finished runs reused) and copies its
+# runs `$lb compare CONFIG ... --out DIR` (log appended to DIR.log, so two at once on one DIR
+# with different strategies keep both; finished runs reused) and copies its
 # report and plots (small) to DEST.
 # Finished runs also outlive the machine: each one's records (eval_results.json, metrics.jsonl,
 # config.json, plan.txt: what compare's report reads; no checkpoints) are copied to
@@ -34,8 +35,12 @@ study_compare() {
   shift 4
   mkdir -p "$(dirname "$dir")"
   study_restore_runs "$dir" "$dest"
-  "$lb" compare "$config" "$@" --out "$dir" --no-progress > "$dir.log" 2>&1 ||
-    { echo "$(basename "$0"): $name failed; see $dir.log" >&2; return 0; }
+  if ! "$lb" compare "$config" "$@" --out "$dir" --no-progress >> "$dir.log" 2>&1; then
+    echo "$(basename "$0"): $name failed; see $dir.log" >&2
+    # The runs that did finish are kept all the same: a rerun reuses them.
+    if [ -f "$dir/compare.json" ]; then study_keep_runs "$dir" "$dest"; fi
+    return 0
+  fi
   mkdir -p "$dest/plots"
   cp "$dir/report.json" "$dir/report.md" "$dest/"
   cp "$dir"/plots/*.png "$dest/plots/" 2>/dev/null || true
