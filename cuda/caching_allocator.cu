@@ -1,52 +1,71 @@
-// CUDA device allocator with the same per-tag accounting as the CPU one.
-// TODO(caching): size-class caching with split/merge and free-and-retry (DESIGN.md); for now
-// each block is a cudaMalloc, and an OOM reports requested and free bytes.
+// The CUDA device allocator: the caching allocator (lb/core/caching_allocator.h, tested on
+// the CPU with a fake device) over cudaMalloc / cudaFree, one per device.
 #include <cuda_runtime.h>
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
-#include "lb/core/allocator.h"
+#include "lb/core/caching_allocator.h"
 #include "lb/core/error.h"
 
 namespace lb {
 
 namespace {
-class CudaAllocator final : public Allocator {
+class CudaMemory final : public DeviceMemory {
  public:
-  explicit CudaAllocator(int device) : device_(device) {}
-  void* allocate(size_t nbytes, MemTag tag) override {
-    if (nbytes == 0) return nullptr;
-    cudaSetDevice(device_);
+  explicit CudaMemory(int device) : device_(device) {}
+  void* raw_alloc(size_t nbytes) override {
+    set_device();
     void* p = nullptr;
     const cudaError_t err = cudaMalloc(&p, nbytes);
-    if (err != cudaSuccess) {
-      size_t free_b = 0, total_b = 0;
-      cudaMemGetInfo(&free_b, &total_b);
-      LB_FAIL("CUDA out of memory on cuda:", device_, ": requested ", nbytes, " bytes (",
-              mem_tag_name(tag), "), free ", free_b, " of ", total_b, ": ", cudaGetErrorString(err));
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // clear the recorded error: out of memory is an answer here
+      return nullptr;
     }
-    count_alloc(nbytes, tag);
+    LB_CHECK(err == cudaSuccess, "cudaMalloc(", nbytes, ") on ", name(), " failed: ", cudaGetErrorString(err));
     return p;
   }
-  void deallocate(void* p, size_t nbytes, MemTag tag) override {
-    if (p) cudaFree(p);
-    count_free(nbytes, tag);
+  void raw_free(void* p) override {
+    set_device();
+    const cudaError_t err = cudaFree(p);
+    // Never throw from here (destructors call it); a failed free is a broken context anyway.
+    if (err != cudaSuccess) (void)cudaGetLastError();
   }
+  void mem_info(size_t& free_bytes, size_t& total_bytes) override {
+    set_device();
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      free_bytes = total_bytes = 0;
+    }
+  }
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
 
  private:
+  void set_device() {
+    const cudaError_t err = cudaSetDevice(device_);
+    LB_CHECK(err == cudaSuccess, "cudaSetDevice(", device_, ") failed: ", cudaGetErrorString(err));
+  }
   int device_;
+};
+
+struct DeviceAllocator {
+  explicit DeviceAllocator(int device) : memory(device), allocator(memory) {}
+  CudaMemory memory;
+  CachingAllocator allocator;
 };
 }  // namespace
 
 Allocator& cuda_allocator(int device) {
+  // Never destroyed (as the CPU allocator): storages of other static objects may be freed
+  // after static destructors ran, and the CUDA context may be gone by then.
   static std::mutex m;
-  static std::map<int, std::unique_ptr<CudaAllocator>> allocators;
+  static auto* allocators = new std::map<int, std::unique_ptr<DeviceAllocator>>;
   std::lock_guard<std::mutex> lock(m);
-  auto& a = allocators[device];
-  if (!a) a = std::make_unique<CudaAllocator>(device);
-  return *a;
+  auto& a = (*allocators)[device];
+  if (!a) a = std::make_unique<DeviceAllocator>(device);
+  return a->allocator;
 }
 
 }  // namespace lb

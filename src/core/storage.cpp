@@ -21,7 +21,7 @@ Storage::Storage(size_t nbytes, Device device, MemTag tag)
 Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_, tag_); }
 
 void Storage::set_tag(MemTag tag) {
-  allocator_for(device_).retag(nbytes_, tag_, tag);
+  allocator_for(device_).retag_block(data_, nbytes_, tag_, tag);
   tag_ = tag;
 }
 

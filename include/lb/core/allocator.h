@@ -33,6 +33,8 @@ class Allocator {
   virtual void release_cached() {}
   // Moves accounted bytes from one tag to another (e.g. an activation becomes "saved").
   void retag(size_t nbytes, MemTag from, MemTag to);
+  // The same for the block at p (an allocator that tracks its blocks' tags updates it).
+  virtual void retag_block(void* p, size_t nbytes, MemTag from, MemTag to) { (void)p; retag(nbytes, from, to); }
 
  protected:
   void count_alloc(size_t nbytes, MemTag tag);
