@@ -1,6 +1,7 @@
-// Device discovery and host<->device copies for Tensor::to(Device).
+// Device discovery and host<->device copies for Tensor::to(Device), on the devices' streams.
 #include <cuda_runtime.h>
 
+#include "cuda/runtime.h"
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/core/tensor.h"
 
@@ -35,8 +36,15 @@ Tensor Tensor::to(Device d) const {
   const cudaMemcpyKind kind = d.is_cpu() ? cudaMemcpyDeviceToHost
                               : device().is_cpu() ? cudaMemcpyHostToDevice
                                                   : cudaMemcpyDeviceToDevice;
-  const cudaError_t err = cudaMemcpy(out.raw_data(), src.raw_data(), nbytes(), kind);
+  // On the device's stream, after the kernels queued there, and waited for: the host may
+  // read (or free) its side as soon as this returns.
+  // Device to device: the source's kernels finish first; the copy then goes on the target's
+  // stream (a block of the caching allocator may still be read by earlier kernels there).
+  if (!d.is_cpu() && !device().is_cpu()) LB_CUDA_CHECK(cudaStreamSynchronize(cuda::stream(device().index)));
+  const cudaStream_t st = cuda::stream(d.is_cpu() ? device().index : d.index);
+  const cudaError_t err = cudaMemcpyAsync(out.raw_data(), src.raw_data(), nbytes(), kind, st);
   LB_CHECK(err == cudaSuccess, "copy ", str(), " -> ", d.str(), " failed: ", cudaGetErrorString(err));
+  LB_CUDA_CHECK(cudaStreamSynchronize(st));
   return out;
 }
 

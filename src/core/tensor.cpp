@@ -7,6 +7,8 @@
 #include "lb/autograd/grad_mode.h"
 #include "lb/autograd/node.h"
 #include "lb/core/strided.h"
+#include "src/backend/copy.h"
+#include "src/core/element_convert.h"
 
 namespace lb {
 
@@ -144,33 +146,7 @@ void* Tensor::raw_data() const {
 
 // ---------------------------------------------------------------- element conversion
 namespace {
-inline double load_as_double(const void* base, int64_t i, DType t) {
-  switch (t) {
-    case DType::F32: return static_cast<const float*>(base)[i];
-    case DType::F64: return static_cast<const double*>(base)[i];
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::I8: return static_cast<const int8_t*>(base)[i];
-    case DType::I32: return static_cast<const int32_t*>(base)[i];
-    case DType::I64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case DType::U8: return static_cast<const uint8_t*>(base)[i];
-    case DType::Bool: return static_cast<const uint8_t*>(base)[i] ? 1.0 : 0.0;
-  }
-  return 0;
-}
-inline void store_from_double(void* base, int64_t i, DType t, double v) {
-  switch (t) {
-    case DType::F32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DType::F64: static_cast<double*>(base)[i] = v; break;
-    case DType::BF16: static_cast<uint16_t*>(base)[i] = f32_to_bf16(static_cast<float>(v)); break;
-    case DType::F16: static_cast<uint16_t*>(base)[i] = f32_to_f16(static_cast<float>(v)); break;
-    case DType::I8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
-    case DType::I32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case DType::I64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
-    case DType::U8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
-    case DType::Bool: static_cast<uint8_t*>(base)[i] = v != 0.0; break;
-  }
-}
+using detail::load_as_double;
 void check_cpu(const Tensor& t, const char* what) {
   LB_CHECK(t.device().is_cpu(), what, " on ", t.device().str(),
            " is not supported yet (CPU only); move the tensor with .to(Device::cpu())");
@@ -198,48 +174,14 @@ std::vector<double> Tensor::to_double_vector() const {
 
 // ---------------------------------------------------------------- copies
 void Tensor::copy_(const Tensor& src) {
-  check_cpu(*this, "copy_");
-  check_cpu(src, "copy_");
   Tensor s = src.shape() == shape() ? src : src.expand(shape());
-  const DType dt = dtype(), st = s.dtype();
-  const size_t es = dtype_size(dt);
-  char* dbase = static_cast<char*>(storage()->data());
-  const char* sbase = static_cast<const char*>(s.storage()->data());
-  const int64_t n = detail::last_dim(shape());
-  const int64_t ds = detail::last_stride(strides()), ss = detail::last_stride(s.strides());
-  detail::for_each_row<2>(shape(), {&strides(), &s.strides()}, {offset(), s.offset()},
-                          [&](const std::array<int64_t, 2>& o) {
-    if (dt == st && ds == 1 && ss == 1) {
-      std::memcpy(dbase + o[0] * es, sbase + o[1] * es, n * es);
-    } else if (dt == st && es == 4) {
-      auto* d = reinterpret_cast<uint32_t*>(dbase) + o[0];
-      auto* q = reinterpret_cast<const uint32_t*>(sbase) + o[1];
-      for (int64_t i = 0; i < n; ++i) d[i * ds] = q[i * ss];
-    } else if (dt == DType::F32 && st == DType::F64) {
-      auto* d = reinterpret_cast<float*>(dbase) + o[0];
-      auto* q = reinterpret_cast<const double*>(sbase) + o[1];
-      for (int64_t i = 0; i < n; ++i) d[i * ds] = static_cast<float>(q[i * ss]);
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        store_from_double(dbase, o[0] + i * ds, dt, load_as_double(sbase, o[1] + i * ss, st));
-    }
-  });
+  if (!(s.device() == device())) s = s.to(device());  // moved whole (contiguous), then copied
+  backend::copy_kernels(device()).copy(*this, s);
 }
 
 void Tensor::fill_(double value) {
-  check_cpu(*this, "fill_");
   if (numel() == 0) return;
-  const DType t = dtype();
-  char* base = static_cast<char*>(storage()->data());
-  const int64_t n = detail::last_dim(shape()), s = detail::last_stride(strides());
-  detail::for_each_row<1>(shape(), {&strides()}, {offset()}, [&](const std::array<int64_t, 1>& o) {
-    if (t == DType::F32) {
-      float* p = reinterpret_cast<float*>(base) + o[0];
-      for (int64_t i = 0; i < n; ++i) p[i * s] = static_cast<float>(value);
-    } else {
-      for (int64_t i = 0; i < n; ++i) store_from_double(base, o[0] + i * s, t, value);
-    }
-  });
+  backend::copy_kernels(device()).fill(*this, value);
 }
 
 Tensor Tensor::clone() const {

@@ -3,15 +3,18 @@
 // -ffast-math, and a scalar expf per element dominates softmax on the CPU.
 // f32: Cephes expf (range reduction x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial), within
 // 2 ulp of expf on [-86.5, 88.7]; x < -86.5 gives 0 (true value < 2.7e-38), so exp(-inf) = 0,
-// x > 88.72 gives inf, NaN stays NaN. f64 (gradient checks only) uses std::exp.
+// x > 88.72 gives inf, NaN stays NaN. f64 (gradient checks only) uses std::exp. The CUDA
+// kernels run the same code (LB_HD).
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#include "lb/core/host_device.h"
+
 namespace lb::detail {
 
-inline float fast_exp(float x) {
+LB_HD inline float fast_exp(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   constexpr float kLo = -86.5f, kHi = 88.72283935546875f;
@@ -32,14 +35,24 @@ inline float fast_exp(float x) {
   // 2^n as 2 * 2^(n-1) so that n = 128 (x near ln FLT_MAX) stays a normal exponent; p * 2
   // first keeps the product normal when 2^(n-1) is the smallest normal.
   const int32_t bits = (static_cast<int32_t>(n) + 126) << 23;
+#if defined(__CUDA_ARCH__)
+  const float scale = __int_as_float(bits);
+#else
   float scale;
   std::memcpy(&scale, &bits, 4);
+#endif
   const float y = (p * 2.0f) * scale;
   const float big = x > kHi ? INFINITY : y;
   const float out = x < kLo ? 0.0f : big;
   return x != x ? x : out;
 }
 
-inline double fast_exp(double x) { return std::exp(x); }
+LB_HD inline double fast_exp(double x) {
+#if defined(__CUDA_ARCH__)
+  return ::exp(x);
+#else
+  return std::exp(x);
+#endif
+}
 
 }  // namespace lb::detail

@@ -11,7 +11,7 @@
 
 namespace lb::detail {
 
-inline float normal_cdf_f32(float x) {
+LB_HD inline float normal_cdf_f32(float x) {
   const float z = (x < 0.f ? -x : x) * 0.70710678118654752440f;
   const float t = 1.f / (1.f + 0.5f * z);
   float p = 0.17087277f;
@@ -28,22 +28,22 @@ inline float normal_cdf_f32(float x) {
   return x < 0.f ? half_erfc : 1.f - half_erfc;
 }
 
-constexpr float kInvSqrt2Pif = 0.39894228040143267794f;
-constexpr float kSqrt2OverPif = 0.79788456080286535588f;
+inline constexpr float kInvSqrt2Pif = 0.39894228040143267794f;
+inline constexpr float kSqrt2OverPif = 0.79788456080286535588f;
 
 // gelu(x) = x Φ(x) = 0.5 x (1 + erf(x / √2))
-inline float gelu_f32(float x) { return x * normal_cdf_f32(x); }
+LB_HD inline float gelu_f32(float x) { return x * normal_cdf_f32(x); }
 // gelu'(x) = Φ(x) + x φ(x)
-inline float gelu_grad_f32(float x) {
+LB_HD inline float gelu_grad_f32(float x) {
   return normal_cdf_f32(x) + x * kInvSqrt2Pif * fast_exp(-0.5f * x * x);
 }
 // tanh form: 0.5 x (1 + tanh(u)) = x σ(2u), u = √(2/π) (x + 0.044715 x³)
-inline float gelu_tanh_f32(float x) {
+LB_HD inline float gelu_tanh_f32(float x) {
   const float u = kSqrt2OverPif * (x + 0.044715f * x * x * x);
   return x / (1.f + fast_exp(-2.f * u));
 }
 // d/dx x σ(2u) = σ(2u) + x σ(2u) (1 - σ(2u)) 2 u'
-inline float gelu_tanh_grad_f32(float x) {
+LB_HD inline float gelu_tanh_grad_f32(float x) {
   const float u = kSqrt2OverPif * (x + 0.044715f * x * x * x);
   const float du = kSqrt2OverPif * (1.f + 3.f * 0.044715f * x * x);
   const float e = fast_exp(-2.f * u);

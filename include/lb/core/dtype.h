@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "lb/core/host_device.h"
+
 namespace lb {
 
 enum class DType : uint8_t { F32, F64, BF16, F16, I8, I32, I64, U8, Bool };
@@ -17,14 +19,14 @@ DType dtype_from_name(const std::string& name);  // throws on unknown
 bool dtype_is_floating(DType t);
 
 // bf16: upper 16 bits of an f32, round-to-nearest-even on conversion.
-inline uint16_t f32_to_bf16(float f) {
+LB_HD inline uint16_t f32_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }
-inline float bf16_to_f32(uint16_t h) {
+LB_HD inline float bf16_to_f32(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;
   float f;
   std::memcpy(&f, &u, 4);

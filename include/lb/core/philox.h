@@ -5,13 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "lb/core/host_device.h"
 #include "lb/core/tensor.h"
-
-#if defined(__CUDACC__)
-#define LB_HD __host__ __device__
-#else
-#define LB_HD
-#endif
 
 namespace lb {
 

@@ -1,0 +1,20 @@
+// Internal: how an op reaches the kernels of its tensors' device. Each op family declares a
+// table of kernel entry points (e.g. src/backend/elementwise.h); src/cpu/ defines the CPU
+// table and cuda/ the CUDA one, in files of the same basename. The ops keep their checks and
+// autograd wiring in one device-agnostic place and call kernels_for(device, ...): one
+// dispatch mechanism, no device branches inside the ops or the strategies.
+#pragma once
+#include "lb/core/device.h"
+#include "lb/core/error.h"
+
+namespace lb::backend {
+
+// The table for device d: cpu, or cuda (null in a build without CUDA).
+template <typename Table>
+const Table& kernels_for(Device d, const Table& cpu, const Table* cuda, const char* family) {
+  if (d.is_cpu()) return cpu;
+  LB_CHECK(cuda != nullptr, family, " on ", d.str(), ": this build has no CUDA backend (LEANBACK_CUDA=OFF)");
+  return *cuda;
+}
+
+}  // namespace lb::backend
