@@ -1,16 +1,14 @@
-// Reductions: sum/mean over any set of axes, max/argmax along one axis, sum_to.
-// Strategy: a leading block of reduced axes on a contiguous tensor is summed as columns (no
-// copy: the bias-gradient case); otherwise the reduced axes are moved last (a copy) and each
-// output element is the sum of one contiguous row.
+// Reductions: sum/mean over any set of axes, max/argmax along one axis, sum_to: shapes,
+// checks and autograd here for every device, the loops in the device's kernels
+// (src/backend/reduce.h: src/cpu/reduce.cpp, cuda/reduce.cu).
 #include "lb/ops/reduce.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
-#include "lb/core/dispatch.h"
 #include "lb/ops/elementwise.h"
+#include "src/backend/reduce.h"
 
 namespace lb {
 
@@ -40,61 +38,14 @@ Shape reduced_shape(const Shape& s, const std::vector<int64_t>& dims, bool keepd
 
 // Sum over `dims` without autograd; result has keepdim shape.
 Tensor sum_raw(const Tensor& x, const std::vector<int64_t>& dims) {
-  const Shape keep = reduced_shape(x.shape(), dims, true);
-  Tensor out = Tensor::empty(keep, x.dtype(), x.device());
-  const int64_t nd = x.dim();
-  // Case 1: reduced axes are a leading block and x is contiguous: column sums.
-  bool leading = true;
-  for (size_t i = 0; i < dims.size(); ++i) leading &= dims[i] == static_cast<int64_t>(i);
-  detail::dispatch_float(x.dtype(), "sum", [&](auto tag_) { using T = decltype(tag_);
-    T* o = out.data<T>();
-    const int64_t n_out = out.numel();
-    if (leading && x.is_contiguous()) {
-      const int64_t rows = n_out == 0 ? 0 : x.numel() / n_out;
-      const T* p = x.data<T>();
-      std::fill(o, o + n_out, T(0));
-      // Split columns across threads; each walks all rows for its columns (rows stream).
-#pragma omp parallel if (x.numel() > (1 << 16))
-      {
-#pragma omp for schedule(static)
-        for (int64_t c0 = 0; c0 < n_out; c0 += 256) {
-          const int64_t c1 = std::min<int64_t>(n_out, c0 + 256);
-          for (int64_t r = 0; r < rows; ++r) {
-            const T* row = p + r * n_out;
-            for (int64_t c = c0; c < c1; ++c) o[c] += row[c];
-          }
-        }
-      }
-    } else {
-      // General: permute kept axes first, reduced axes last, then row sums.
-      std::vector<int64_t> perm;
-      for (int64_t i = 0; i < nd; ++i)
-        if (!std::binary_search(dims.begin(), dims.end(), i)) perm.push_back(i);
-      for (int64_t d : dims) perm.push_back(d);
-      Shape ps(nd), pst(nd);
-      for (int64_t i = 0; i < nd; ++i) {
-        ps[i] = x.shape()[perm[i]];
-        pst[i] = x.strides()[perm[i]];
-      }
-      Tensor xp = detail::contiguous_nograd(make_view(x, ps, pst, x.offset()));
-      const T* p = xp.data<T>();
-      const int64_t len = n_out == 0 ? 0 : x.numel() / n_out;
-#pragma omp parallel for if (x.numel() > (1 << 16)) schedule(static)
-      for (int64_t i = 0; i < n_out; ++i) {
-        T acc = 0;
-        const T* row = p + i * len;
-        for (int64_t j = 0; j < len; ++j) acc += row[j];
-        o[i] = acc;
-      }
-    }
-  });
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), dims, true), x.dtype(), x.device());
+  backend::reduce_kernels(x.device()).sum(x, dims, out);
   return out;
 }
 }  // namespace
 
 Tensor sum(const Tensor& x, std::vector<int64_t> dims_in, bool keepdim) {
   detail::check_defined(x, "sum", "x");
-  detail::check_cpu(x, "sum");
   detail::check_floating(x, "sum");
   const std::vector<int64_t> dims = normalize_dims(std::move(dims_in), x.dim());
   Tensor out = sum_raw(x, dims);
@@ -119,48 +70,19 @@ Tensor mean(const Tensor& x, std::vector<int64_t> dims_in, bool keepdim) {
 }
 
 namespace {
-// Index of the first maximum along `dim` for each output position (keepdim layout), plus values.
+// Values and index of the first maximum along `dim` (keepdim layout).
 void max_raw(const Tensor& x, int64_t dim, Tensor& values, Tensor& indices) {
-  const int64_t nd = x.dim();
-  LB_CHECK(x.numel() > 0 && (nd == 0 || x.shape()[dim] > 0), "max of an empty tensor ", x.str());
+  LB_CHECK(x.numel() > 0 && (x.dim() == 0 || x.shape()[dim] > 0), "max of an empty tensor ", x.str());
   Shape keep = x.shape();
-  if (nd > 0) keep[dim] = 1;
+  if (x.dim() > 0) keep[dim] = 1;
   values = Tensor::empty(keep, x.dtype(), x.device());
   indices = Tensor::empty(keep, DType::I64, x.device());
-  const int64_t len = nd == 0 ? 1 : x.shape()[dim];
-  const int64_t stride = nd == 0 ? 1 : x.strides()[dim];
-  detail::dispatch_float(x.dtype(), "max", [&](auto tag_) { using T = decltype(tag_);
-    const T* base = static_cast<const T*>(x.storage()->data());
-    T* v = values.data<T>();
-    int64_t* ix = indices.data<int64_t>();
-    const int64_t n_out = values.numel();
-#pragma omp parallel for if (x.numel() > (1 << 16)) schedule(static)
-    for (int64_t o = 0; o < n_out; ++o) {
-      int64_t rem = o, off = x.offset();
-      for (int64_t d = nd - 1; d >= 0; --d) {
-        const int64_t i = rem % keep[d];
-        rem /= keep[d];
-        off += i * x.strides()[d];
-      }
-      T best = base[off];
-      int64_t bi = 0;
-      for (int64_t j = 1; j < len; ++j) {
-        const T val = base[off + j * stride];
-        if (val > best || (val != val && best == best)) {
-          best = val;
-          bi = j;
-        }
-      }
-      v[o] = best;
-      ix[o] = bi;
-    }
-  });
+  backend::reduce_kernels(x.device()).max(x, dim, values, indices);
 }
 }  // namespace
 
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
   detail::check_defined(x, "max", "x");
-  detail::check_cpu(x, "max");
   detail::check_floating(x, "max");
   dim = normalize_dim(dim, x.dim());
   Tensor values, indices;
@@ -172,24 +94,8 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
     record("max", values, {x}, {indices},
            [in_shape, keep, dim](const Tensor& g, const std::vector<Tensor>& s,
                                  const std::vector<bool>&) {
-             Tensor gx = Tensor::zeros(in_shape, g.dtype());
-             Tensor gk = detail::contiguous_nograd(g.reshape(keep));
-             const int64_t* ix = s[0].data<int64_t>();
-             const int64_t nd = static_cast<int64_t>(in_shape.size());
-             const Shape st = gx.strides();
-             detail::dispatch_float(g.dtype(), "max backward", [&](auto tag_) { using T = decltype(tag_);
-               T* out = gx.data<T>();
-               const T* gp = gk.data<T>();
-               for (int64_t o = 0; o < gk.numel(); ++o) {
-                 int64_t rem = o, off = 0;
-                 for (int64_t d = nd - 1; d >= 0; --d) {
-                   const int64_t i = rem % keep[d];
-                   rem /= keep[d];
-                   off += i * st[d];
-                 }
-                 out[off + (nd == 0 ? 0 : ix[o] * st[dim])] += gp[o];
-               }
-             });
+             Tensor gx = Tensor::zeros(in_shape, g.dtype(), g.device());
+             backend::reduce_kernels(g.device()).max_backward(g.reshape(keep), s[0], dim, gx);
              return std::vector<Tensor>{gx};
            });
   }
@@ -198,7 +104,6 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   detail::check_defined(x, "argmax", "x");
-  detail::check_cpu(x, "argmax");
   detail::check_floating(x, "argmax");
   dim = normalize_dim(dim, x.dim());
   Tensor values, indices;
