@@ -2,10 +2,13 @@
 //   AdamW: p *= 1 - lr·wd;   Adam: g += wd·p
 //   m = β1 m + (1-β1) g;  v = β2 v + (1-β2) g²
 //   p -= lr/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + eps)
+// The per-element update: src/backend/optim.h (CPU and CUDA kernels).
 #include <cmath>
+#include <type_traits>
 
 #include "lb/core/dispatch.h"
 #include "lb/optim/optimizer.h"
+#include "src/backend/optim.h"
 
 namespace lb::optim {
 
@@ -28,26 +31,23 @@ void Adam::update(Tensor& p, const Tensor& g, const ParamGroup& group,
   }
   const double t = static_cast<double>(step_count_);
   const double bc1 = 1 - std::pow(opts_.beta1, t), bc2 = 1 - std::pow(opts_.beta2, t);
+  LB_CHECK(p.is_contiguous() && g.is_contiguous() && g.shape() == p.shape() && g.dtype() == p.dtype(),
+           "Adam: the gradient must be a contiguous tensor of the parameter's shape and dtype");
+  Tensor& m = state["exp_avg"];
+  Tensor& v = state["exp_avg_sq"];
+  const auto& k = backend::optim_kernels(p.device());
   detail::dispatch_float(p.dtype(), "Adam", [&](auto tag) {
     using T = decltype(tag);
-    T* w = p.data<T>();
-    const T* gr = g.data<T>();
-    T* m = state["exp_avg"].template data<T>();
-    T* v = state["exp_avg_sq"].template data<T>();
-    const T b1 = static_cast<T>(opts_.beta1), b2 = static_cast<T>(opts_.beta2);
-    const T eps = static_cast<T>(opts_.eps);
-    const T step_size = static_cast<T>(group.lr / bc1);
-    const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
-    const T decay = static_cast<T>(opts_.decoupled ? 1.0 - group.lr * group.weight_decay : 1.0);
-    const T l2 = static_cast<T>(opts_.decoupled ? 0.0 : group.weight_decay);
-    const int64_t n = p.numel();
-#pragma omp parallel for if (n > 65536) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const T d = gr[i] + l2 * w[i];
-      m[i] = b1 * m[i] + (1 - b1) * d;
-      v[i] = b2 * v[i] + (1 - b2) * d * d;
-      w[i] = w[i] * decay - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
-    }
+    backend::AdamCoefs<T> c;
+    c.b1 = static_cast<T>(opts_.beta1);
+    c.b2 = static_cast<T>(opts_.beta2);
+    c.eps = static_cast<T>(opts_.eps);
+    c.step_size = static_cast<T>(group.lr / bc1);
+    c.inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
+    c.decay = static_cast<T>(opts_.decoupled ? 1.0 - group.lr * group.weight_decay : 1.0);
+    c.l2 = static_cast<T>(opts_.decoupled ? 0.0 : group.weight_decay);
+    if constexpr (std::is_same_v<T, float>) k.adam_f32(p, g, m, v, c);
+    else k.adam_f64(p, g, m, v, c);
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include "lb/autograd/grad_mode.h"
 #include "lb/core/dispatch.h"
+#include "src/backend/optim.h"
 #include "lb/nn/module.h"
 
 namespace lb::optim {
@@ -127,29 +128,14 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   double sq = 0;
   for (const auto& p : params) {
     const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    detail::dispatch_float(g.dtype(), "clip_grad_norm", [&](auto tag) {
-      using T = decltype(tag);
-      const T* d = g.data<T>();
-      double s = 0;
-      const int64_t n = g.numel();
-#pragma omp parallel for reduction(+ : s) if (n > 65536)
-      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * d[i];
-      sq += s;
-    });
+    if (g.defined()) sq += backend::optim_kernels(g.device()).sum_squares(g);
   }
   const double norm = std::sqrt(sq);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0)
     for (const auto& p : params) {
       Tensor g = p.grad();
-      if (!g.defined()) continue;
-      detail::dispatch_float(g.dtype(), "clip_grad_norm", [&](auto tag) {
-        using T = decltype(tag);
-        T* d = g.data<T>();
-        const int64_t n = g.numel();
-        for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] * coef);
-      });
+      if (g.defined()) backend::optim_kernels(g.device()).scale_in_double(g, coef);
     }
   return norm;
 }

@@ -1,8 +1,12 @@
 // SGD with momentum, dampening, Nesterov and (L2) weight decay — torch.optim.SGD's update:
 //   g += wd·p;  buf = g (first step) or μ·buf + (1-dampening)·g;  g = nesterov ? g + μ·buf : buf;
 //   p -= lr·g.
+// The per-element update: src/backend/optim.h (CPU and CUDA kernels).
+#include <type_traits>
+
 #include "lb/core/dispatch.h"
 #include "lb/optim/optimizer.h"
+#include "src/backend/optim.h"
 
 namespace lb::optim {
 
@@ -24,24 +28,22 @@ void SGD::update(Tensor& p, const Tensor& g, const ParamGroup& group,
     state["momentum_buffer"] = Tensor::zeros(p.shape(), p.dtype(), p.device(), MemTag::Optimizer);
     first = true;
   }
+  LB_CHECK(p.is_contiguous() && g.is_contiguous() && g.shape() == p.shape() && g.dtype() == p.dtype(),
+           "SGD: the gradient must be a contiguous tensor of the parameter's shape and dtype");
+  Tensor buf = use_mom ? state["momentum_buffer"] : Tensor();
+  const auto& k = backend::optim_kernels(p.device());
   detail::dispatch_float(p.dtype(), "SGD", [&](auto tag) {
     using T = decltype(tag);
-    T* w = p.data<T>();
-    const T* gr = g.data<T>();
-    T* buf = use_mom ? state["momentum_buffer"].template data<T>() : nullptr;
-    const T lr = static_cast<T>(group.lr), wd = static_cast<T>(group.weight_decay);
-    const T mu = static_cast<T>(opts_.momentum), damp = static_cast<T>(1 - opts_.dampening);
-    const bool nesterov = opts_.nesterov;
-    const int64_t n = p.numel();
-#pragma omp parallel for if (n > 65536) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      T d = gr[i] + wd * w[i];
-      if (buf) {
-        buf[i] = first ? d : mu * buf[i] + damp * d;
-        d = nesterov ? d + mu * buf[i] : buf[i];
-      }
-      w[i] -= lr * d;
-    }
+    backend::SgdCoefs<T> c;
+    c.lr = static_cast<T>(group.lr);
+    c.wd = static_cast<T>(group.weight_decay);
+    c.mu = static_cast<T>(opts_.momentum);
+    c.damp = static_cast<T>(1 - opts_.dampening);
+    c.momentum = use_mom;
+    c.first = first;
+    c.nesterov = opts_.nesterov;
+    if constexpr (std::is_same_v<T, float>) k.sgd_f32(p, g, buf, c);
+    else k.sgd_f64(p, g, buf, c);
   });
 }
 
