@@ -17,4 +17,17 @@ const Table& kernels_for(Device d, const Table& cpu, const Table* cuda, const ch
   return *cuda;
 }
 
+// Declares the CPU table `cpu_table` (defined in src/cpu/) and, in a CUDA build, the CUDA
+// one `cuda_table` (defined in cuda/), and `accessor(Device)` choosing between them.
+#if defined(LEANBACK_WITH_CUDA)
+#define LB_KERNEL_TABLES(Table, accessor, cpu_table, cuda_table, family) \
+  extern const Table cpu_table;                                          \
+  extern const Table cuda_table;                                         \
+  inline const Table& accessor(Device d) { return kernels_for(d, cpu_table, &cuda_table, family); }
+#else
+#define LB_KERNEL_TABLES(Table, accessor, cpu_table, cuda_table, family) \
+  extern const Table cpu_table;                                          \
+  inline const Table& accessor(Device d) { return kernels_for<Table>(d, cpu_table, nullptr, family); }
+#endif
+
 }  // namespace lb::backend

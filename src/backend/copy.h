@@ -14,17 +14,7 @@ struct CopyKernels {
   void (*fill)(Tensor& dst, double value);
 };
 
-extern const CopyKernels kCpuCopy;  // src/cpu/copy.cpp
-#if defined(LEANBACK_WITH_CUDA)
-extern const CopyKernels kCudaCopy;  // cuda/copy.cu
-#endif
-
-inline const CopyKernels& copy_kernels(Device d) {
-#if defined(LEANBACK_WITH_CUDA)
-  return kernels_for(d, kCpuCopy, &kCudaCopy, "copies and fills");
-#else
-  return kernels_for<CopyKernels>(d, kCpuCopy, nullptr, "copies and fills");
-#endif
-}
+// src/cpu/copy.cpp, cuda/copy.cu
+LB_KERNEL_TABLES(CopyKernels, copy_kernels, kCpuCopy, kCudaCopy, "copies and fills")
 
 }  // namespace lb::backend

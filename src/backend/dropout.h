@@ -20,17 +20,7 @@ struct DropoutKernels {
   void (*backward)(const Tensor& g, const Tensor& mask, Tensor& dx, double scale);
 };
 
-extern const DropoutKernels kCpuDropout;  // src/cpu/dropout.cpp
-#if defined(LEANBACK_WITH_CUDA)
-extern const DropoutKernels kCudaDropout;  // cuda/dropout.cu
-#endif
-
-inline const DropoutKernels& dropout_kernels(Device d) {
-#if defined(LEANBACK_WITH_CUDA)
-  return kernels_for(d, kCpuDropout, &kCudaDropout, "dropout");
-#else
-  return kernels_for<DropoutKernels>(d, kCpuDropout, nullptr, "dropout");
-#endif
-}
+// src/cpu/dropout.cpp, cuda/dropout.cu
+LB_KERNEL_TABLES(DropoutKernels, dropout_kernels, kCpuDropout, kCudaDropout, "dropout")
 
 }  // namespace lb::backend

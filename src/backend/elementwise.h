@@ -22,17 +22,7 @@ struct ElementwiseKernels {
   void (*scale_)(Tensor& dst, double s);
 };
 
-extern const ElementwiseKernels kCpuElementwise;  // src/cpu/elementwise.cpp
-#if defined(LEANBACK_WITH_CUDA)
-extern const ElementwiseKernels kCudaElementwise;  // cuda/elementwise.cu
-#endif
-
-inline const ElementwiseKernels& elementwise_kernels(Device d) {
-#if defined(LEANBACK_WITH_CUDA)
-  return kernels_for(d, kCpuElementwise, &kCudaElementwise, "elementwise ops");
-#else
-  return kernels_for<ElementwiseKernels>(d, kCpuElementwise, nullptr, "elementwise ops");
-#endif
-}
+// src/cpu/elementwise.cpp, cuda/elementwise.cu
+LB_KERNEL_TABLES(ElementwiseKernels, elementwise_kernels, kCpuElementwise, kCudaElementwise, "elementwise ops")
 
 }  // namespace lb::backend

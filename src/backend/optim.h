@@ -60,17 +60,7 @@ struct OptimKernels {
   void (*scale_in_double)(Tensor& g, double coef);
 };
 
-extern const OptimKernels kCpuOptim;  // src/cpu/optim.cpp
-#if defined(LEANBACK_WITH_CUDA)
-extern const OptimKernels kCudaOptim;  // cuda/optim.cu
-#endif
-
-inline const OptimKernels& optim_kernels(Device d) {
-#if defined(LEANBACK_WITH_CUDA)
-  return kernels_for(d, kCpuOptim, &kCudaOptim, "optimizer updates");
-#else
-  return kernels_for<OptimKernels>(d, kCpuOptim, nullptr, "optimizer updates");
-#endif
-}
+// src/cpu/optim.cpp, cuda/optim.cu
+LB_KERNEL_TABLES(OptimKernels, optim_kernels, kCpuOptim, kCudaOptim, "optimizer updates")
 
 }  // namespace lb::backend

@@ -17,17 +17,7 @@ struct ReduceKernels {
   void (*max_backward)(const Tensor& g, const Tensor& indices, int64_t dim, Tensor& gx);
 };
 
-extern const ReduceKernels kCpuReduce;  // src/cpu/reduce.cpp
-#if defined(LEANBACK_WITH_CUDA)
-extern const ReduceKernels kCudaReduce;  // cuda/reduce.cu
-#endif
-
-inline const ReduceKernels& reduce_kernels(Device d) {
-#if defined(LEANBACK_WITH_CUDA)
-  return kernels_for(d, kCpuReduce, &kCudaReduce, "reductions");
-#else
-  return kernels_for<ReduceKernels>(d, kCpuReduce, nullptr, "reductions");
-#endif
-}
+// src/cpu/reduce.cpp, cuda/reduce.cu
+LB_KERNEL_TABLES(ReduceKernels, reduce_kernels, kCpuReduce, kCudaReduce, "reductions")
 
 }  // namespace lb::backend
