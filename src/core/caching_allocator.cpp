@@ -105,9 +105,9 @@ void CachingAllocator::deallocate(void* p, size_t nbytes, MemTag tag) {
   auto it = live_.find(p);
   LB_CHECK(it != live_.end(), memory_.name(), ": freeing a pointer this allocator does not own");
   Block* b = it->second;
-  live_.erase(it);
   LB_CHECK(b->requested == nbytes, memory_.name(), ": freeing ", nbytes, " bytes of a block of ",
            b->requested);
+  live_.erase(it);
   count_free(nbytes, tag);
   in_use_ -= b->size;
   b->free = true;
