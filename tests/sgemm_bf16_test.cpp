@@ -62,6 +62,9 @@ TEST(SgemmBf16, MatchesTheRoundedProductInEveryLayout) {
       check({37, 70, 301, ta, tb, 1.f, 0.f});    // tails in m, n (48 + 22), odd k
       check({5, 13, 7, ta, tb, 0.5f, 1.f});      // smaller than one tile, accumulate
       check({50, 113, 1100, ta, tb, 1.f, -0.5f});  // several k blocks (512), three panels
+      // packing groups: 19 A micro-panels (8 + 8 + 3 per group), six B panels (4 + 2; the
+      // last two 32 + 26 wide), k-pair tails inside a 32-value transpose block
+      check({150, 250, 67, ta, tb, 1.f, 0.f});
     }
 }
 

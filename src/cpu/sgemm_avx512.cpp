@@ -225,8 +225,10 @@ struct Tile {
   bool beta_zero;
 };
 
+// Not inlined: inside the driver GCC 12 ran short of registers and kept one of B's vectors
+// on the stack in the k loop (a store per k and a memory operand on every third FMA).
 template <int NV, bool kARows>
-void micro_kernel(const Tile& t) {
+__attribute__((noinline)) void micro_kernel(const Tile& t) {
   const int64_t kc = t.kc, lda_k = t.lda_k, ldb_k = t.ldb_k, ldc = t.ldc;
   const float* a = t.a;
   const float* b = t.b;

@@ -72,45 +72,117 @@ inline __m512i pairs_along_run(const float* src, int64_t count) {
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
 }
 
+inline void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
+// 8 runs along k (run i at src + i·si; runs i >= rows read as zeros), 32 values of k each
+// (fewer at the tail: zeros) -> the 16 k-pairs of each run, transposed: pair p of the 8 runs
+// is the 8 dwords at dst + p·W (only the ceil(count / 2) pairs that exist are written).
+// An 8 x 16 dword transpose in registers: 32-bit then 64-bit unpacks within 128-bit lanes,
+// then two rounds of lane shuffles; each output vector holds pairs 2j and 2j + 1.
+template <int W>
+void transpose_pairs_8x16(const float* src, int64_t si, int rows, int64_t count, uint32_t* dst) {
+  __m512i r[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = i < rows ? pairs_along_run(src + i * si, count) : _mm512_setzero_si512();
+  // t: rows (0,1), (2,3), ... interleaved per lane; u[c] lane L = rows 0-3 of pair 4L + c,
+  // u[4 + c] lane L = rows 4-7 of it.
+  __m512i t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  // lo[c] = (u[c].0, u[c].1, u[4+c].0, u[4+c].1), hi[c] the same with lanes 2 and 3.
+  __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    lo[c] = _mm512_shuffle_i32x4(u[c], u[4 + c], _MM_SHUFFLE(1, 0, 1, 0));
+    hi[c] = _mm512_shuffle_i32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  const __m512i out[8] = {
+      _mm512_shuffle_i32x4(lo[0], lo[1], _MM_SHUFFLE(2, 0, 2, 0)),  // pairs 0, 1
+      _mm512_shuffle_i32x4(lo[2], lo[3], _MM_SHUFFLE(2, 0, 2, 0)),  // 2, 3
+      _mm512_shuffle_i32x4(lo[0], lo[1], _MM_SHUFFLE(3, 1, 3, 1)),  // 4, 5
+      _mm512_shuffle_i32x4(lo[2], lo[3], _MM_SHUFFLE(3, 1, 3, 1)),  // 6, 7
+      _mm512_shuffle_i32x4(hi[0], hi[1], _MM_SHUFFLE(2, 0, 2, 0)),  // 8, 9
+      _mm512_shuffle_i32x4(hi[2], hi[3], _MM_SHUFFLE(2, 0, 2, 0)),  // 10, 11
+      _mm512_shuffle_i32x4(hi[0], hi[1], _MM_SHUFFLE(3, 1, 3, 1)),  // 12, 13
+      _mm512_shuffle_i32x4(hi[2], hi[3], _MM_SHUFFLE(3, 1, 3, 1)),  // 14, 15
+  };
+  const int64_t np = std::min<int64_t>(16, (count + 1) / 2);
+  if (W == 8 && np == 16) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) _mm512_storeu_si512(dst + 16 * j, out[j]);
+    return;
+  }
+  for (int64_t p = 0; p < np; ++p) {
+    const __m512i v = out[p / 2];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + p * W),
+                        p % 2 ? _mm512_extracti64x4_epi64(v, 1) : _mm512_castsi512_si256(v));
+  }
+}
+
 // A panel (W = kMR rows of A, or kNR columns of B) from a source whose runs along k are
 // contiguous (A not transposed, B transposed): dst[p·W + i] = pair p of run i (src + i·si),
-// for kc values of k (kp = ceil(kc / 2) pairs); runs i >= w are zero up to wpad.
+// for kc values of k (kp = ceil(kc / 2) pairs); runs i >= w are zero up to wpad (a multiple
+// of 8). Eight runs at a time through transpose_pairs_8x16, the next eight prefetched (`next`:
+// the first run of the panel packed after this one, or null).
 template <int W>
-void pack_runs(const float* src, int64_t si, int64_t kc, int w, int wpad, uint32_t* dst) {
-  const int64_t kp = (kc + 1) / 2;
-  alignas(64) uint32_t tmp[16];
-  for (int i = 0; i < wpad; ++i) {
-    if (i >= w) {
-      for (int64_t p = 0; p < kp; ++p) dst[p * W + i] = 0;
-      continue;
-    }
-    const float* run = src + i * si;
+void pack_runs(const float* src, int64_t si, int64_t kc, int w, int wpad, uint32_t* dst,
+               const float* next = nullptr) {
+  for (int i0 = 0; i0 < wpad; i0 += 8) {
+    const int rows = std::clamp(w - i0, 0, 8);
+    const float* pf = i0 + 8 < w ? src + (i0 + 8) * si : next;
+    const int pf_rows = i0 + 8 < w ? std::min(8, w - i0 - 8) : (next ? 8 : 0);
     for (int64_t k0 = 0; k0 < kc; k0 += 32) {
-      _mm512_store_si512(tmp, pairs_along_run(run + k0, kc - k0));
-      const int64_t np = std::min<int64_t>(16, kp - k0 / 2);
-      for (int64_t q = 0; q < np; ++q) dst[(k0 / 2 + q) * W + i] = tmp[q];
+      for (int q = 0; q < pf_rows; ++q) {
+        prefetch(pf + q * si + k0);
+        prefetch(pf + q * si + k0 + 16);
+      }
+      transpose_pairs_8x16<W>(src + i0 * si + k0, si, rows, kc - k0, dst + (k0 / 2) * W + i0);
     }
   }
 }
 
-// A panel from a source whose rows run along the panel (op(A) stored (K, M), B stored
-// (K, N)): rows 2p and 2p+1 give pair p of each of the w columns (zero past w up to wpad,
-// a multiple of 16, and past kc).
+// Panels from a source whose rows run along the panel (op(A) stored (K, M), B stored
+// (K, N)): rows 2p and 2p+1 give pair p of each column. Panel q covers columns
+// pos[q] .. pos[q] + width[q] and goes to dst + q·W·kp, zero past its width up to whole
+// 16-column vectors (8 columns for an A micro-panel) and past kc. All panels of the group
+// are packed pair by pair, so each source line is read once and in full, with rows prefetched
+// ahead (the f32 kernel's pack_a_rows / pack_b_rows, for the same reasons).
 template <int W>
-void pack_rows(const float* src, int64_t sk, int64_t kc, int w, int wpad, uint32_t* dst) {
+void pack_rows(const float* src, int64_t sk, int64_t kc, const int64_t* pos, const int64_t* width,
+               int panels, uint32_t* dst) {
+  constexpr int64_t kAhead = 8;  // rows prefetched ahead
   const int64_t kp = (kc + 1) / 2;
   for (int64_t p = 0; p < kp; ++p) {
     const float* r0 = src + 2 * p * sk;
     const bool has1 = 2 * p + 1 < kc;
-    for (int j = 0; j < wpad; j += 16) {
-      const __mmask16 m = tail_mask(w - j);
-      const __m512 v0 = _mm512_maskz_loadu_ps(m, r0 + j);
-      const __m512 v1 = has1 ? _mm512_maskz_loadu_ps(m, r0 + sk + j) : _mm512_setzero_ps();
-      const __m512i d = interleave_pairs(v0, v1);
-      if (j + 16 <= W) {
-        _mm512_storeu_si512(dst + p * W + j, d);
-      } else {  // W = 8: the low half
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + p * W + j), _mm512_castsi512_si256(d));
+    if (2 * p + kAhead + 1 < kc)
+      for (int q = 0; q < panels; q += (W == 8 ? 2 : 1)) {
+        prefetch(r0 + kAhead * sk + pos[q]);
+        prefetch(r0 + (kAhead + 1) * sk + pos[q]);
+      }
+    for (int q = 0; q < panels; ++q) {
+      const int64_t wq = width[q];
+      const int64_t wpad = std::min<int64_t>(W, (wq + 15) / 16 * 16);
+      uint32_t* d = dst + q * W * kp + p * W;
+      for (int64_t j = 0; j < wpad; j += 16) {
+        const __mmask16 m = tail_mask(wq - j);
+        const __m512 v0 = _mm512_maskz_loadu_ps(m, r0 + pos[q] + j);
+        const __m512 v1 = has1 ? _mm512_maskz_loadu_ps(m, r0 + sk + pos[q] + j) : _mm512_setzero_ps();
+        const __m512i pr = interleave_pairs(v0, v1);
+        if constexpr (W >= 16)
+          _mm512_storeu_si512(d + j, pr);
+        else  // an A micro-panel: the low 8 columns
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + j), _mm512_castsi512_si256(pr));
       }
     }
   }
@@ -129,8 +201,10 @@ struct Tile {
   bool beta_zero;
 };
 
+// Not inlined: inside the driver GCC 12 ran out of registers and spilled B's vectors to the
+// stack in the k loop (a store and reload per vdpbf16ps pair, ~30% of the kernel's time).
 template <int NV>
-void micro_kernel(const Tile& t) {
+__attribute__((noinline)) void micro_kernel(const Tile& t) {
   __m512 acc[kMR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < kMR; ++r)
@@ -139,14 +213,14 @@ void micro_kernel(const Tile& t) {
   const uint32_t* a = t.a;
   const uint32_t* b = t.b;
   for (int64_t p = 0; p < t.kp; ++p) {
-    __m512bh bv[NV];
+    __m512i bv[NV];
 #pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) bv[v] = reinterpret_cast<__m512bh>(_mm512_load_si512(b + 16 * v));
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_si512(b + 16 * v);
 #pragma GCC unroll 8
     for (int r = 0; r < kMR; ++r) {
-      const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r])));
+      const __m512i av = _mm512_set1_epi32(static_cast<int>(a[r]));
 #pragma GCC unroll 3
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)av, (__m512bh)bv[v]);
     }
     a += kMR;
     b += kNR;
@@ -199,25 +273,48 @@ void sgemm_bf16_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
       const bool first = pc == 0;
       const float beta_k = first ? beta : 1.f;
       const bool beta_zero = first && beta == 0.f;
-      for (int64_t i = 0; i < mc; i += kMR) {
-        const int w = static_cast<int>(std::min<int64_t>(kMR, mc - i));
-        uint32_t* dst = apack + i * kp;
-        if (trans_a)  // op(A) stored (K, M): rows run along m
-          pack_rows<kMR>(a + pc * lda + ic + i, lda, kc, w, 16, dst);
-        else
-          pack_runs<kMR>(a + (ic + i) * lda + pc, lda, kc, w, kMR, dst);
+      if (trans_a) {  // op(A) stored (K, M): rows run along m, kAGroup micro-panels at a time
+        constexpr int kAGroup = 8;
+        for (int64_t i0 = 0; i0 < mc; i0 += kAGroup * kMR) {
+          int64_t pos[kAGroup], width[kAGroup];
+          int panels = 0;
+          for (int64_t i = i0; i < mc && panels < kAGroup; i += kMR, ++panels) {
+            pos[panels] = i;
+            width[panels] = std::min<int64_t>(kMR, mc - i);
+          }
+          pack_rows<kMR>(a + pc * lda + ic, lda, kc, pos, width, panels, apack + i0 * kp);
+        }
+      } else {
+        for (int64_t i = 0; i < mc; i += kMR) {
+          const int w = static_cast<int>(std::min<int64_t>(kMR, mc - i));
+          const float* next = i + kMR < mc ? a + (ic + i + kMR) * lda + pc : nullptr;
+          pack_runs<kMR>(a + (ic + i) * lda + pc, lda, kc, w, kMR, apack + i * kp, next);
+        }
       }
       for (int64_t jc = 0; jc < n; jc += nc_max) {
         const int64_t nc = std::min(nc_max, n - jc);
-        int64_t np = 0;
-        for (int64_t j = 0; j < nc; j += panel_width(nc - j), ++np) {
-          const int w = static_cast<int>(panel_width(nc - j));
-          const int wpad = std::min(kNR, (w + 15) / 16 * 16);
-          uint32_t* dst = bpack + np * kNR * kp;
-          if (!trans_b)  // B stored (K, N)
-            pack_rows<kNR>(b + pc * ldb + jc + j, ldb, kc, w, wpad, dst);
-          else
-            pack_runs<kNR>(b + (jc + j) * ldb + pc, ldb, kc, w, wpad, dst);
+        if (!trans_b) {  // B stored (K, N): kBGroup panels at a time
+          constexpr int kBGroup = 4;
+          int64_t j = 0, np = 0;
+          while (j < nc) {
+            int64_t pos[kBGroup], width[kBGroup];
+            int panels = 0;
+            for (; j < nc && panels < kBGroup; j += width[panels++]) {
+              pos[panels] = j;
+              width[panels] = panel_width(nc - j);
+            }
+            pack_rows<kNR>(b + pc * ldb + jc, ldb, kc, pos, width, panels, bpack + np * kNR * kp);
+            np += panels;
+          }
+        } else {
+          int64_t np = 0;
+          for (int64_t j = 0; j < nc; j += panel_width(nc - j), ++np) {
+            const int w = static_cast<int>(panel_width(nc - j));
+            const int wpad = std::min(kNR, (w + 15) / 16 * 16);
+            const int64_t jn = j + w;
+            const float* next = jn < nc ? b + (jc + jn) * ldb + pc : nullptr;
+            pack_runs<kNR>(b + (jc + j) * ldb + pc, ldb, kc, w, wpad, bpack + np * kNR * kp, next);
+          }
         }
         for (int64_t i = 0; i < mc; i += kMR) {
           const int mr = static_cast<int>(std::min<int64_t>(kMR, mc - i));
