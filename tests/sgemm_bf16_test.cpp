@@ -12,6 +12,8 @@
 #include "lb/core/dtype.h"
 #include "lb/core/precision.h"
 #include "src/cpu/cpu_features.h"
+#include "lb/core/tensor.h"
+#include "src/cpu/gemm.h"
 #include "src/cpu/gemm_serial.h"
 #include "src/cpu/sgemm_bf16.h"
 
@@ -129,6 +131,52 @@ TEST(MatmulPrecision, Bf16RoutesFloatProductsOnEitherPath) {
     gemm_serial(false, false, m, n, k, 1.0, ad.data(), k, bd.data(), n, 0.0, cd.data(), n);
   }
   for (int64_t i = 0; i < m * n; ++i) ASSERT_NEAR(cd[i], exact[i], 1e-9);
+}
+
+// gemm_into with bf16 operands (activations kept for backward in bf16) gives, bit for bit,
+// what the f32 values of those operands give under bf16 products: on the bf16 kernel, which
+// reads them as they are, and on the widening path (LEANBACK_ISA below avx512-bf16). Covers
+// the layouts the ops use: the batch folded into M (Linear forward), into K (g_w = g_yᵀ x),
+// and one product per batch element, with either or both operands bf16.
+TEST(MatmulPrecision, Bf16OperandsEqualTheirF32Values) {
+  std::mt19937 g(11);
+  std::normal_distribution<float> d(0.f, 1.f);
+  auto randn = [&](const Shape& shape) {
+    std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+    for (auto& x : v) x = bf16_to_f32(f32_to_bf16(d(g)));  // values bf16 holds exactly
+    return Tensor::from_vector(v, shape);
+  };
+  struct Layout {
+    Shape a, b, c, batch;
+    bool ta, tb;
+  };
+  const Layout layouts[] = {
+      {{3, 37, 70}, {50, 70}, {3, 37, 50}, {3}, false, true},  // x wᵀ, batch into M
+      {{3, 37, 50}, {3, 37, 70}, {50, 70}, {3}, true, false},  // g_yᵀ x, batch into K
+      {{4, 33, 20}, {4, 20, 65}, {4, 33, 65}, {4}, false, false},  // per element
+  };
+  auto run = [&](const char* isa, const Layout& l, const Tensor& a, const Tensor& b) {
+    if (isa) setenv("LEANBACK_ISA", isa, 1); else unsetenv("LEANBACK_ISA");
+    reset_isa_cap_for_testing();
+    Tensor c = Tensor::empty(l.c, DType::F32, Device::cpu());
+    const MatmulPrecisionScope bf16(MatmulPrecision::BF16);
+    gemm_into(c, a, l.ta, b, l.tb, l.batch, false);
+    return std::vector<float>(c.data<float>(), c.data<float>() + c.numel());
+  };
+  const char* old = std::getenv("LEANBACK_ISA");
+  const std::string saved = old ? old : "";
+  for (const Layout& l : layouts) {
+    const Tensor a = randn(l.a), b = randn(l.b);
+    const Tensor a16 = a.to(DType::BF16), b16 = b.to(DType::BF16);
+    for (const char* isa : {static_cast<const char*>(nullptr), "avx512"}) {
+      const std::vector<float> want = run(isa, l, a, b);
+      EXPECT_EQ(run(isa, l, a16, b), want) << (isa ? isa : "native");
+      EXPECT_EQ(run(isa, l, a, b16), want) << (isa ? isa : "native");
+      EXPECT_EQ(run(isa, l, a16, b16), want) << (isa ? isa : "native");
+    }
+  }
+  if (old) setenv("LEANBACK_ISA", saved.c_str(), 1); else unsetenv("LEANBACK_ISA");
+  reset_isa_cap_for_testing();
 }
 
 }  // namespace

@@ -9,11 +9,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "src/cpu/blas_config.h"
+#include "lb/core/precision.h"
 #include "src/cpu/gemm_serial.h"
+#include "src/cpu/sgemm_bf16.h"
 
 namespace lb::cpu {
 
@@ -100,6 +103,14 @@ inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha
                       int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   gemm_serial(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+// An operand of bf16 values (uint16_t) with an f32 result: the bf16 kernel reads it as it is
+// (only reached when gemm_reads_bf16()).
+template <typename TA, typename TB>
+  requires(std::is_same_v<TA, uint16_t> || std::is_same_v<TB, uint16_t>)
+inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const TA* a,
+                      int64_t lda, const TB* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  sgemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 // Below this many multiply-adds (about 0.1 ms of one core) one thread does the product: a
 // fork/join costs little on an idle machine, but under oversubscription every parallel
@@ -118,9 +129,9 @@ int gemm_threads(double macs) {
 // inner dimension dominates (a weight gradient g_yᵀ x: K = batch·tokens, C small), blocks of
 // C would each pack the whole of the other, large operand; then K is split instead, each
 // thread packs only its slice of both, and the partial products are summed.
-template <typename T>
-void split_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-                int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc, int nt) {
+template <typename TA, typename TB, typename T>
+void split_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const TA* a,
+                int64_t lda, const TB* b, int64_t ldb, T beta, T* c, int64_t ldc, int nt) {
   if (nt > 1 && k >= 4 * std::max(m, n) && k >= 64 * nt) {
     const int64_t want = std::max<int64_t>(nt, std::min<int64_t>(kBlocksPerThread * nt, k / 256));
     const int64_t step = (k / want + 15) / 16 * 16;
@@ -132,8 +143,8 @@ void split_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, cons
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int i = 0; i < parts; ++i) {
       const int64_t lo = i * step, cnt = std::min(k, lo + step) - lo;
-      const T* ai = ta ? a + lo * lda : a + lo;  // columns lo.. of op(A)
-      const T* bi = tb ? b + lo : b + lo * ldb;  // rows lo.. of op(B)
+      const TA* ai = ta ? a + lo * lda : a + lo;  // columns lo.. of op(A)
+      const TB* bi = tb ? b + lo : b + lo * ldb;  // rows lo.. of op(B)
       if (i == 0)
         blas_gemm(ta, tb, m, n, cnt, alpha, ai, lda, bi, ldb, beta, c, ldc);
       else
@@ -174,24 +185,115 @@ void split_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, cons
   }
 }
 
-}  // namespace
-
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+// cpu::gemm for any operand types: split over the threads when large enough.
+template <typename TA, typename TB, typename T>
+void threaded_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const TA* a,
+                   int64_t lda, const TB* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   configure_blas();
   split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
              gemm_threads(static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)));
+}
+
+// gemm_into's products once the operands are described: TA, TB are the operands' element
+// types (float, double, or uint16_t for bf16 values), T the result's.
+template <typename TA, typename TB, typename T>
+void gemm_described(Tensor& c, const MatDesc& A, const MatDesc& B, const Shape& batch,
+                    const Shape& c_strides, int64_t M, int64_t N, int64_t K, int64_t ldc,
+                    int64_t nbatch, bool accumulate) {
+  const TA* pa = static_cast<const TA*>(A.t.raw_data());
+  const TB* pb = static_cast<const TB*>(B.t.raw_data());
+  T* pc = static_cast<T*>(c.raw_data());
+  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  // Fold the batch into M: a's rows (…, M) form one strided axis, b is shared and c is a
+  // full contiguous stack. One (M·batch) x N GEMM.
+  if (nbatch > 1 && M * nbatch <= kMaxInt && !A.trans && all_broadcast(B.batch_strides, batch) &&
+      chains(A.batch_strides, batch, M * A.ld) && chains(c_strides, batch, M * ldc)) {
+    threaded_gemm(false, B.trans, M * nbatch, N, K, T(1), pa, A.ld, pb, B.ld,
+                  accumulate ? T(1) : T(0), pc, ldc);
+    return;
+  }
+  // Fold the batch into K: c is shared by all batch elements (a reduced gradient) and a, b
+  // both stack along the inner dim. One M x N GEMM with K·batch.
+  if (nbatch > 1 && K * nbatch <= kMaxInt && all_broadcast(c_strides, batch) && A.trans &&
+      !B.trans && chains(A.batch_strides, batch, K * A.ld) &&
+      chains(B.batch_strides, batch, K * B.ld)) {
+    threaded_gemm(true, false, M, N, K * nbatch, T(1), pa, A.ld, pb, B.ld,
+                  accumulate ? T(1) : T(0), pc, ldc);
+    return;
+  }
+  // General: one GEMM per batch element. c elements shared across broadcast dims are
+  // overwritten on their first visit (all broadcast indices 0) and accumulated after.
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  auto offsets = [&](int64_t i, int64_t& oa, int64_t& ob, int64_t& oc, bool& first) {
+    oa = ob = oc = 0;
+    first = true;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      const int64_t id = i % batch[d];
+      i /= batch[d];
+      oa += id * A.batch_strides[d];
+      ob += id * B.batch_strides[d];
+      oc += id * c_strides[d];
+      if (c_strides[d] == 0 && id != 0) first = false;
+    }
+  };
+  bool c_distinct = true;  // every batch element writes its own c (no reduction)
+  for (int64_t d = 0; d < nb; ++d) c_distinct = c_distinct && (batch[d] == 1 || c_strides[d] != 0);
+  const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const int nt = gemm_threads(macs * static_cast<double>(nbatch));
+  if (c_distinct && nt > 1 && nbatch >= nt) {
+    // Independent products (per-head GEMMs): one single-threaded GEMM each, handed out
+    // dynamically (robust to a preempted thread).
+#pragma omp parallel for num_threads(nt) schedule(dynamic)
+    for (int64_t i = 0; i < nbatch; ++i) {
+      int64_t oa, ob, oc;
+      bool first;
+      offsets(i, oa, ob, oc, first);
+      blas_gemm(A.trans, B.trans, M, N, K, T(1), pa + oa, A.ld, pb + ob, B.ld,
+                accumulate ? T(1) : T(0), pc + oc, ldc);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < nbatch; ++i) {
+    int64_t oa, ob, oc;
+    bool first;
+    offsets(i, oa, ob, oc, first);
+    const T beta = (accumulate || !first) ? T(1) : T(0);
+    threaded_gemm(A.trans, B.trans, M, N, K, T(1), pa + oa, A.ld, pb + ob, B.ld, beta, pc + oc, ldc);
+  }
+}
+
+// x as f32 (a bf16 operand the bf16 kernel will not read: its values widened, exactly).
+Tensor as_f32(const Tensor& x) {
+  if (x.dtype() != DType::BF16) return x;
+  Tensor f = Tensor::empty(x.shape(), DType::F32, x.device(), MemTag::Workspace);
+  f.copy_(x);
+  return f;
+}
+
+}  // namespace
+
+bool gemm_reads_bf16() {
+  return matmul_precision() == MatmulPrecision::BF16 && sgemm_bf16_preferred();
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  threaded_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  configure_blas();
-  split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-             gemm_threads(static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)));
+  threaded_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                const Shape& batch, bool accumulate) {
+  const bool a_bf16 = a.dtype() == DType::BF16, b_bf16 = b.dtype() == DType::BF16;
+  if ((a_bf16 || b_bf16) && (c.dtype() != DType::F32 || !gemm_reads_bf16())) {
+    LB_CHECK(c.dtype() == DType::F32, "internal: gemm_into with bf16 operands needs an f32 result");
+    gemm_into(c, as_f32(a), trans_a, as_f32(b), trans_b, batch, accumulate);
+    return;
+  }
   const MatDesc A = describe(a, trans_a, batch);
   const MatDesc B = describe(b, trans_b, batch);
   const int64_t M = A.trans ? A.cols : A.rows;
@@ -219,69 +321,20 @@ void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool t
     return;
   }
 
-  detail::dispatch_float(c.dtype(), "matmul", [&](auto tag_) {
-    using T = decltype(tag_);
-    const T* pa = static_cast<const T*>(A.t.raw_data());
-    const T* pb = static_cast<const T*>(B.t.raw_data());
-    T* pc = static_cast<T*>(c.raw_data());
-    // Fold the batch into M: a's rows (…, M) form one strided axis, b is shared and c is a
-    // full contiguous stack. One (M·batch) x N GEMM.
-    if (nbatch > 1 && M * nbatch <= kMaxInt && !A.trans &&
-        all_broadcast(B.batch_strides, batch) && chains(A.batch_strides, batch, M * A.ld) &&
-        chains(c_strides, batch, M * ldc)) {
-      gemm(false, B.trans, M * nbatch, N, K, T(1), pa, A.ld, pb, B.ld, accumulate ? T(1) : T(0),
-           pc, ldc);
-      return;
-    }
-    // Fold the batch into K: c is shared by all batch elements (a reduced gradient) and a, b
-    // both stack along the inner dim. One M x N GEMM with K·batch.
-    if (nbatch > 1 && K * nbatch <= kMaxInt && all_broadcast(c_strides, batch) && A.trans &&
-        !B.trans && chains(A.batch_strides, batch, K * A.ld) &&
-        chains(B.batch_strides, batch, K * B.ld)) {
-      gemm(true, false, M, N, K * nbatch, T(1), pa, A.ld, pb, B.ld, accumulate ? T(1) : T(0), pc,
-           ldc);
-      return;
-    }
-    // General: one GEMM per batch element. c elements shared across broadcast dims are
-    // overwritten on their first visit (all broadcast indices 0) and accumulated after.
-    const int64_t nb = static_cast<int64_t>(batch.size());
-    auto offsets = [&](int64_t i, int64_t& oa, int64_t& ob, int64_t& oc, bool& first) {
-      oa = ob = oc = 0;
-      first = true;
-      for (int64_t d = nb - 1; d >= 0; --d) {
-        const int64_t id = i % batch[d];
-        i /= batch[d];
-        oa += id * A.batch_strides[d];
-        ob += id * B.batch_strides[d];
-        oc += id * c_strides[d];
-        if (c_strides[d] == 0 && id != 0) first = false;
-      }
-    };
-    bool c_distinct = true;  // every batch element writes its own c (no reduction)
-    for (int64_t d = 0; d < nb; ++d) c_distinct = c_distinct && (batch[d] == 1 || c_strides[d] != 0);
-    const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-    const int nt = gemm_threads(macs * static_cast<double>(nbatch));
-    if (c_distinct && nt > 1 && nbatch >= nt) {
-      // Independent products (per-head GEMMs): one single-threaded GEMM each, handed out
-      // dynamically (robust to a preempted thread).
-#pragma omp parallel for num_threads(nt) schedule(dynamic)
-      for (int64_t i = 0; i < nbatch; ++i) {
-        int64_t oa, ob, oc;
-        bool first;
-        offsets(i, oa, ob, oc, first);
-        blas_gemm(A.trans, B.trans, M, N, K, T(1), pa + oa, A.ld, pb + ob, B.ld,
-                  accumulate ? T(1) : T(0), pc + oc, ldc);
-      }
-      return;
-    }
-    for (int64_t i = 0; i < nbatch; ++i) {
-      int64_t oa, ob, oc;
-      bool first;
-      offsets(i, oa, ob, oc, first);
-      const T beta = (accumulate || !first) ? T(1) : T(0);
-      gemm(A.trans, B.trans, M, N, K, T(1), pa + oa, A.ld, pb + ob, B.ld, beta, pc + oc, ldc);
-    }
-  });
+  if (a_bf16 && b_bf16) {
+    gemm_described<uint16_t, uint16_t, float>(c, A, B, batch, c_strides, M, N, K, ldc, nbatch, accumulate);
+  } else if (a_bf16) {
+    gemm_described<uint16_t, float, float>(c, A, B, batch, c_strides, M, N, K, ldc, nbatch, accumulate);
+  } else if (b_bf16) {
+    gemm_described<float, uint16_t, float>(c, A, B, batch, c_strides, M, N, K, ldc, nbatch, accumulate);
+  } else {
+    LB_CHECK(a.dtype() == c.dtype() && b.dtype() == c.dtype(), "internal: gemm_into dtypes a ",
+             dtype_name(a.dtype()), " b ", dtype_name(b.dtype()), " c ", dtype_name(c.dtype()));
+    detail::dispatch_float(c.dtype(), "matmul", [&](auto tag_) {
+      using T = decltype(tag_);
+      gemm_described<T, T, T>(c, A, B, batch, c_strides, M, N, K, ldc, nbatch, accumulate);
+    });
+  }
 }
 
 }  // namespace lb::cpu

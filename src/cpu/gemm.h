@@ -20,7 +20,10 @@ namespace lb::cpu {
 // Batches collapse into one GEMM where the layout allows it (no copies): a batched a with a
 // shared b folds into the rows (M·batch, K) x (K, N); a fully reduced c whose a and b stack
 // along the inner dim folds into K (the weight-gradient case g_yᵀ x).
-// a, b, c: same float dtype, CPU; shapes must already be checked by the caller.
+// a, b, c: same float dtype, CPU; shapes must already be checked by the caller. Or, for a
+// product kept for backward in bf16 (autograd/saved_operand.h), a and/or b BF16 with c F32:
+// the bf16 kernel reads their values as they are when gemm_reads_bf16(), else they are
+// widened to f32 first (exactly: the same product either way).
 void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                const Shape& batch, bool accumulate);
 
@@ -33,6 +36,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
           int64_t ldc);
+
+// True when f32 products run on the bf16 kernel (bf16 precision, sgemm_bf16_preferred()), so
+// bf16 operands are read as they are; otherwise gemm_into widens them.
+bool gemm_reads_bf16();
 
 // FLOPs of one matmul (2·M·N·K per batch element), for benchmark reports.
 inline double gemm_flops(int64_t batch, int64_t m, int64_t n, int64_t k) {

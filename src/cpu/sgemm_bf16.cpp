@@ -65,22 +65,44 @@ inline __m512i interleave_pairs(__m512 r0, __m512 r1) {
   return _mm512_permutexvar_epi16(idx, both);
 }
 
-// 32 floats along k (fewer at the tail: zeros) -> 16 dwords of consecutive pairs.
+// 32 values along k (fewer at the tail: zeros) -> 16 dwords of consecutive pairs. From f32
+// they are rounded here; bf16 values (uint16_t) are already pairs in memory.
 inline __m512i pairs_along_run(const float* src, int64_t count) {
   const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(count), src);
   const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(count - 16), src + 16);
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
 }
+inline __m512i pairs_along_run(const uint16_t* src, int64_t count) {
+  const __mmask32 m = count >= 32 ? ~__mmask32(0) : count <= 0 ? __mmask32(0) : __mmask32((1u << count) - 1);
+  return _mm512_maskz_loadu_epi16(m, src);
+}
 
-inline void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+// 16 values of two rows (r0 = row 2p, r1 = row 2p+1; lanes past the mask zero) -> 16 dwords
+// (r0[i], r1[i]).
+inline __m512i row_pairs(const float* r0, const float* r1, __mmask16 m) {
+  const __m512 v0 = _mm512_maskz_loadu_ps(m, r0);
+  const __m512 v1 = r1 ? _mm512_maskz_loadu_ps(m, r1) : _mm512_setzero_ps();
+  return interleave_pairs(v0, v1);
+}
+inline __m512i row_pairs(const uint16_t* r0, const uint16_t* r1, __mmask16 m) {
+  const __m256i v0 = _mm256_maskz_loadu_epi16(m, r0);
+  const __m256i v1 = r1 ? _mm256_maskz_loadu_epi16(m, r1) : _mm256_setzero_si256();
+  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1);
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(idx, both);
+}
+
+template <typename S>
+inline void prefetch(const S* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
 // 8 runs along k (run i at src + i·si; runs i >= rows read as zeros), 32 values of k each
 // (fewer at the tail: zeros) -> the 16 k-pairs of each run, transposed: pair p of the 8 runs
 // is the 8 dwords at dst + p·W (only the ceil(count / 2) pairs that exist are written).
 // An 8 x 16 dword transpose in registers: 32-bit then 64-bit unpacks within 128-bit lanes,
 // then two rounds of lane shuffles; each output vector holds pairs 2j and 2j + 1.
-template <int W>
-void transpose_pairs_8x16(const float* src, int64_t si, int rows, int64_t count, uint32_t* dst) {
+template <int W, typename S>
+void transpose_pairs_8x16(const S* src, int64_t si, int rows, int64_t count, uint32_t* dst) {
   __m512i r[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) r[i] = i < rows ? pairs_along_run(src + i * si, count) : _mm512_setzero_si512();
@@ -134,17 +156,17 @@ void transpose_pairs_8x16(const float* src, int64_t si, int rows, int64_t count,
 // for kc values of k (kp = ceil(kc / 2) pairs); runs i >= w are zero up to wpad (a multiple
 // of 8). Eight runs at a time through transpose_pairs_8x16, the next eight prefetched (`next`:
 // the first run of the panel packed after this one, or null).
-template <int W>
-void pack_runs(const float* src, int64_t si, int64_t kc, int w, int wpad, uint32_t* dst,
-               const float* next = nullptr) {
+template <int W, typename S>
+void pack_runs(const S* src, int64_t si, int64_t kc, int w, int wpad, uint32_t* dst,
+               const S* next = nullptr) {
   for (int i0 = 0; i0 < wpad; i0 += 8) {
     const int rows = std::clamp(w - i0, 0, 8);
-    const float* pf = i0 + 8 < w ? src + (i0 + 8) * si : next;
+    const S* pf = i0 + 8 < w ? src + (i0 + 8) * si : next;
     const int pf_rows = i0 + 8 < w ? std::min(8, w - i0 - 8) : (next ? 8 : 0);
     for (int64_t k0 = 0; k0 < kc; k0 += 32) {
       for (int q = 0; q < pf_rows; ++q) {
         prefetch(pf + q * si + k0);
-        prefetch(pf + q * si + k0 + 16);
+        if (sizeof(S) == 4) prefetch(pf + q * si + k0 + 16);
       }
       transpose_pairs_8x16<W>(src + i0 * si + k0, si, rows, kc - k0, dst + (k0 / 2) * W + i0);
     }
@@ -157,16 +179,16 @@ void pack_runs(const float* src, int64_t si, int64_t kc, int w, int wpad, uint32
 // 16-column vectors (8 columns for an A micro-panel) and past kc. All panels of the group
 // are packed pair by pair, so each source line is read once and in full, with rows prefetched
 // ahead (the f32 kernel's pack_a_rows / pack_b_rows, for the same reasons).
-template <int W>
-void pack_rows(const float* src, int64_t sk, int64_t kc, const int64_t* pos, const int64_t* width,
+template <int W, typename S>
+void pack_rows(const S* src, int64_t sk, int64_t kc, const int64_t* pos, const int64_t* width,
                int panels, uint32_t* dst) {
   constexpr int64_t kAhead = 8;  // rows prefetched ahead
   const int64_t kp = (kc + 1) / 2;
   for (int64_t p = 0; p < kp; ++p) {
-    const float* r0 = src + 2 * p * sk;
-    const bool has1 = 2 * p + 1 < kc;
+    const S* r0 = src + 2 * p * sk;
+    const S* r1 = 2 * p + 1 < kc ? r0 + sk : nullptr;
     if (2 * p + kAhead + 1 < kc)
-      for (int q = 0; q < panels; q += (W == 8 ? 2 : 1)) {
+      for (int q = 0; q < panels; q += (W * sizeof(S) < 64 ? 64 / (W * sizeof(S)) : 1)) {
         prefetch(r0 + kAhead * sk + pos[q]);
         prefetch(r0 + (kAhead + 1) * sk + pos[q]);
       }
@@ -175,10 +197,7 @@ void pack_rows(const float* src, int64_t sk, int64_t kc, const int64_t* pos, con
       const int64_t wpad = std::min<int64_t>(W, (wq + 15) / 16 * 16);
       uint32_t* d = dst + q * W * kp + p * W;
       for (int64_t j = 0; j < wpad; j += 16) {
-        const __mmask16 m = tail_mask(wq - j);
-        const __m512 v0 = _mm512_maskz_loadu_ps(m, r0 + pos[q] + j);
-        const __m512 v1 = has1 ? _mm512_maskz_loadu_ps(m, r0 + sk + pos[q] + j) : _mm512_setzero_ps();
-        const __m512i pr = interleave_pairs(v0, v1);
+        const __m512i pr = row_pairs(r0 + pos[q] + j, r1 ? r1 + pos[q] + j : nullptr, tail_mask(wq - j));
         if constexpr (W >= 16)
           _mm512_storeu_si512(d + j, pr);
         else  // an A micro-panel: the low 8 columns
@@ -252,8 +271,10 @@ inline void run_tile(const Tile& t) {
 using gemm_detail::balanced_block;
 using gemm_detail::scale_c;
 
+// SA, SB: float (rounded while packed) or uint16_t (bf16 values, packed as they are).
+template <typename SA, typename SB>
 void sgemm_bf16_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                     const SA* a, int64_t lda, const SB* b, int64_t ldb, float beta, float* c,
                      int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.f) {
@@ -287,7 +308,7 @@ void sgemm_bf16_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
       } else {
         for (int64_t i = 0; i < mc; i += kMR) {
           const int w = static_cast<int>(std::min<int64_t>(kMR, mc - i));
-          const float* next = i + kMR < mc ? a + (ic + i + kMR) * lda + pc : nullptr;
+          const SA* next = i + kMR < mc ? a + (ic + i + kMR) * lda + pc : nullptr;
           pack_runs<kMR>(a + (ic + i) * lda + pc, lda, kc, w, kMR, apack + i * kp, next);
         }
       }
@@ -312,7 +333,7 @@ void sgemm_bf16_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
             const int w = static_cast<int>(panel_width(nc - j));
             const int wpad = std::min(kNR, (w + 15) / 16 * 16);
             const int64_t jn = j + w;
-            const float* next = jn < nc ? b + (jc + jn) * ldb + pc : nullptr;
+            const SB* next = jn < nc ? b + (jc + jn) * ldb + pc : nullptr;
             pack_runs<kNR>(b + (jc + j) * ldb + pc, ldb, kc, w, wpad, bpack + np * kNR * kp, next);
           }
         }
@@ -401,9 +422,12 @@ bool sgemm_bf16_available() {
 
 const char* sgemm_bf16_kernel_name() { return sgemm_bf16_available() ? "avx512-bf16 (8x48)" : "none"; }
 
-void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                int64_t ldc) {
+namespace {
+
+template <typename SA, typename SB>
+void sgemm_bf16_entry(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const SA* a, int64_t lda, const SB* b, int64_t ldb, float beta, float* c,
+                      int64_t ldc) {
 #if LB_SGEMM_BF16
   if (!sgemm_bf16_available()) std::abort();  // callers check sgemm_bf16_available()
   sgemm_bf16_impl(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -412,6 +436,29 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
   (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
   std::abort();
 #endif
+}
+
+}  // namespace
+
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                int64_t ldc) {
+  sgemm_bf16_entry(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const uint16_t* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                int64_t ldc) {
+  sgemm_bf16_entry(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
+                int64_t ldc) {
+  sgemm_bf16_entry(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
+                float* c, int64_t ldc) {
+  sgemm_bf16_entry(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace lb::cpu

@@ -31,4 +31,17 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                 int64_t ldc);
 
+// The same with either operand given as bf16 values (uint16_t, as DType::BF16 stores them,
+// e.g. an activation kept for backward in bf16): packed as they are, without a conversion to
+// f32 and back. The result equals sgemm_bf16 on their f32 values, bit for bit.
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const uint16_t* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                int64_t ldc);
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
+                int64_t ldc);
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
+                float* c, int64_t ldc);
+
 }  // namespace lb::cpu

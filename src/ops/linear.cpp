@@ -97,12 +97,17 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Tensor xm = as_matrices(x);
   Tensor ym = as_matrices(y);
   const Shape batch = batch_of(xm);
+  const bool record = autograd::should_record({x, w, b});
+  // x as bf16 under bf16 products (g_w's product rounds it anyway); w is resident anyway.
+  const Tensor save_x = record && w.requires_grad() ? autograd::keep_product_operand(x) : Tensor();
   if (b.defined()) fill_rows(y, b);
-  cpu::gemm_into(ym, xm, false, w, true, batch, /*accumulate=*/b.defined());
+  // The bf16 copy is the operand the product would round x to: where the bf16 kernel reads
+  // bf16 values, it reads half the bytes and skips the rounding.
+  const bool read_copy = save_x.defined() && save_x.dtype() == DType::BF16 && cpu::gemm_reads_bf16();
+  cpu::gemm_into(ym, read_copy ? as_matrices(save_x) : xm, false, w, true, batch,
+                 /*accumulate=*/b.defined());
 
-  if (autograd::should_record({x, w, b})) {
-    // x as bf16 under bf16 products (g_w's product rounds it anyway); w is resident anyway.
-    const Tensor save_x = w.requires_grad() ? autograd::keep_product_operand(x) : Tensor();
+  if (record) {
     const Tensor save_w = x.requires_grad() ? w : Tensor();
     autograd::record(
         "linear", y, {x, w, b}, {save_x, save_w},
@@ -117,8 +122,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
           }
           if (need[1]) {  // g_w = g_yᵀ x, summed over every row of the batch
             gw = Tensor::empty({O, I}, g.dtype(), g.device());
-            cpu::gemm_into(gw, gm, true, as_matrices(autograd::saved_f32(s[0])), false, batch,
-                           false);
+            cpu::gemm_into(gw, gm, true, as_matrices(s[0]), false, batch, false);  // s[0] may be bf16
           }
           if (need[2]) gb = column_sums(g, O);  // g_b = Σ_rows g_y
           return std::vector<Tensor>{gx, gw, gb};

@@ -39,7 +39,9 @@ Shape matmul_batch(const Tensor& a, bool ta, const Tensor& b, bool tb) {
 // dims that `shape` lacks or has as 1.
 Tensor grad_product(const Shape& shape, const Tensor& x, bool tx, const Tensor& y, bool ty,
                     const Shape& batch) {
-  Tensor g = Tensor::empty(shape, x.dtype(), x.device());
+  // One of x, y is the incoming gradient; the other may be a bf16 operand kept for backward.
+  const DType dt = x.dtype() == DType::BF16 ? y.dtype() : x.dtype();
+  Tensor g = Tensor::empty(shape, dt, x.device());
   cpu::gemm_into(g, x, tx, y, ty, batch, /*accumulate=*/false);
   return g;
 }
@@ -76,7 +78,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
         "matmul", out, {a, b}, {save_a, save_b},
         [trans_a, trans_b, batch, a_shape = a.shape(), b_shape = b.shape()](
             const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
-          const Tensor sa = autograd::saved_f32(s[0]), sb = autograd::saved_f32(s[1]);
+          const Tensor& sa = s[0];  // may be bf16: gemm_into reads or widens it
+          const Tensor& sb = s[1];
           Tensor ga, gb;
           if (need[0]) {
             ga = trans_a ? grad_product(a_shape, sb, trans_b, g, true, batch)     // op(B) Gᵀ
