@@ -41,6 +41,17 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 // bf16 operands are read as they are; otherwise gemm_into widens them.
 bool gemm_reads_bf16();
 
+// f32 products with an operand given as bf16 values (uint16_t, e.g. a copy kept for
+// backward): only when gemm_reads_bf16().
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const uint16_t* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
+          int64_t ldc);
+
 // FLOPs of one matmul (2·M·N·K per batch element), for benchmark reports.
 inline double gemm_flops(int64_t batch, int64_t m, int64_t n, int64_t k) {
   return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) *

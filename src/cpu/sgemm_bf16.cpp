@@ -173,41 +173,72 @@ void pack_runs(const S* src, int64_t si, int64_t kc, int w, int wpad, uint32_t* 
   }
 }
 
-// Panels from a source whose rows run along the panel (op(A) stored (K, M), B stored
-// (K, N)): rows 2p and 2p+1 give pair p of each column. Panel q covers columns
-// pos[q] .. pos[q] + width[q] and goes to dst + q·W·kp, zero past its width up to whole
-// 16-column vectors (8 columns for an A micro-panel) and past kc. All panels of the group
-// are packed pair by pair, so each source line is read once and in full, with rows prefetched
-// ahead (the f32 kernel's pack_a_rows / pack_b_rows, for the same reasons).
-template <int W, typename S>
-void pack_rows(const S* src, int64_t sk, int64_t kc, const int64_t* pos, const int64_t* width,
-               int panels, uint32_t* dst) {
-  constexpr int64_t kAhead = 8;  // rows prefetched ahead
+// Sources whose rows run along the panel (op(A) stored (K, M), B stored (K, N)): rows 2p
+// and 2p+1 give pair p of each column. Both packers walk the source row after row across the
+// whole block width (one sequential stream the hardware prefetcher follows, each source line
+// read once) and write whole destination lines at once, so the many destination streams,
+// often a multiple of 4 KiB apart, never wait on a half-written line.
+// Width of the next B panel when `rem` columns are left (a 49..64 tail goes 32 + rest).
+inline int64_t panel_width(int64_t rem) { return rem > 64 ? kNR : rem > kNR ? 32 : rem; }
+
+constexpr int64_t kRowsAhead = 8;  // source rows prefetched ahead
+
+// A block: mc columns into micro-panels of kMR columns, micro-panel i at dst + i·kMR·kp
+// (zero past mc and past kc). Four rows (two pairs) per step: a micro-panel's two pairs are
+// one 64-byte line, one store.
+template <typename S>
+void pack_a_rows(const S* src, int64_t sk, int64_t kc, int64_t mc, uint32_t* dst) {
   const int64_t kp = (kc + 1) / 2;
-  for (int64_t p = 0; p < kp; ++p) {
-    const S* r0 = src + 2 * p * sk;
-    const S* r1 = 2 * p + 1 < kc ? r0 + sk : nullptr;
-    if (2 * p + kAhead + 1 < kc)
-      for (int q = 0; q < panels; q += (W * sizeof(S) < 64 ? 64 / (W * sizeof(S)) : 1)) {
-        prefetch(r0 + kAhead * sk + pos[q]);
-        prefetch(r0 + (kAhead + 1) * sk + pos[q]);
-      }
-    for (int q = 0; q < panels; ++q) {
-      const int64_t wq = width[q];
-      const int64_t wpad = std::min<int64_t>(W, (wq + 15) / 16 * 16);
-      uint32_t* d = dst + q * W * kp + p * W;
-      for (int64_t j = 0; j < wpad; j += 16) {
-        const __m512i pr = row_pairs(r0 + pos[q] + j, r1 ? r1 + pos[q] + j : nullptr, tail_mask(wq - j));
-        if constexpr (W >= 16)
-          _mm512_storeu_si512(d + j, pr);
-        else  // an A micro-panel: the low 8 columns
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + j), _mm512_castsi512_si256(pr));
+  const int64_t chunk = 64 / static_cast<int64_t>(sizeof(S));  // columns per source line
+  for (int64_t p = 0; p < kp; p += 2) {
+    const S* r[4];
+    for (int t = 0; t < 4; ++t) r[t] = 2 * p + t < kc ? src + (2 * p + t) * sk : nullptr;
+    const bool two = p + 1 < kp;
+    const bool ahead = 2 * p + kRowsAhead + 3 < kc;
+    for (int64_t i = 0; i < mc; i += 16) {
+      if (ahead && i % chunk == 0)
+        for (int t = 0; t < 4; ++t) prefetch(r[t] + kRowsAhead * sk + i);
+      const __mmask16 m = tail_mask(mc - i);
+      const __m512i d0 = row_pairs(r[0] + i, r[1] ? r[1] + i : nullptr, m);  // pair p, 16 columns
+      uint32_t* lo = dst + (i / kMR) * kMR * kp + p * kMR;  // micro-panel of columns i..i+7
+      uint32_t* hi = lo + kMR * kp;                          // and of i+8..i+15
+      const bool has_hi = i + kMR < mc;
+      if (two) {
+        const __m512i d1 = row_pairs(r[2] + i, r[3] ? r[3] + i : nullptr, m);  // pair p + 1
+        _mm512_storeu_si512(lo, _mm512_shuffle_i64x2(d0, d1, _MM_SHUFFLE(1, 0, 1, 0)));
+        if (has_hi) _mm512_storeu_si512(hi, _mm512_shuffle_i64x2(d0, d1, _MM_SHUFFLE(3, 2, 3, 2)));
+      } else {  // the last pair of an odd count
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), _mm512_castsi512_si256(d0));
+        if (has_hi) _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi), _mm512_extracti64x4_epi64(d0, 1));
       }
     }
   }
 }
 
-inline int64_t panel_width(int64_t rem) { return rem > 64 ? kNR : rem > kNR ? 32 : rem; }
+// B block: nc columns into panels of panel_width() columns, kNR apart (zero past each
+// panel's width up to whole 16-column vectors, and past kc). A panel's pair is three lines.
+template <typename S>
+void pack_b_rows(const S* src, int64_t sk, int64_t kc, int64_t nc, uint32_t* dst) {
+  const int64_t kp = (kc + 1) / 2;
+  const int64_t chunk = 64 / static_cast<int64_t>(sizeof(S));
+  for (int64_t p = 0; p < kp; ++p) {
+    const S* r0 = src + 2 * p * sk;
+    const S* r1 = 2 * p + 1 < kc ? r0 + sk : nullptr;
+    if (2 * p + kRowsAhead + 1 < kc)
+      for (int64_t j = 0; j < nc; j += chunk) {
+        prefetch(r0 + kRowsAhead * sk + j);
+        prefetch(r0 + (kRowsAhead + 1) * sk + j);
+      }
+    int64_t q = 0;
+    for (int64_t j0 = 0; j0 < nc; j0 += panel_width(nc - j0), ++q) {
+      const int64_t w = panel_width(nc - j0);
+      uint32_t* d = dst + q * kNR * kp + p * kNR;
+      for (int64_t j = 0; j < w; j += 16)
+        _mm512_storeu_si512(d + j, row_pairs(r0 + j0 + j, r1 ? r1 + j0 + j : nullptr, tail_mask(w - j)));
+    }
+  }
+}
+
 
 struct Tile {
   int64_t kp;            // k-pairs
@@ -215,6 +246,7 @@ struct Tile {
   const uint32_t* b;     // packed B panel (kNR dwords per pair)
   float* c;
   int64_t ldc;
+  const float* c_next;  // the tile computed after this one (prefetched), or null
   int mr, nr;
   float alpha, beta;
   bool beta_zero;
@@ -229,6 +261,13 @@ __attribute__((noinline)) void micro_kernel(const Tile& t) {
   for (int r = 0; r < kMR; ++r)
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  // C's lines are written (and read unless beta = 0) after the k loop: fetch them now, and
+  // the next tile's, which short k loops give the hardware no time to fetch.
+  for (int r = 0; r < t.mr; ++r)
+    for (int v = 0; v < NV; ++v) prefetch(t.c + r * t.ldc + 16 * v);
+  if (t.c_next)  // (may reach past the end of C: prefetches do not fault)
+    for (int r = 0; r < kMR; ++r)
+      for (int v = 0; v < kNV; ++v) prefetch(t.c_next + r * t.ldc + 16 * v);
   const uint32_t* a = t.a;
   const uint32_t* b = t.b;
   for (int64_t p = 0; p < t.kp; ++p) {
@@ -294,17 +333,8 @@ void sgemm_bf16_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
       const bool first = pc == 0;
       const float beta_k = first ? beta : 1.f;
       const bool beta_zero = first && beta == 0.f;
-      if (trans_a) {  // op(A) stored (K, M): rows run along m, kAGroup micro-panels at a time
-        constexpr int kAGroup = 8;
-        for (int64_t i0 = 0; i0 < mc; i0 += kAGroup * kMR) {
-          int64_t pos[kAGroup], width[kAGroup];
-          int panels = 0;
-          for (int64_t i = i0; i < mc && panels < kAGroup; i += kMR, ++panels) {
-            pos[panels] = i;
-            width[panels] = std::min<int64_t>(kMR, mc - i);
-          }
-          pack_rows<kMR>(a + pc * lda + ic, lda, kc, pos, width, panels, apack + i0 * kp);
-        }
+      if (trans_a) {  // op(A) stored (K, M): rows run along m
+        pack_a_rows(a + pc * lda + ic, lda, kc, mc, apack);
       } else {
         for (int64_t i = 0; i < mc; i += kMR) {
           const int w = static_cast<int>(std::min<int64_t>(kMR, mc - i));
@@ -314,19 +344,8 @@ void sgemm_bf16_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
       }
       for (int64_t jc = 0; jc < n; jc += nc_max) {
         const int64_t nc = std::min(nc_max, n - jc);
-        if (!trans_b) {  // B stored (K, N): kBGroup panels at a time
-          constexpr int kBGroup = 4;
-          int64_t j = 0, np = 0;
-          while (j < nc) {
-            int64_t pos[kBGroup], width[kBGroup];
-            int panels = 0;
-            for (; j < nc && panels < kBGroup; j += width[panels++]) {
-              pos[panels] = j;
-              width[panels] = panel_width(nc - j);
-            }
-            pack_rows<kNR>(b + pc * ldb + jc, ldb, kc, pos, width, panels, bpack + np * kNR * kp);
-            np += panels;
-          }
+        if (!trans_b) {  // B stored (K, N)
+          pack_b_rows(b + pc * ldb + jc, ldb, kc, nc, bpack);
         } else {
           int64_t np = 0;
           for (int64_t j = 0; j < nc; j += panel_width(nc - j), ++np) {
@@ -342,8 +361,10 @@ void sgemm_bf16_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
           int64_t p = 0;
           for (int64_t j = 0; j < nc; j += panel_width(nc - j), ++p) {
             const int nr = static_cast<int>(panel_width(nc - j));
-            const Tile t{kp, apack + i * kp, bpack + p * kNR * kp, c + (ic + i) * ldc + jc + j, ldc,
-                         mr, nr, alpha, beta_k, beta_zero};
+            float* cp = c + (ic + i) * ldc + jc + j;
+            const float* cn = j + nr < nc ? cp + nr : i + kMR < mc ? c + (ic + i + kMR) * ldc + jc : nullptr;
+            const Tile t{kp, apack + i * kp, bpack + p * kNR * kp, cp, ldc, cn, mr, nr, alpha, beta_k,
+                         beta_zero};
             run_tile(t);
           }
         }

@@ -129,15 +129,21 @@ void softmax_row_again(T* row, const T* m, int64_t msl, int64_t L, T mx, T inv) 
   for (int64_t j = 0; j < L; ++j) row[j] = fast_exp(row[j] - mx) * inv;
 }
 
-// S (Tq, Tk) = scale · q_bh k_bhᵀ for tile (b, h).
-template <typename T>
-void scores(const Geometry& g, const RowsView& q, const RowsView& k, int64_t b, int64_t h, T* S) {
-  cpu::gemm(false, true, g.Tq, g.Tk, g.d, static_cast<T>(g.scale),
-            q.t.data<T>() + b * q.bs + h * g.d, q.ld, k.t.data<T>() + b * k.bs + h * g.d, k.ld,
-            T(0), S, g.Tk);
+// q, k, v's elements: T, or S = uint16_t for bf16 copies the bf16 GEMM reads as they are.
+template <typename S>
+const S* rows(const RowsView& x) {
+  return static_cast<const S*>(x.t.raw_data());
 }
 
-template <typename T>
+// S (Tq, Tk) = scale · q_bh k_bhᵀ for tile (b, h).
+template <typename T, typename S>
+void scores(const Geometry& g, const RowsView& q, const RowsView& k, int64_t b, int64_t h, T* Sc) {
+  cpu::gemm(false, true, g.Tq, g.Tk, g.d, static_cast<T>(g.scale),
+            rows<S>(q) + b * q.bs + h * g.d, q.ld, rows<S>(k) + b * k.bs + h * g.d, k.ld,
+            T(0), Sc, g.Tk);
+}
+
+template <typename T, typename S = T>
 void attention_forward(const Geometry& g, const RowsView& q, const RowsView& k, const RowsView& v,
                        const T* mask, T* out, T* stats, uint8_t* bits) {
   const int64_t tiles = g.B * g.heads, Tq = g.Tq, Tk = g.Tk, H = g.H;
@@ -151,7 +157,7 @@ void attention_forward(const Geometry& g, const RowsView& q, const RowsView& k, 
 #pragma omp for schedule(dynamic)
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t b = tile / g.heads, h = tile % g.heads;
-      scores(g, q, k, b, h, P.data());
+      scores<T, S>(g, q, k, b, h, P.data());
       uint8_t* tb = bits ? bits + tile * g.tile_bytes : nullptr;
       if (tb) std::memset(tb, 0, static_cast<size_t>(g.tile_bytes));
       for (int64_t i = 0; i < Tq; ++i) {
@@ -172,7 +178,7 @@ void attention_forward(const Geometry& g, const RowsView& q, const RowsView& k, 
         }
       }
       // out_bh (Tq, d), rows H apart = Pd (Tq, Tk) v_bh (Tk, d).
-      cpu::gemm(false, false, Tq, g.d, Tk, T(1), P.data(), Tk, v.t.data<T>() + b * v.bs + h * g.d,
+      cpu::gemm(false, false, Tq, g.d, Tk, T(1), P.data(), Tk, rows<S>(v) + b * v.bs + h * g.d,
                 v.ld, T(0), out + b * Tq * H + h * g.d, H);
     }
   }
@@ -180,7 +186,7 @@ void attention_forward(const Geometry& g, const RowsView& q, const RowsView& k, 
 
 // g (B, Tq, H) contiguous. dq/dk/dv (B, T, H) contiguous or null; dmask (B, heads, Tq, Tk)
 // contiguous or null (then summed to the mask's shape by the caller).
-template <typename T>
+template <typename T, typename S = T>
 void attention_backward(const Geometry& g, const RowsView& q, const RowsView& k, const RowsView& v,
                         const T* mask, const T* stats, const uint8_t* bits, const T* grad, T* dq,
                         T* dk, T* dv, T* dmask) {
@@ -198,9 +204,9 @@ void attention_backward(const Geometry& g, const RowsView& q, const RowsView& k,
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t b = tile / g.heads, h = tile % g.heads;
       const T* g_bh = grad + b * Tq * H + h * g.d;
-      const T* v_bh = v.t.data<T>() + b * v.bs + h * g.d;
+      const S* v_bh = rows<S>(v) + b * v.bs + h * g.d;
       const uint8_t* tb = bits ? bits + tile * g.tile_bytes : nullptr;
-      scores(g, q, k, b, h, P.data());
+      scores<T, S>(g, q, k, b, h, P.data());
       for (int64_t i = 0; i < Tq; ++i) {
         const T* st = stats + (tile * Tq + i) * 2;
         softmax_row_again(P.data() + i * Tk, mask ? mask_row(g, mask, b, h, i) : nullptr, msl, Tk,
@@ -234,10 +240,10 @@ void attention_backward(const Geometry& g, const RowsView& q, const RowsView& k,
       if (dmask) std::memcpy(dmask + tile * Tq * Tk, dP.data(), sizeof(T) * Tq * Tk);
       if (dq)  // dq_bh (Tq, d) = s dS (Tq, Tk) k_bh (Tk, d)
         cpu::gemm(false, false, Tq, g.d, Tk, scale, dP.data(), Tk,
-                  k.t.data<T>() + b * k.bs + h * g.d, k.ld, T(0), dq + b * Tq * H + h * g.d, H);
+                  rows<S>(k) + b * k.bs + h * g.d, k.ld, T(0), dq + b * Tq * H + h * g.d, H);
       if (dk)  // dk_bh (Tk, d) = s dSᵀ (Tk, Tq) q_bh (Tq, d)
         cpu::gemm(true, false, Tk, g.d, Tq, scale, dP.data(), Tk,
-                  q.t.data<T>() + b * q.bs + h * g.d, q.ld, T(0), dk + b * Tk * H + h * g.d, H);
+                  rows<S>(q) + b * q.bs + h * g.d, q.ld, T(0), dk + b * Tk * H + h * g.d, H);
     }
   }
 }
@@ -300,6 +306,15 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
   g.offset = rng.offset();
 
   const RowsView qv = rows_view(q), kv = rows_view(k), vv = rows_view(v);
+  // What backward keeps: q, k, v as given (views of the projections, no copies), or bf16
+  // copies under bf16 products, which is all backward uses them in. Where the bf16 GEMM reads
+  // bf16 values, the forward products read those copies too (the rounding they would do).
+  const bool record = autograd::should_record({q, k, v, mask});
+  Tensor kept[3];
+  if (record)
+    for (int i = 0; i < 3; ++i) kept[i] = autograd::keep_product_operand((i == 0 ? qv : i == 1 ? kv : vv).t);
+  const bool read_kept = record && cpu::gemm_reads_bf16() && kept[0].dtype() == DType::BF16 &&
+                         kept[1].dtype() == DType::BF16 && kept[2].dtype() == DType::BF16;
   const int64_t tiles = g.B * heads;
   const bool empty = g.Tq == 0 || g.Tk == 0 || tiles == 0;
   // Every element is written by one head's GEMM, except when there is nothing to attend to.
@@ -307,7 +322,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                      : Tensor::empty({g.B, g.Tq, g.H}, q.dtype(), q.device());
   Tensor stats = Tensor::empty({g.B, heads, g.Tq, 2}, q.dtype(), q.device());
   Tensor bits = drop ? Tensor::empty({tiles * g.tile_bytes}, DType::U8, q.device()) : Tensor();
-  if (!empty) {
+  if (!empty && read_kept) {
+    attention_forward<float, uint16_t>(g, rows_view(kept[0]), rows_view(kept[1]), rows_view(kept[2]),
+                                       mc.defined() ? mc.data<float>() : nullptr, out.data<float>(),
+                                       stats.data<float>(), drop ? bits.data<uint8_t>() : nullptr);
+  } else if (!empty) {
     detail::dispatch_float(q.dtype(), "attention", [&](auto tag) {
       using T = decltype(tag);
       attention_forward<T>(g, qv, kv, vv, mc.defined() ? mc.data<T>() : nullptr, out.data<T>(),
@@ -320,21 +339,21 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
     rng.set_state(st);
   }
 
-  if (autograd::should_record({q, k, v, mask})) {
-    // Saved: q, k, v as given (views of the projections, no copies; bf16 copies under bf16
-    // products, which is all backward uses them in), the mask, the row stats and the keep
-    // bits. The stats and bits are all this op adds to the activation memory.
-    using autograd::keep_product_operand;
+  if (record) {
+    // Saved: q, k, v (above), the mask, the row stats and the keep bits. The stats and bits
+    // are all this op adds to the activation memory.
     autograd::record(
-        "attention", out, {q, k, v, mask},
-        {keep_product_operand(qv.t), keep_product_operand(kv.t), keep_product_operand(vv.t), mc,
-         stats, bits},
+        "attention", out, {q, k, v, mask}, {kept[0], kept[1], kept[2], mc, stats, bits},
         [g, mask_shape = mask.defined() ? mask.shape() : Shape(), full](
             const Tensor& grad, const std::vector<Tensor>& s, const std::vector<bool>& need) {
           const Tensor gc = contiguous_nograd(grad);
+          // bf16 copies are read as they are where the bf16 GEMM can, else widened.
+          const bool bf16_in = cpu::gemm_reads_bf16() && s[0].dtype() == DType::BF16 &&
+                               s[1].dtype() == DType::BF16 && s[2].dtype() == DType::BF16;
           using autograd::saved_f32;
-          const RowsView qs = rows_view(saved_f32(s[0])), ks = rows_view(saved_f32(s[1])),
-                         vs = rows_view(saved_f32(s[2]));
+          const RowsView qs = rows_view(bf16_in ? s[0] : saved_f32(s[0])),
+                         ks = rows_view(bf16_in ? s[1] : saved_f32(s[1])),
+                         vs = rows_view(bf16_in ? s[2] : saved_f32(s[2]));
           Tensor dq, dk, dv, dmask;
           if (need[0]) dq = Tensor::empty({g.B, g.Tq, g.H}, gc.dtype(), gc.device());
           if (need[1]) dk = Tensor::empty({g.B, g.Tk, g.H}, gc.dtype(), gc.device());
@@ -344,6 +363,12 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
           if (empty) {
             for (Tensor* t : {&dq, &dk, &dv, &dmask})
               if (t->defined()) t->zero_();
+          } else if (bf16_in) {
+            auto ptr = [](Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
+            attention_backward<float, uint16_t>(
+                g, qs, ks, vs, s[3].defined() ? s[3].data<float>() : nullptr, s[4].data<float>(),
+                s[5].defined() ? s[5].data<uint8_t>() : nullptr, gc.data<float>(), ptr(dq), ptr(dk),
+                ptr(dv), ptr(dmask));
           } else {
             detail::dispatch_float(gc.dtype(), "attention backward", [&](auto tag) {
               using T = decltype(tag);
