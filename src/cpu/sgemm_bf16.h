@@ -3,7 +3,8 @@
 // C = alpha·op(A)·op(B) + beta·C, beta = 0 never reads C, safe from several threads at once),
 // except that A and B are rounded to bf16 (round to nearest even) as they are packed: the
 // result is the exact product of the rounded operands, accumulated in f32. Inputs stay f32
-// in memory, so callers need no bf16 copies (autocast-style mixed precision).
+// in memory, so callers need no bf16 copies (autocast-style mixed precision). Values below
+// f32's normal range count as zero (vcvtne2ps2bf16 and vdpbf16ps treat denormals as zero).
 #pragma once
 #include <cstdint>
 
