@@ -183,5 +183,17 @@ TEST(SavedOperand, GeluDerivativeWithinItsBound) {
   }
 }
 
+// GELU's backward reads its bf16 input as it is: the gradient is exactly the one at the
+// bf16-rounded input kept in f32.
+TEST(SavedOperand, GeluGradientIsTheOneAtTheRoundedInput) {
+  const Tensor x = mul(f32({4099}, 25), Tensor::scalar(2.0));
+  const Tensor x16 = x.to(DType::BF16).to(DType::F32);
+  for (GeluApprox a : {GeluApprox::None, GeluApprox::Tanh}) {
+    const Fn f = [a](const std::vector<Tensor>& in) { return gelu(in[0], a); };
+    const Pass on = run(f, {x}, {}, true), off = run(f, {x16}, {}, false);
+    EXPECT_TRUE(testing::all_close(on.grads[0], off.grads[0], 0, 0));
+  }
+}
+
 }  // namespace
 }  // namespace lb

@@ -4,6 +4,9 @@
 // parameters), so GCC vectorises each.
 #include "src/backend/elementwise.h"
 
+#include <cstring>
+#include <type_traits>
+
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 
@@ -92,6 +95,26 @@ void unary_grad(UnaryOp op, double s, const Tensor& g, const Tensor& v, Tensor& 
     using T = decltype(tag);
     dispatch_unary(op, [&](auto o) {
       constexpr UnaryOp kOp = decltype(o)::value;
+      if constexpr (std::is_same_v<T, float>) {
+        // An input kept as bf16 (GELU's under bf16 products): widened as it is read (exact),
+        // instead of through an f32 copy of it.
+        if (v.defined() && v.dtype() == DType::BF16) {
+          LB_CHECK(v.shape() == out.shape() && g.shape() == out.shape(), "internal: unary backward shapes");
+          const Tensor gc = detail::contiguous_nograd(g), vc = detail::contiguous_nograd(v);
+          const float* gp = gc.data<float>();
+          const uint16_t* vp = static_cast<const uint16_t*>(vc.raw_data());
+          float* op = out.data<float>();
+          const int64_t n = out.numel();
+#pragma omp parallel for simd if (n > kParallelMin) schedule(static)
+          for (int64_t i = 0; i < n; ++i) {
+            const uint32_t u = static_cast<uint32_t>(vp[i]) << 16;
+            float x;
+            std::memcpy(&x, &u, sizeof x);
+            op[i] = gp[i] * unary_derivative<kOp>(x, s);
+          }
+          return;
+        }
+      }
       if (!v.defined()) {
         const T d = unary_derivative<kOp>(T(0), s);
         unary_loop<T>(g, out, [d](T gg) { return gg * d; });

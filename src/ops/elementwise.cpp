@@ -70,7 +70,8 @@ Tensor unary_op(const Tensor& a, const char* name, UnaryOp op, double s = 0.0, b
                          : of == DerivativeOf::Output ? out.detach()
                                                       : Tensor();
     record(name, out, {a}, {saved}, [op, s](const Tensor& g, const std::vector<Tensor>& saved, const std::vector<bool>&) {
-      const Tensor v = autograd::saved_f32(saved[0]);
+      // A bf16 input is read as it is by the CPU kernel (widened exactly as it goes).
+      const Tensor v = saved[0].defined() && saved[0].device().is_cpu() ? saved[0] : autograd::saved_f32(saved[0]);
       Tensor r = Tensor::empty(g.shape(), g.dtype(), g.device());
       kernels(g).unary_grad(op, s, g, v, r);
       return std::vector<Tensor>{r};
