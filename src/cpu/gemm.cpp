@@ -13,8 +13,8 @@
 
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
-#include "src/cpu/blas_config.h"
 #include "lb/core/precision.h"
+#include "src/cpu/blas_config.h"
 #include "src/cpu/gemm_serial.h"
 #include "src/cpu/sgemm_bf16.h"
 

@@ -181,14 +181,14 @@ void pack_runs(const S* src, int64_t si, int64_t kc, int w, int wpad, uint32_t* 
   }
 }
 
+// Width of the next B panel when `rem` columns are left (a 49..64 tail goes 32 + rest).
+inline int64_t panel_width(int64_t rem) { return rem > 64 ? kNR : rem > kNR ? 32 : rem; }
+
 // Sources whose rows run along the panel (op(A) stored (K, M), B stored (K, N)): rows 2p
 // and 2p+1 give pair p of each column. Both packers walk the source row after row across the
 // whole block width (one sequential stream the hardware prefetcher follows, each source line
 // read once) and write whole destination lines at once, so the many destination streams,
 // often a multiple of 4 KiB apart, never wait on a half-written line.
-// Width of the next B panel when `rem` columns are left (a 49..64 tail goes 32 + rest).
-inline int64_t panel_width(int64_t rem) { return rem > 64 ? kNR : rem > kNR ? 32 : rem; }
-
 constexpr int64_t kRowsAhead = 8;  // source rows prefetched ahead
 
 // A block: mc columns into micro-panels of kMR columns, micro-panel i at dst + i·kMR·kp
@@ -246,7 +246,6 @@ void pack_b_rows(const S* src, int64_t sk, int64_t kc, int64_t nc, uint32_t* dst
     }
   }
 }
-
 
 struct Tile {
   int64_t kp;            // k-pairs
