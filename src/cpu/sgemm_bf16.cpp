@@ -64,14 +64,17 @@ inline __mmask16 tail_mask(int64_t count) {
   return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
 }
 
-// Two rows of 16 floats (r0 = row 2p, r1 = row 2p+1) -> 16 dwords (bf16 r0[i], bf16 r1[i]).
-inline __m512i interleave_pairs(__m512 r0, __m512 r1) {
-  // cvtne2ps gives [bf16 r0[0..15] | bf16 r1[0..15]] (the second source in the low half);
-  // vpermw interleaves the halves.
-  const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(r1, r0));
+// 32 bf16 words [r0[0..15] | r1[0..15]] -> 16 dwords (r0[i], r1[i]).
+inline __m512i interleave_halves(__m512i both) {
   const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                        23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(idx, both);
+}
+
+// Two rows of 16 floats (r0 = row 2p, r1 = row 2p+1) -> 16 dwords (bf16 r0[i], bf16 r1[i]).
+// (cvtne2ps puts its second source in the low half.)
+inline __m512i interleave_pairs(__m512 r0, __m512 r1) {
+  return interleave_halves(reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(r1, r0)));
 }
 
 // 32 values along k (fewer at the tail: zeros) -> 16 dwords of consecutive pairs. From f32
@@ -96,10 +99,7 @@ inline __m512i row_pairs(const float* r0, const float* r1, __mmask16 m) {
 inline __m512i row_pairs(const uint16_t* r0, const uint16_t* r1, __mmask16 m) {
   const __m256i v0 = _mm256_maskz_loadu_epi16(m, r0);
   const __m256i v1 = r1 ? _mm256_maskz_loadu_epi16(m, r1) : _mm256_setzero_si256();
-  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1);
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(idx, both);
+  return interleave_halves(_mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1));
 }
 
 template <typename S>
