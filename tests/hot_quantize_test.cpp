@@ -238,6 +238,62 @@ TEST(HotQuantize, HlaOfIm2colFromInt8EqualsTheColumnsPath) {
   }
 }
 
+TEST(HotQuantize, HlaOfIm2colByTableEqualsTheColumnsPath) {
+  // The one-transform-per-distinct-block path (stride 1 along W, Wo a multiple of 16) against
+  // the same explicit columns: edges, dilation, a stride along H, and a stride that skips
+  // input rows (filled with outliers there: the absmax must ignore what no output reads).
+  struct G {
+    int64_t C, H, W, k, stride_h, pad, dil;
+  };
+  const HadamardKeep keep = keep_of({0, 2, 4, 6, 8, 10, 12, 14});
+  for (const G& g : std::vector<G>{{3, 16, 16, 3, 1, 1, 1}, {2, 16, 48, 5, 1, 2, 1}, {2, 11, 32, 3, 1, 2, 2},
+                                   {3, 20, 32, 3, 2, 1, 1}, {2, 9, 16, 1, 2, 0, 1}}) {
+    std::mt19937 gen(static_cast<uint32_t>(g.H * 100 + g.W + g.k));
+    std::uniform_int_distribution<int> d(-20, 20);
+    std::vector<int8_t> q(static_cast<size_t>(g.C * g.H * g.W));
+    for (auto& v : q) v = static_cast<int8_t>(d(gen));
+    Conv2dArgs a;
+    a.stride = {g.stride_h, 1};
+    a.padding = {g.pad, g.pad};
+    a.dilation = {g.dil, g.dil};
+    if (g.k == 1) {  // 1x1 stride 2 reads rows 0, 2, 4, ...: levels in [-3, 3], odd rows hold outliers
+      for (auto& v : q) v = static_cast<int8_t>(v % 4);
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t ih = 1; ih < g.H; ih += 2) q[static_cast<size_t>((c * g.H + ih) * g.W + 3)] = 127;
+    }
+    ASSERT_TRUE(hla_im2col_table_fits(g.W, g.k, a)) << g.H << "x" << g.W;
+    const float s = 0.037f;
+    const int64_t Ho = (g.H + 2 * g.pad - g.dil * (g.k - 1) - 1) / g.stride_h + 1;
+    const int64_t Wo = g.W + 2 * g.pad - g.dil * (g.k - 1), L = Ho * Wo;
+    const int64_t I = g.C * g.k * g.k, width = L / 16 * keep.r;
+    std::vector<float> img(q.size()), cols(static_cast<size_t>(I * L));
+    for (size_t i = 0; i < q.size(); ++i) img[i] = static_cast<float>(q[i]) * s;
+    im2col(img.data(), g.C, g.H, g.W, g.k, g.k, a, cols.data());
+    const float m_cols = ref::fwht16_rows_keep_absmax(cols.data(), I, L, L, keep);
+    std::vector<float> table(static_cast<size_t>(hla_im2col_table_size(g.C, g.H, g.W, g.k, a, keep)), -1.f),
+        table_ref(table.size(), -2.f);
+    const float m = hla_im2col_table(q.data(), s, g.C, g.H, g.W, g.k, g.k, a, keep, table.data());
+    EXPECT_EQ(m, m_cols) << g.H << "x" << g.W;
+    EXPECT_EQ(ref::hla_im2col_table(q.data(), s, g.C, g.H, g.W, g.k, g.k, a, keep, table_ref.data()), m_cols);
+    EXPECT_EQ(table, table_ref) << g.H << "x" << g.W;  // every entry written, unread rows as zeros
+    if (g.k == 1) EXPECT_LE(m, 48 * s) << "the absmax saw a row no output reads";  // 16 levels of |v| <= 3
+    QuantParams p;  // round to nearest
+    const float inv = quant::inv_scale_from_absmax(m, 127);
+    std::vector<int8_t> o(static_cast<size_t>(I * width), 99), r(o.size()), o_ref(o.size(), 98);
+    hla_im2col_table_quantize(table.data(), g.C, g.H, g.W, g.k, g.k, a, keep, inv, 127, o.data(), width);
+    ref::hla_im2col_table_quantize(table_ref.data(), g.C, g.H, g.W, g.k, g.k, a, keep, inv, 127, o_ref.data(), width);
+    ref::fwht16_rows_keep_quantize(cols.data(), I, L, L, keep, inv, p, r.data(), width);
+    EXPECT_EQ(o, r) << g.H << "x" << g.W << " k" << g.k << " sh" << g.stride_h;
+    EXPECT_EQ(o_ref, r) << g.H << "x" << g.W << " k" << g.k << " sh" << g.stride_h;
+  }
+  Conv2dArgs strided;
+  strided.stride = {1, 2};
+  EXPECT_FALSE(hla_im2col_table_fits(32, 3, strided));
+  Conv2dArgs narrow;
+  narrow.padding = {1, 1};
+  EXPECT_FALSE(hla_im2col_table_fits(8, 3, narrow));  // Wo = 8: blocks cross output rows
+}
+
 TEST(HotQuantize, RoundToNearestIsNearestAndClamped) {
   const float inv = 2.f;  // scale 0.5
   EXPECT_EQ(quant::quantize_rtn(0.74f, inv, 7), 1);   // 1.48 -> 1

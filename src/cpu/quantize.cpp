@@ -51,6 +51,64 @@ inline int8_t quant_one(float x, float inv, const QuantParams& p, uint64_t e) {
                       : quant::quantize_rtn(x, inv, p.qmax);
 }
 
+// Input rows a convolution reads: rows[ih] for ih in [0, H).
+std::vector<char> input_rows_read(int64_t H, int64_t kH, const Conv2dArgs& a) {
+  const int64_t Ho = conv_out(H, kH, a.stride[0], a.padding[0], a.dilation[0]);
+  std::vector<char> rows(static_cast<size_t>(H), 0);
+  for (int64_t oh = 0; oh < Ho; ++oh)
+    for (int64_t i = 0; i < kH; ++i) {
+      const int64_t ih = oh * a.stride[0] - a.padding[0] + i * a.dilation[0];
+      if (ih >= 0 && ih < H) rows[static_cast<size_t>(ih)] = 1;
+    }
+  return rows;
+}
+
+// Row (c, i, j) of one image's im2col matrix of levels (plane = channel c): Ho·Wo bytes, zero
+// where the tap reads padding.
+void im2col_row_levels(const int8_t* plane, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t i, int64_t j,
+                       const Conv2dArgs& a, int8_t* row) {
+  const int64_t sw = a.stride[1], iw0 = j * a.dilation[1] - a.padding[1];
+  for (int64_t oh = 0; oh < Ho; ++oh) {
+    int8_t* d = row + oh * Wo;
+    const int64_t ih = oh * a.stride[0] - a.padding[0] + i * a.dilation[0];
+    if (ih < 0 || ih >= H) {
+      std::memset(d, 0, static_cast<size_t>(Wo));
+      continue;
+    }
+    const int8_t* src = plane + ih * W;
+    if (sw == 1) {  // one run of consecutive input columns between the padding
+      const int64_t lo = std::clamp<int64_t>(-iw0, 0, Wo), hi = std::clamp<int64_t>(W - iw0, lo, Wo);
+      std::memset(d, 0, static_cast<size_t>(lo));
+      std::memcpy(d + lo, src + iw0 + lo, static_cast<size_t>(hi - lo));
+      std::memset(d + hi, 0, static_cast<size_t>(Wo - hi));
+    } else {
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        const int64_t iw = ow * sw + iw0;
+        d[ow] = iw >= 0 && iw < W ? src[iw] : int8_t{0};
+      }
+    }
+  }
+}
+
+// Expands a rounded table (hla_im2col_table's layout, quantize.h) into the column rows.
+void expand_table_rows(const int8_t* qt, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+                       const Conv2dArgs& a, int r, int8_t* out, int64_t ldq) {
+  const int64_t Ho = conv_out(H, kH, a.stride[0], a.padding[0], a.dilation[0]);
+  const int64_t run = conv_out(W, kW, a.stride[1], a.padding[1], a.dilation[1]) / 16 * r;  // one output row
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < kH; ++i)
+      for (int64_t j = 0; j < kW; ++j) {
+        int8_t* dst = out + ((c * kH + i) * kW + j) * ldq;
+        for (int64_t oh = 0; oh < Ho; ++oh) {
+          const int64_t ih = oh * a.stride[0] - a.padding[0] + i * a.dilation[0];
+          if (ih < 0 || ih >= H)
+            std::memset(dst + oh * run, 0, static_cast<size_t>(run));
+          else
+            std::memcpy(dst + oh * run, qt + ((c * kW + j) * H + ih) * run, static_cast<size_t>(run));
+        }
+      }
+}
+
 inline void stats_add(TensorStats& s, float v) {
   const float a = std::fabs(v);
   s.absmax = std::max(s.absmax, a);
@@ -180,6 +238,39 @@ void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t
   const auto cols = dequantized_cols(q, s, C, H, W, kH, kW, a);
   const int64_t I = C * kH * kW, L = static_cast<int64_t>(cols.size()) / I;
   ref::fwht16_rows_keep_quantize(cols.data(), I, L, L, keep, inv, p, out, ldq);
+}
+
+float hla_im2col_table(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+                       const Conv2dArgs& a, const HadamardKeep& keep, float* table) {
+  const int64_t WB = conv_out(W, kW, a.stride[1], a.padding[1], a.dilation[1]) / 16;
+  const std::vector<char> read = input_rows_read(H, kH, a);
+  float m = 0.f;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < kW; ++j)
+      for (int64_t ih = 0; ih < H; ++ih)
+        for (int64_t wb = 0; wb < WB; ++wb) {
+          float* e = table + (((c * kW + j) * H + ih) * WB + wb) * keep.r;
+          float t[16];
+          for (int k = 0; k < 16; ++k) {
+            const int64_t iw = wb * 16 + k - a.padding[1] + j * a.dilation[1];
+            t[k] = read[static_cast<size_t>(ih)] && iw >= 0 && iw < W ? static_cast<float>(q[(c * H + ih) * W + iw]) * s
+                                                                       : 0.f;
+          }
+          fwht16_scalar(t);
+          for (int k = 0; k < keep.r; ++k) {
+            e[k] = t[keep.idx[k]];
+            m = std::max(m, std::fabs(e[k]));
+          }
+        }
+  return m;
+}
+
+void hla_im2col_table_quantize(const float* table, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+                               const Conv2dArgs& a, const HadamardKeep& keep, float inv, int qmax, int8_t* out,
+                               int64_t ldq) {
+  std::vector<int8_t> qt(static_cast<size_t>(hla_im2col_table_size(C, H, W, kW, a, keep)));
+  for (size_t e = 0; e < qt.size(); ++e) qt[e] = quant::quantize_rtn(table[e], inv, qmax);
+  expand_table_rows(qt.data(), C, H, W, kH, kW, a, keep.r, out, ldq);
 }
 
 namespace {
@@ -590,55 +681,25 @@ void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64
 
 namespace {
 // Calls f(i, b, a) with a = the kept outputs (lanes < keep.r) of 16-block b of im2col row i.
+// Each row's levels are first gathered into a buffer (a byte copy: strides, padding and
+// blocks that cross output rows cost no per-element gathers in the transform loop).
 template <typename F>
 void for_each_im2col_block(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
                            int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep, F&& f) {
-  const int64_t sh = a.stride[0], sw = a.stride[1], ph = a.padding[0], pw = a.padding[1];
-  const int64_t dh = a.dilation[0], dw = a.dilation[1];
-  const int64_t Ho = conv_out(H, kH, sh, ph, dh), Wo = conv_out(W, kW, sw, pw, dw), L = Ho * Wo;
-  const int64_t blocks = (L + 15) / 16;
+  const int64_t Ho = conv_out(H, kH, a.stride[0], a.padding[0], a.dilation[0]);
+  const int64_t Wo = conv_out(W, kW, a.stride[1], a.padding[1], a.dilation[1]);
+  const int64_t blocks = (Ho * Wo + 15) / 16;
   const __m512i perm = keep_permutation(keep);
   const __m512 sv = _mm512_set1_ps(s);
+  std::vector<int8_t> row_levels(static_cast<size_t>(blocks * 16), 0);  // the tail past L stays zero
   for (int64_t c = 0; c < C; ++c)
     for (int64_t i = 0; i < kH; ++i)
       for (int64_t j = 0; j < kW; ++j) {
         const int64_t row = (c * kH + i) * kW + j;
-        const int8_t* plane = q + c * H * W;
-        int64_t oh = 0, ow0 = 0;  // output position of l0 = 16·b, advanced without division
-        for (int64_t b = 0; b < blocks; ++b, ow0 += 16) {
-          while (ow0 >= Wo) {
-            ow0 -= Wo;
-            ++oh;
-          }
-          const int64_t l0 = 16 * b;
-          __m512 v;
-          if (sw == 1 && ow0 + 16 <= Wo) {  // one output row, consecutive input columns
-            const int64_t ih = oh * sh - ph + i * dh, iw0 = ow0 - pw + j * dw;
-            if (ih < 0 || ih >= H) {
-              v = _mm512_setzero_ps();
-            } else {
-              const int64_t lo = std::max<int64_t>(0, -iw0), hi = std::min<int64_t>(16, W - iw0);
-              const __mmask16 m = hi > lo ? static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1)) : 0;
-              const int8_t* src = plane + ih * W;  // lanes t read src[iw0 + t] (masked)
-              const __m128i bytes = _mm_maskz_loadu_epi8(m, reinterpret_cast<const char*>(src) + iw0);
-              v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)), sv);
-              v = _mm512_maskz_mov_ps(m, v);
-            }
-          } else {  // general: gather the block's 16 positions
-            alignas(64) float t[16];
-            int64_t ohk = oh, owk = ow0;
-            for (int k = 0; k < 16; ++k, ++owk) {
-              if (owk == Wo) {
-                owk = 0;
-                ++ohk;
-              }
-              t[k] = 0.f;
-              if (l0 + k >= L) continue;
-              const int64_t ih = ohk * sh - ph + i * dh, iw = owk * sw - pw + j * dw;
-              if (ih >= 0 && ih < H && iw >= 0 && iw < W) t[k] = static_cast<float>(plane[ih * W + iw]) * s;
-            }
-            v = _mm512_load_ps(t);
-          }
+        im2col_row_levels(q + c * H * W, H, W, Ho, Wo, i, j, a, row_levels.data());
+        for (int64_t b = 0; b < blocks; ++b) {
+          const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row_levels.data() + 16 * b));
+          const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)), sv);
           f(row, b, _mm512_permutexvar_ps(perm, fwht16_reg(v)));
         }
       }
@@ -673,6 +734,51 @@ void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t
     _mm_mask_storeu_epi8(out + row * ldq + b * keep.r, km,
                          quant16(v, iv, qm, p.stochastic, draw_at(draws.data(), b * keep.r)));
   });
+}
+
+float hla_im2col_table(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+                       const Conv2dArgs& a, const HadamardKeep& keep, float* table) {
+  const int64_t WB = conv_out(W, kW, a.stride[1], a.padding[1], a.dilation[1]) / 16;
+  const std::vector<char> read = input_rows_read(H, kH, a);
+  const __m512i perm = keep_permutation(keep);
+  const __mmask16 km = tail_mask(keep.r);
+  const __m512 sv = _mm512_set1_ps(s);
+  __m512 mv = _mm512_setzero_ps();
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < kW; ++j)
+      for (int64_t ih = 0; ih < H; ++ih) {
+        float* e = table + ((c * kW + j) * H + ih) * WB * keep.r;
+        if (!read[static_cast<size_t>(ih)]) {
+          std::memset(e, 0, static_cast<size_t>(WB * keep.r) * sizeof(float));
+          continue;
+        }
+        const char* src = reinterpret_cast<const char*>(q + (c * H + ih) * W);
+        for (int64_t wb = 0; wb < WB; ++wb) {
+          // lanes t read input column iw0 + t; those in the padding are zeros (masked load)
+          const int64_t iw0 = wb * 16 - a.padding[1] + j * a.dilation[1];
+          const int64_t lo = std::max<int64_t>(0, -iw0), hi = std::min<int64_t>(16, W - iw0);
+          const __mmask16 m = hi > lo ? static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1)) : 0;
+          const __m128i bytes = _mm_maskz_loadu_epi8(m, src + iw0);
+          const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)), sv);
+          const __m512 t = _mm512_permutexvar_ps(perm, fwht16_reg(v));
+          mv = _mm512_mask_max_ps(mv, km, mv, _mm512_abs_ps(t));
+          _mm512_mask_storeu_ps(e + wb * keep.r, km, t);
+        }
+      }
+  return _mm512_reduce_max_ps(mv);
+}
+
+void hla_im2col_table_quantize(const float* table, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+                               const Conv2dArgs& a, const HadamardKeep& keep, float inv, int qmax, int8_t* out,
+                               int64_t ldq) {
+  const int64_t n = hla_im2col_table_size(C, H, W, kW, a, keep);
+  std::vector<int8_t> qt(static_cast<size_t>(n));
+  const __m512 qm = _mm512_set1_ps(static_cast<float>(qmax)), iv = _mm512_set1_ps(inv);
+  for (int64_t e = 0; e < n; e += 16) {
+    const __mmask16 m = tail_mask(n - e);
+    _mm_mask_storeu_epi8(qt.data() + e, m, quant16(_mm512_maskz_loadu_ps(m, table + e), iv, qm, false, nullptr));
+  }
+  expand_table_rows(qt.data(), C, H, W, kH, kW, a, keep.r, out, ldq);
 }
 
 TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
@@ -874,6 +980,26 @@ void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t
     avx512::hla_im2col_quantize(q, s, C, H, W, kH, kW, a, keep, inv, p, out, ldq);
   else
     ref::hla_im2col_quantize(q, s, C, H, W, kH, kW, a, keep, inv, p, out, ldq);
+}
+bool hla_im2col_table_fits(int64_t W, int64_t kW, const Conv2dArgs& a) {
+  return a.stride[1] == 1 && conv_out(W, kW, a.stride[1], a.padding[1], a.dilation[1]) % 16 == 0;
+}
+int64_t hla_im2col_table_size(int64_t C, int64_t H, int64_t W, int64_t kW, const Conv2dArgs& a,
+                              const HadamardKeep& keep) {
+  return C * kW * H * (conv_out(W, kW, a.stride[1], a.padding[1], a.dilation[1]) / 16) * keep.r;
+}
+float hla_im2col_table(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+                       const Conv2dArgs& a, const HadamardKeep& keep, float* table) {
+  return use_avx512() ? avx512::hla_im2col_table(q, s, C, H, W, kH, kW, a, keep, table)
+                      : ref::hla_im2col_table(q, s, C, H, W, kH, kW, a, keep, table);
+}
+void hla_im2col_table_quantize(const float* table, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+                               const Conv2dArgs& a, const HadamardKeep& keep, float inv, int qmax, int8_t* out,
+                               int64_t ldq) {
+  if (use_avx512())
+    avx512::hla_im2col_table_quantize(table, C, H, W, kH, kW, a, keep, inv, qmax, out, ldq);
+  else
+    ref::hla_im2col_table_quantize(table, C, H, W, kH, kW, a, keep, inv, qmax, out, ldq);
 }
 void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                                const HadamardKeep& keep, float inv, const QuantParams& p,

@@ -80,6 +80,22 @@ void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t
                          int64_t kW, const Conv2dArgs& args, const HadamardKeep& keep, float inv,
                          const QuantParams& p, int8_t* out, int64_t ldq);
 
+// The same in one transform per distinct block, when a block never crosses an output row
+// (stride 1 along W, output width a multiple of 16): then the block of column row (c, i, j) at
+// output row oh is the block of input row ih = oh·sh − ph + i·dh read with tap j, so the kH
+// rows of each (c, j) share their blocks. hla_im2col_table transforms each (c, j, ih, block)
+// once into `table` (hla_im2col_table_size floats; rows no output reads are zeros) and
+// returns the absmax hla_im2col_absmax returns; hla_im2col_table_quantize rounds it to
+// nearest and expands it into hla_im2col_quantize's output, bit-identical (RTN only).
+bool hla_im2col_table_fits(int64_t W, int64_t kW, const Conv2dArgs& args);
+int64_t hla_im2col_table_size(int64_t C, int64_t H, int64_t W, int64_t kW, const Conv2dArgs& args,
+                              const HadamardKeep& keep);
+float hla_im2col_table(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+                       const Conv2dArgs& args, const HadamardKeep& keep, float* table);
+void hla_im2col_table_quantize(const float* table, int64_t C, int64_t H, int64_t W, int64_t kH,
+                               int64_t kW, const Conv2dArgs& args, const HadamardKeep& keep, float inv,
+                               int qmax, int8_t* out, int64_t ldq);
+
 // ---- along columns (blocks of 16 rows) ----
 TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                               const HadamardKeep& keep);
@@ -126,6 +142,11 @@ float hla_im2col_absmax(const int8_t* q, float s, int64_t C, int64_t H, int64_t 
 void hla_im2col_quantize(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
                          int64_t kW, const Conv2dArgs& args, const HadamardKeep& keep, float inv,
                          const QuantParams& p, int8_t* out, int64_t ldq);
+float hla_im2col_table(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
+                       const Conv2dArgs& args, const HadamardKeep& keep, float* table);
+void hla_im2col_table_quantize(const float* table, int64_t C, int64_t H, int64_t W, int64_t kH,
+                               int64_t kW, const Conv2dArgs& args, const HadamardKeep& keep, float inv,
+                               int qmax, int8_t* out, int64_t ldq);
 TensorStats fwht16_cols_stats(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                               const HadamardKeep& keep);
 void fwht16_cols_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,

@@ -556,21 +556,36 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
   }
   if (want_gw) {
     // X̂ᵀ (I, Kr): per image, HLA along L of the dequantised im2col columns, computed from the
-    // int8 input without the column matrix; two passes (absmax, then round-to-nearest), equal
-    // to the token path's BD(Ĥ)·tokens.
+    // int8 input without the column matrix, then rounded to nearest with the per-tensor
+    // absmax scale: equal to the token path's BD(Ĥ)·tokens.
     Tensor xht = workspace({I, Kr}, DType::I8);
     const int qmax = quant::qmax_for_bits(kGwBits);
-    const cpu::QuantParams px = qparams(kGwBits, false, layer_id_, kGwId);
     const int64_t C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3], chw = C * H * W;
-    float m = 0.f;
+    int8_t* pxht = xht.data<int8_t>();
+    float m = 0.f, inv = 0.f;
+    if (cpu::hla_im2col_table_fits(W, cg.kW, cg.args)) {
+      // One transform per distinct block (the kH kernel rows share them), kept for the
+      // rounding pass: C·kW·H·Wo/16·r floats per image, kH·Ho/H times fewer than the columns'.
+      const int64_t per = cpu::hla_im2col_table_size(C, H, W, cg.kW, cg.args, keep);
+      Tensor table = workspace({N, per}, DType::F32);
+      float* pt = table.data<float>();
 #pragma omp parallel for reduction(max : m) schedule(dynamic, 1)
-    for (int64_t n = 0; n < N; ++n)
-      m = std::max(m, cpu::hla_im2col_absmax(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep));
-    const float inv = quant::inv_scale_from_absmax(m, qmax);
+      for (int64_t n = 0; n < N; ++n)
+        m = std::max(m, cpu::hla_im2col_table(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep, pt + n * per));
+      inv = quant::inv_scale_from_absmax(m, qmax);
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t n = 0; n < N; ++n)
-      cpu::hla_im2col_quantize(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep, inv, px,
-                               xht.data<int8_t>() + n * Kn, Kr);
+      for (int64_t n = 0; n < N; ++n)
+        cpu::hla_im2col_table_quantize(pt + n * per, C, H, W, cg.kH, cg.kW, cg.args, keep, inv, qmax, pxht + n * Kn, Kr);
+    } else {  // two transforms per block: absmax, then round-to-nearest
+      const cpu::QuantParams px = qparams(kGwBits, false, layer_id_, kGwId);
+#pragma omp parallel for reduction(max : m) schedule(dynamic, 1)
+      for (int64_t n = 0; n < N; ++n)
+        m = std::max(m, cpu::hla_im2col_absmax(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep));
+      inv = quant::inv_scale_from_absmax(m, qmax);
+#pragma omp parallel for schedule(dynamic, 1)
+      for (int64_t n = 0; n < N; ++n)
+        cpu::hla_im2col_quantize(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep, inv, px, pxht + n * Kn, Kr);
+    }
     // g_wᵀ (I, O) = X̂ᵀ (I, Kr) · q_Ĝ (Kr, O): both operands in their fast layouts.
     const float alpha = q.s_gh * quant::scale_from_absmax(m, qmax) / 16.f;
     Tensor gwt = workspace({I, O}, DType::F32);
