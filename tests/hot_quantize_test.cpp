@@ -205,7 +205,7 @@ TEST(HotQuantize, HlaOfIm2colFromInt8EqualsTheColumnsPath) {
   };
   const HadamardKeep keep = keep_of({0, 2, 4, 6, 8, 10, 12, 14});
   for (const G& g : std::vector<G>{{3, 16, 16, 3, 1, 1, 1}, {2, 17, 20, 3, 1, 1, 1}, {2, 32, 33, 3, 2, 1, 1},
-                                   {3, 18, 40, 3, 1, 2, 2}, {4, 9, 9, 1, 1, 0, 1}, {2, 16, 48, 5, 1, 2, 1}}) {
+                                   {3, 18, 40, 3, 1, 2, 2}, {4, 9, 9, 1, 1, 0, 1}, {2, 16, 48, 5, 1, 2, 1}, {2, 5, 150, 3, 2, 1, 1}}) {
     std::mt19937 gen(static_cast<uint32_t>(g.H * 100 + g.W));
     std::uniform_int_distribution<int> d(-127, 127);
     std::vector<int8_t> q(static_cast<size_t>(g.C * g.H * g.W));

@@ -680,29 +680,70 @@ void fwht16_rows_keep_quantize(const float* x, int64_t rows, int64_t cols, int64
 }
 
 namespace {
+// Bytes lo..hi-1 of a 64-byte vector (0 <= lo <= hi <= 64).
+inline __mmask64 byte_lanes(int64_t lo, int64_t hi) {
+  const auto below = [](int64_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; };
+  return static_cast<__mmask64>(below(hi) & ~below(lo));
+}
+
+// im2col_row_levels with masked loads and stores per output row (the scalar version pays
+// three library calls per row, and Wo is 4 or 8 on the last ResNet stages): stride 1 along W
+// 64 bytes at a time, stride 2 as the even bytes of 64 (vpmovwb keeps each word's low byte).
+void im2col_row_levels_avx512(const int8_t* plane, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t i,
+                              int64_t j, const Conv2dArgs& a, int8_t* row) {
+  const int64_t sw = a.stride[1];
+  if (sw != 1 && sw != 2) return im2col_row_levels(plane, H, W, Ho, Wo, i, j, a, row);
+  const int64_t iw0 = j * a.dilation[1] - a.padding[1], step = 64 / sw;  // output columns per load
+  for (int64_t oh = 0; oh < Ho; ++oh) {
+    int8_t* d = row + oh * Wo;
+    const int64_t ih = oh * a.stride[0] - a.padding[0] + i * a.dilation[0];
+    const bool inside = ih >= 0 && ih < H;
+    const char* src = reinterpret_cast<const char*>(plane + (inside ? ih * W : 0));
+    for (int64_t w0 = 0; w0 < Wo; w0 += step) {
+      const int64_t n = std::min(step, Wo - w0), c0 = iw0 + w0 * sw;  // byte k of the load: column c0 + k
+      const int64_t lo = std::clamp<int64_t>(-c0, 0, n * sw), hi = std::clamp<int64_t>(W - c0, lo, n * sw);
+      const __m512i v = inside ? _mm512_maskz_loadu_epi8(byte_lanes(lo, hi), src + c0) : _mm512_setzero_si512();
+      if (sw == 1)
+        _mm512_mask_storeu_epi8(d + w0, byte_lanes(0, n), v);
+      else
+        _mm256_mask_storeu_epi8(d + w0, static_cast<__mmask32>(byte_lanes(0, n)), _mm512_cvtepi16_epi8(v));
+    }
+  }
+}
+
 // Calls f(i, b, a) with a = the kept outputs (lanes < keep.r) of 16-block b of im2col row i.
-// Each row's levels are first gathered into a buffer (a byte copy: strides, padding and
-// blocks that cross output rows cost no per-element gathers in the transform loop).
+// The levels are gathered by byte copies first. With stride 1 along H, the rows (c, i, j) of
+// one (c, j) are consecutive slices of one plane (the padded rows of channel c read at tap j),
+// so that plane is built once for the kH rows; otherwise each row is gathered on its own.
 template <typename F>
 void for_each_im2col_block(const int8_t* q, float s, int64_t C, int64_t H, int64_t W, int64_t kH,
                            int64_t kW, const Conv2dArgs& a, const HadamardKeep& keep, F&& f) {
   const int64_t Ho = conv_out(H, kH, a.stride[0], a.padding[0], a.dilation[0]);
-  const int64_t Wo = conv_out(W, kW, a.stride[1], a.padding[1], a.dilation[1]);
-  const int64_t blocks = (Ho * Wo + 15) / 16;
+  const int64_t Wo = conv_out(W, kW, a.stride[1], a.padding[1], a.dilation[1]), L = Ho * Wo;
+  const int64_t blocks = (L + 15) / 16;
+  const bool shared_plane = a.stride[0] == 1;
+  const int64_t plane_rows = shared_plane ? H + 2 * a.padding[0] : Ho;  // padded rows -ph .. H+ph-1
   const __m512i perm = keep_permutation(keep);
   const __m512 sv = _mm512_set1_ps(s);
-  std::vector<int8_t> row_levels(static_cast<size_t>(blocks * 16), 0);  // the tail past L stays zero
+  std::vector<int8_t> levels(static_cast<size_t>(plane_rows * Wo + 16), 0);
   for (int64_t c = 0; c < C; ++c)
-    for (int64_t i = 0; i < kH; ++i)
-      for (int64_t j = 0; j < kW; ++j) {
+    for (int64_t j = 0; j < kW; ++j) {
+      // plane row p is input row p - ph: im2col_row_levels' row for tap (0, j), stride 1
+      if (shared_plane) im2col_row_levels_avx512(q + c * H * W, H, W, plane_rows, Wo, 0, j, a, levels.data());
+      for (int64_t i = 0; i < kH; ++i) {
+        const int8_t* src = levels.data();
+        if (shared_plane)
+          src += i * a.dilation[0] * Wo;
+        else
+          im2col_row_levels_avx512(q + c * H * W, H, W, Ho, Wo, i, j, a, levels.data());
         const int64_t row = (c * kH + i) * kW + j;
-        im2col_row_levels(q + c * H * W, H, W, Ho, Wo, i, j, a, row_levels.data());
         for (int64_t b = 0; b < blocks; ++b) {
-          const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row_levels.data() + 16 * b));
+          const __m128i bytes = _mm_maskz_loadu_epi8(tail_mask(L - 16 * b), src + 16 * b);  // zeros past L
           const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)), sv);
           f(row, b, _mm512_permutexvar_ps(perm, fwht16_reg(v)));
         }
       }
+    }
 }
 }  // namespace
 
