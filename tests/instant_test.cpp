@@ -191,7 +191,7 @@ TEST(Instant, LowRankConvMatchesDefinition) {
   for (const Case& c : {Case{"token", 4, 9, 6, 3, 2, 1, true, true},
                         Case{"channel", 4, 9, 6, 3, 2, 1, false, false},
                         Case{"auto", 4, 6, 40, 1, 1, 0, false, true},   // I = 4 < L = 36 <= O
-                        Case{"auto", 8, 5, 6, 3, 1, 1, true, false}}) {  // L = 25 <= I = 72, O < L
+                        Case{"auto", 8, 6, 6, 3, 1, 1, true, false}}) {  // L = 36 <= I = 72, O < L
     Conv2dArgs a;
     a.padding = {c.pad, c.pad};
     a.stride = {c.stride, c.stride};
@@ -714,6 +714,39 @@ TEST(Instant, ConvFallbackKeepsTheImage) {
   EXPECT_EQ(autograd::saved_bytes(), static_cast<int64_t>(x.nbytes() + w.nbytes()));
   sum(y).backward();
   EXPECT_TRUE(x.grad().defined());
+}
+
+TEST(Instant, ConvKeepingMoreThanItsImageRunsExact) {
+  // A 3x3 conv's exact state is its image (C·H·W = 144 per sample here), its token view 9x
+  // that (L·I = 36·36): on the token axis rank 5 would keep 5·36 = 180 > 144 per image, at
+  // 59% of the exact FLOPs. That is no gain (the guard once measured it against L·I and
+  // compressed, keeping more than vanilla); rank 3 (108, 35% of the FLOPs) still compresses.
+  std::shared_ptr<Strategy> vanilla = make_strategy({{"type", "vanilla"}}, "test");
+  Conv2dArgs a;
+  a.padding = {1, 1};
+  const int64_t N = 2, C = 4, HW = 6, O = 16;
+  const Tensor w = testing::randn({O, C, 3, 3}, 1), b = testing::randn({O}, 2);
+  const Tensor x = testing::randn({N, C, HW, HW}, 3), g = testing::randn({N, O, HW, HW}, 4);
+  LayerGeometry geom{N, HW * HW, C * 9, O};
+  geom.exact_saved = C * HW * HW;
+  for (const int64_t rank : {5, 3}) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    auto s = instant({{"rank", rank}, {"axis", "token"}, {"gram_dtype", "f64"}});
+    calibrate(s, [&] { run_conv(s, x, w, b, g, a); });
+    EXPECT_EQ(s->no_gain(geom), rank == 5);
+    Tensor xi = x.clone(), wi = w.clone();
+    xi.set_requires_grad();
+    wi.storage()->set_tag(MemTag::Parameter);
+    wi.set_requires_grad();
+    Tensor y = strategy_conv2d(xi, wi, Tensor(), a, s);
+    EXPECT_EQ(autograd::saved_bytes(), (rank == 5 ? C * HW * HW : rank * C * 9) * N * 8);
+    y.backward(g);
+    const Grads got = run_conv(s, x, w, b, g, a);
+    if (rank == 5) {
+      expect_equal_grads(got, run_conv(vanilla, x, w, b, g, a), 1e-12, 1e-12, "exact");
+      EXPECT_EQ(s->report()["instant"]["no_gain"], true);
+    }
+  }
 }
 
 TEST(Instant, StaleStateAndCalibrationErrors) {

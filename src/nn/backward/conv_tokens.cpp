@@ -91,6 +91,7 @@ Gradients Strategy::backward_conv(const SavedState& s, const Tensor& g_y_tokens,
 
 SavedState Strategy::save_conv_exact(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
   last_geom_ = {cg.x_shape[0], cg.Ho * cg.Wo, w2d.size(1), w2d.size(0)};
+  last_geom_.exact_saved = cg.x_shape[1] * cg.x_shape[2] * cg.x_shape[3];
   SavedState s;
   s.geom = last_geom_;
   s.exact = true;

@@ -502,12 +502,16 @@ bool Instant::compresses(const LayerGeometry& g) const {
 
 bool Instant::no_gain(const LayerGeometry& g) const {
   if (!basis_fits(x_basis_, g, g.I) || !basis_fits(g_basis_, g, g.O)) return false;
-  // Per sample, the paper's counts (paper_backward_flops / paper_saved_bytes_fp32).
+  // Per sample: the paper's FLOP count (paper_backward_flops) and the elements each state
+  // keeps (a convolution's exact state is its image, not the k² times larger token view).
   const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
-  const bool flops = lowrank_flops(g) >= 4.0 * L * I * O;
+  const double exact = g.exact_saved > 0 ? static_cast<double>(g.exact_saved) : L * I;
+  const double kept = lowrank_saved_bytes(g) / 4.0;
+  // Keeping more than exact does is no gain whatever the FLOPs (e.g. a 3×3 conv's token axis
+  // keeps R·C·9 per image against C·Ho·Wo: more from R > Ho·Wo/9, as on ResNet-18's last stages).
+  if (kept > exact) return true;
   // Saving less than half the bytes is not worth a costlier and approximate backward.
-  const bool bytes = 2.0 * lowrank_saved_bytes(g) / 4.0 > L * I;
-  return flops && bytes;
+  return lowrank_flops(g) >= 4.0 * L * I * O && 2.0 * kept > exact;
 }
 
 SavedState Instant::save_impl(const Tensor& x, const Tensor& w) {

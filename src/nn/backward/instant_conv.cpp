@@ -38,7 +38,8 @@ Tensor in_dtype(const Tensor& t, DType dt) {
 
 SavedState Instant::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
   const int64_t N = x.size(0), L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
-  const LayerGeometry g{N, L, I, O};
+  LayerGeometry g{N, L, I, O};
+  g.exact_saved = x.size(1) * x.size(2) * x.size(3);  // the exact state is the image
   if (calibrating_) {
     // The Gram statistics straight from each image's im2col columns (C·kH·kW, L), then the
     // exact image state (no (N, L, I) token view, no token-path backward).

@@ -41,9 +41,11 @@
 //   rank               fixed R_x = R_y (overrides ε and p)    default: energy rule
 //   gram_dtype         "f32" | "f64" Gram/eigh precision      default "f32" (as the reference)
 //   exact_when_no_gain run exact when the chosen ranks would   default true
-//                      cost at least the exact backward's FLOPs AND keep more than half of
-//                      its bytes (e.g. near-full ranks from a flat spectrum): little to gain,
-//                      accuracy to lose. false keeps any rank low-rank (lossless tests).
+//                      keep more than the exact backward does (a conv's exact state is its
+//                      image, k² times smaller than its token view), or cost at least its
+//                      FLOPs AND keep more than half of its bytes (e.g. near-full ranks from
+//                      a flat spectrum): little to gain, accuracy to lose. false keeps any
+//                      rank low-rank (lossless tests).
 #pragma once
 #include <functional>
 #include <vector>
@@ -142,8 +144,9 @@ class Instant : public Strategy {
   int64_t calibrations() const { return calibrations_; }
   // Whether a call with geometry g would run low-rank (else exact).
   bool compresses(const LayerGeometry& g) const;
-  // Whether the current ranks, for geometry g, cost at least the exact backward's FLOPs and
-  // keep more than half its bytes (the exact_when_no_gain test; false without bases).
+  // Whether the current ranks, for geometry g, keep more than the exact backward, or cost at
+  // least its FLOPs and keep more than half its bytes (the exact_when_no_gain test; false
+  // without bases).
   bool no_gain(const LayerGeometry& g) const;
 
  protected:

@@ -32,6 +32,9 @@ struct LayerGeometry {
   // A padding-free call (packed_sequences.h): B = 1 and its L tokens are `sequences`
   // sequences back to back, the longest of them `longest` tokens. 0: not packed.
   int64_t sequences = 0, longest = 0;
+  // Elements per sample the exact backward keeps: 0 means L·I (the token view, a Linear's
+  // x); a convolution keeps its image, C·H·W, k² times less than its im2col tokens.
+  int64_t exact_saved = 0;
 };
 
 // What forward keeps for backward. `tensors` live on the tape (and are what saved_bytes
