@@ -25,13 +25,17 @@ def main():
             encoder = "encoder" in parts and "layer" in parts
             i = parts.index("layer") if encoder else 0
             kind = ".".join(parts[i + 2:]) if encoder else name
-            v = (l["local"]["g_w"]["cos"], l["local"]["g_x"]["cos"], l["end_to_end"]["g_w"]["cos"])
+            g_x = l["local"].get("g_x")  # absent where no input gradient is wanted (a model's first layer)
+            v = (l["local"]["g_w"]["cos"], g_x["cos"] if g_x else None, l["end_to_end"]["g_w"]["cos"])
             kinds.setdefault(kind, []).append(v)
             depth.setdefault(parts[i + 1] if encoder else "-", []).append(v)
 
     def row(label, vs):
-        m = [statistics.mean(x[j] for x in vs) for j in range(3)]
-        print(f"| {label} | {m[0]:.3f} | {m[1]:.3f} | {m[2]:.3f} |")
+        cells = []
+        for j in range(3):
+            xs = [x[j] for x in vs if x[j] is not None]
+            cells.append(f"{statistics.mean(xs):.3f}" if xs else "-")
+        print(f"| {label} | {' | '.join(cells)} |")
 
     print(f"{len(probes)} probes, {statistics.mean(p['ms'] for p in probes):.0f} ms each\n")
     print("| layer kind / encoder layer | g_w cos (local) | g_x cos (local) | g_w cos (end to end) |")
