@@ -14,6 +14,7 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/core/precision.h"
+#include "src/backend/gemm.h"
 #include "src/cpu/blas_config.h"
 #include "src/cpu/gemm_serial.h"
 #include "src/cpu/sgemm_bf16.h"
@@ -22,81 +23,9 @@ namespace lb::cpu {
 
 namespace {
 
-// One operand's per-batch matrix as BLAS sees it: stored row-major (rows x cols, leading
-// dimension ld), used transposed when `trans`. Batch strides are in elements, aligned with
-// the full batch shape (0 on broadcast dims).
-struct MatDesc {
-  Tensor t;  // the tensor actually read (the input, or a contiguous copy of it)
-  int64_t rows = 0, cols = 0, ld = 1;
-  bool trans = false;
-  Shape batch_strides;
-};
-
-// Leading dims of `t` broadcast against `batch` (right-aligned), as strides.
-Shape batch_strides_of(const Tensor& t, const Shape& batch) {
-  const int64_t nb = static_cast<int64_t>(batch.size());
-  const int64_t tb = t.dim() - 2;
-  Shape st(nb, 0);
-  for (int64_t i = 0; i < tb; ++i) {
-    const int64_t j = nb - tb + i;
-    if (t.shape()[i] != 1) st[j] = t.strides()[i];
-  }
-  return st;
-}
-
-// Describes `x` (…, R, C) used as op(x) with op = transpose when `want_trans`.
-MatDesc describe(const Tensor& x, bool want_trans, const Shape& batch) {
-  MatDesc d;
-  d.t = x;
-  const int64_t nd = x.dim();
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const int64_t R = d.t.shape()[nd - 2], C = d.t.shape()[nd - 1];
-    const int64_t sR = d.t.strides()[nd - 2], sC = d.t.strides()[nd - 1];
-    // Row-major: unit column stride and rows at least a row apart (an empty matrix is
-    // never read, any layout will do).
-    if (d.t.numel() == 0 ||
-        ((C <= 1 || sC == 1) && (R <= 1 || sR >= std::max<int64_t>(1, C)))) {
-      d.rows = R;
-      d.cols = C;
-      d.ld = (R <= 1 || d.t.numel() == 0) ? std::max<int64_t>(1, C) : sR;
-      d.trans = want_trans;
-      break;
-    }
-    // Column-major: it is the row-major transpose, so flip the flag instead of copying.
-    if ((R <= 1 || sR == 1) && (C <= 1 || sC >= std::max<int64_t>(1, R))) {
-      d.rows = C;
-      d.cols = R;
-      d.ld = C <= 1 ? std::max<int64_t>(1, R) : sC;
-      d.trans = !want_trans;
-      break;
-    }
-    // Anything else (e.g. a strided slice of the last axis): one contiguous copy.
-    LB_CHECK(attempt == 0, "internal: gemm operand layout");
-    Tensor copy = Tensor::empty(x.shape(), x.dtype(), x.device(), MemTag::Workspace);
-    copy.copy_(x);
-    d.t = copy;
-  }
-  d.batch_strides = batch_strides_of(d.t, batch);
-  return d;
-}
-
-// True when the batch dims, walked innermost first, continue a run of `inner`-element
-// blocks (so batch and the matrix rows fuse into one strided axis).
-bool chains(const Shape& strides, const Shape& batch, int64_t inner) {
-  int64_t expect = inner;
-  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
-    if (batch[d] == 1) continue;
-    if (strides[d] != expect) return false;
-    expect *= batch[d];
-  }
-  return true;
-}
-
-bool all_broadcast(const Shape& strides, const Shape& batch) {
-  for (size_t d = 0; d < batch.size(); ++d)
-    if (batch[d] != 1 && strides[d] != 0) return false;
-  return true;
-}
+using backend::all_broadcast;
+using backend::chains;
+using backend::MatDesc;
 
 template <typename T>
 inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
@@ -307,47 +236,35 @@ void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool t
     gemm_into(c, as_f32(a), trans_a, as_f32(b), trans_b, batch, accumulate);
     return;
   }
-  const MatDesc A = describe(a, trans_a, batch);
-  const MatDesc B = describe(b, trans_b, batch);
-  const int64_t M = A.trans ? A.cols : A.rows;
-  const int64_t K = A.trans ? A.rows : A.cols;
-  const int64_t N = B.trans ? B.rows : B.cols;
-  const int64_t cd = c.dim();
-  LB_CHECK((B.trans ? B.cols : B.rows) == K && c.shape()[cd - 2] == M && c.shape()[cd - 1] == N,
-           "internal: gemm_into shapes a ", shape_str(a.shape()), " b ", shape_str(b.shape()),
-           " c ", shape_str(c.shape()));
-  LB_CHECK(c.strides()[cd - 1] == 1 || N <= 1, "internal: gemm_into needs row-major c");
-  const int64_t ldc = M <= 1 ? std::max<int64_t>(1, N) : c.strides()[cd - 2];
-  LB_CHECK(ldc >= std::max<int64_t>(1, N), "internal: gemm_into c rows overlap");
-  const Shape c_strides = batch_strides_of(c, batch);
-  if (M == 0 || N == 0) return;
-  int64_t nbatch = 1;
-  for (int64_t s : batch) nbatch *= s;
-  // BLAS takes 32-bit sizes; a larger single matrix needs a 64-bit-index BLAS.
-  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
-  LB_CHECK(M <= kMaxInt && N <= kMaxInt && K <= kMaxInt && A.ld <= kMaxInt && B.ld <= kMaxInt &&
-               ldc <= kMaxInt,
-           "matmul: a matrix dimension exceeds 2^31 - 1 (a ", shape_str(a.shape()), ", b ",
-           shape_str(b.shape()), "); OpenBLAS here uses 32-bit indices");
-  if (K == 0 || nbatch == 0) {
+  const backend::GemmProblem p = backend::describe_gemm(c, a, trans_a, b, trans_b, batch);
+  if (p.M == 0 || p.N == 0) return;
+  if (p.K == 0 || p.nbatch == 0) {
     if (!accumulate) c.zero_();
     return;
   }
-
+  auto run = [&](auto ta_tag, auto tb_tag, auto t_tag) {
+    using TA = decltype(ta_tag);
+    using TB = decltype(tb_tag);
+    using T = decltype(t_tag);
+    gemm_described<TA, TB, T>(c, p.A, p.B, batch, p.c_strides, p.M, p.N, p.K, p.ldc, p.nbatch, accumulate);
+  };
   if (a_bf16 && b_bf16) {
-    gemm_described<uint16_t, uint16_t, float>(c, A, B, batch, c_strides, M, N, K, ldc, nbatch, accumulate);
+    run(uint16_t{}, uint16_t{}, float{});
   } else if (a_bf16) {
-    gemm_described<uint16_t, float, float>(c, A, B, batch, c_strides, M, N, K, ldc, nbatch, accumulate);
+    run(uint16_t{}, float{}, float{});
   } else if (b_bf16) {
-    gemm_described<float, uint16_t, float>(c, A, B, batch, c_strides, M, N, K, ldc, nbatch, accumulate);
+    run(float{}, uint16_t{}, float{});
   } else {
     LB_CHECK(a.dtype() == c.dtype() && b.dtype() == c.dtype(), "internal: gemm_into dtypes a ",
              dtype_name(a.dtype()), " b ", dtype_name(b.dtype()), " c ", dtype_name(c.dtype()));
-    detail::dispatch_float(c.dtype(), "matmul", [&](auto tag_) {
-      using T = decltype(tag_);
-      gemm_described<T, T, T>(c, A, B, batch, c_strides, M, N, K, ldc, nbatch, accumulate);
-    });
+    detail::dispatch_float(c.dtype(), "matmul", [&](auto tag_) { run(tag_, tag_, tag_); });
   }
 }
 
 }  // namespace lb::cpu
+
+namespace lb::backend {
+
+const GemmKernels kCpuGemm{cpu::gemm_into};
+
+}  // namespace lb::backend

@@ -10,7 +10,7 @@
 #include "lb/autograd/saved_operand.h"
 #include "lb/core/checks.h"
 #include "lb/ops/linalg.h"
-#include "src/cpu/gemm.h"
+#include "src/backend/gemm.h"
 
 namespace lb {
 
@@ -42,7 +42,7 @@ Tensor grad_product(const Shape& shape, const Tensor& x, bool tx, const Tensor& 
   // One of x, y is the incoming gradient; the other may be a bf16 operand kept for backward.
   const DType dt = x.dtype() == DType::BF16 ? y.dtype() : x.dtype();
   Tensor g = Tensor::empty(shape, dt, x.device());
-  cpu::gemm_into(g, x, tx, y, ty, batch, /*accumulate=*/false);
+  backend::gemm_kernels(x.device()).gemm_into(g, x, tx, y, ty, batch, /*accumulate=*/false);
   return g;
 }
 
@@ -52,7 +52,6 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   detail::check_defined(a, "matmul", "a");
   detail::check_defined(b, "matmul", "b");
   detail::check_same_device(a, b, "matmul");
-  detail::check_cpu(a, "matmul");
   detail::check_same_dtype(a, b, "matmul");
   detail::check_floating(a, "matmul");
   LB_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands need at least 2 dims, got a ",
@@ -67,7 +66,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   out_shape.push_back(M);
   out_shape.push_back(N);
   Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
-  cpu::gemm_into(out, a, trans_a, b, trans_b, batch, /*accumulate=*/false);
+  backend::gemm_kernels(a.device()).gemm_into(out, a, trans_a, b, trans_b, batch, /*accumulate=*/false);
 
   if (autograd::should_record({a, b})) {
     // dA needs B and dB needs A: save each only when the other side wants a gradient.

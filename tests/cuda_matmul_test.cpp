@@ -1,0 +1,94 @@
+// CPU-vs-CUDA parity of matmul (cuBLAS, cuda/gemm.cu) forward and backward, over the layouts
+// the GEMM treats differently: plain and transposed operands (flags and transposed views), an
+// operand strided both ways (copied), a batch folded into M (shared b), the weight-gradient
+// fold into K, strided-batched products, a batch that is no single stride (a loop), and
+// gradients summed over broadcast batch dims. Also the bf16-operand products with an f32
+// result that bf16 training uses. f32 at atol 1e-5 / rtol 1e-4 with TF32 off (summation
+// orders differ), f64 at 1e-12. Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include "lb/core/cuda_runtime_info.h"
+#include "lb/ops.h"
+#include "src/backend/gemm.h"
+#include "testing/testing.h"
+
+namespace lb {
+namespace {
+
+const Device kCuda = Device::cuda(0);
+
+class CudaMatmul : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (CUDA built: " << cuda_compiled() << ")";
+  }
+};
+
+::testing::AssertionResult close(const Tensor& gpu, const Tensor& cpu, DType dt) {
+  if (!gpu.device().is_cuda()) return ::testing::AssertionFailure() << "the result is not on the device";
+  const double rtol = dt == DType::F64 ? 1e-12 : 1e-4, atol = dt == DType::F64 ? 1e-12 : 1e-5;
+  return testing::all_close(gpu.to(Device::cpu()), cpu, rtol, atol);
+}
+
+TEST_F(CudaMatmul, ForwardAndBackwardMatchTheCpuOnEveryLayout) {
+  struct Case {
+    const char* what;
+    Shape a, b;
+    bool ta, tb;
+  };
+  const std::vector<Case> cases = {
+      {"2d", {5, 7}, {7, 3}, false, false},
+      {"trans a", {7, 5}, {7, 3}, true, false},
+      {"trans b", {5, 7}, {3, 7}, false, true},
+      {"batched (strided batched)", {4, 5, 7}, {4, 7, 3}, false, false},
+      {"shared b (fold into M; g_w folds into K)", {4, 5, 7}, {7, 3}, false, false},
+      {"shared a", {5, 7}, {4, 7, 3}, false, false},
+      {"batched, both transposed", {4, 7, 5}, {4, 3, 7}, true, true},
+      {"broadcast batch (a loop)", {2, 1, 5, 7}, {3, 7, 4}, false, false},
+  };
+  for (DType dt : {DType::F32, DType::F64}) {
+    for (const Case& c : cases) {
+      const std::string what = std::string(c.what) + " " + dtype_name(dt);
+      const Tensor a = testing::randn(c.a, 11, dt), b = testing::randn(c.b, 12, dt);
+      Tensor ac = a.clone().set_requires_grad(), bc = b.clone().set_requires_grad();
+      Tensor ag = a.to(kCuda).set_requires_grad(), bg = b.to(kCuda).set_requires_grad();
+      const Tensor yc = matmul(ac, bc, c.ta, c.tb), yg = matmul(ag, bg, c.ta, c.tb);
+      EXPECT_TRUE(close(yg, yc, dt)) << what;
+      const Tensor g = testing::randn(yc.shape(), 13, dt);
+      yc.backward(g);
+      yg.backward(g.to(kCuda));
+      EXPECT_TRUE(close(ag.grad(), ac.grad(), dt)) << what << " d a";
+      EXPECT_TRUE(close(bg.grad(), bc.grad(), dt)) << what << " d b";
+    }
+    // Views: a transposed view (read as stored, flag flipped) and one strided both ways
+    // (every other column: copied once on the device).
+    const Tensor x = testing::randn({6, 8}, 21, dt), w = testing::randn({6, 4}, 22, dt);
+    EXPECT_TRUE(close(matmul(x.to(kCuda).transpose(0, 1), w.to(kCuda)), matmul(x.transpose(0, 1), w), dt)) << "view";
+    const Tensor xs = testing::randn({5, 12}, 23, dt);
+    const Tensor sc = xs.slice(1, 0, 12, 2), sg = xs.to(kCuda).slice(1, 0, 12, 2);  // (5, 6), column stride 2
+    const Tensor v = testing::randn({6, 3}, 24, dt);
+    EXPECT_TRUE(close(matmul(sg, v.to(kCuda)), matmul(sc, v), dt)) << "strided both ways";
+  }
+}
+
+TEST_F(CudaMatmul, Bf16OperandsWithAnF32ResultMatchTheCpu) {
+  // As bf16 training keeps them: bf16 x bf16 -> f32, and one bf16 operand (widened first).
+  const Tensor a = testing::randn({3, 16, 24}, 31, DType::F32).to(DType::BF16);
+  const Tensor b = testing::randn({24, 8}, 32, DType::F32).to(DType::BF16);
+  const Tensor bf = testing::randn({24, 8}, 33, DType::F32);
+  const Shape batch = {3};
+  for (bool both : {true, false}) {
+    const Tensor& rhs = both ? b : bf;
+    Tensor cc = Tensor::empty({3, 16, 8}, DType::F32), cg = Tensor::empty({3, 16, 8}, DType::F32, kCuda);
+    backend::gemm_kernels(Device::cpu()).gemm_into(cc, a, false, rhs, false, batch, false);
+    backend::gemm_kernels(kCuda).gemm_into(cg, a.to(kCuda), false, rhs.to(kCuda), false, batch, false);
+    EXPECT_TRUE(close(cg, cc, DType::F32)) << (both ? "both bf16" : "a bf16");
+    // accumulate: c += the same product
+    backend::gemm_kernels(Device::cpu()).gemm_into(cc, a, false, rhs, false, batch, true);
+    backend::gemm_kernels(kCuda).gemm_into(cg, a.to(kCuda), false, rhs.to(kCuda), false, batch, true);
+    EXPECT_TRUE(close(cg, cc, DType::F32)) << (both ? "both bf16" : "a bf16") << " accumulated";
+  }
+}
+
+}  // namespace
+}  // namespace lb
