@@ -199,8 +199,11 @@ void gemm_into(Tensor& c, const Tensor& a_in, bool trans_a, const Tensor& b_in, 
   }
 }
 
+// cuBLAS takes one input type: a single bf16 operand is widened, so an f32 input is cheaper.
+bool reads_bf16() { return false; }
+
 }  // namespace
 
-const GemmKernels kCudaGemm{gemm_into};
+const GemmKernels kCudaGemm{gemm_into, reads_bf16};
 
 }  // namespace lb::backend

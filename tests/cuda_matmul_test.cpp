@@ -1,4 +1,5 @@
-// CPU-vs-CUDA parity of matmul (cuBLAS, cuda/gemm.cu) forward and backward, over the layouts
+// CPU-vs-CUDA parity of matmul and linear (cuBLAS, cuda/gemm.cu; bias kernels cuda/bias.cu)
+// forward and backward, over the layouts
 // the GEMM treats differently: plain and transposed operands (flags and transposed views), an
 // operand strided both ways (copied), a batch folded into M (shared b), the weight-gradient
 // fold into K, strided-batched products, a batch that is no single stride (a loop), and
@@ -68,6 +69,30 @@ TEST_F(CudaMatmul, ForwardAndBackwardMatchTheCpuOnEveryLayout) {
     const Tensor sc = xs.slice(1, 0, 12, 2), sg = xs.to(kCuda).slice(1, 0, 12, 2);  // (5, 6), column stride 2
     const Tensor v = testing::randn({6, 3}, 24, dt);
     EXPECT_TRUE(close(matmul(sg, v.to(kCuda)), matmul(sc, v), dt)) << "strided both ways";
+  }
+}
+
+TEST_F(CudaMatmul, LinearWithAndWithoutBiasMatchesTheCpu) {
+  // x of 3, 2 and 1 dims (rows folded into the GEMM; one row), with and without a bias.
+  for (DType dt : {DType::F32, DType::F64}) {
+    for (const Shape& xs : std::vector<Shape>{{2, 5, 7}, {6, 7}, {7}}) {
+      for (bool bias : {true, false}) {
+        const std::string what = std::string(dtype_name(dt)) + " x dims " + std::to_string(xs.size()) +
+                                 (bias ? " bias" : " no bias");
+        const Tensor x = testing::randn(xs, 41, dt), w = testing::randn({4, 7}, 42, dt), b = testing::randn({4}, 43, dt);
+        Tensor xc = x.clone().set_requires_grad(), wc = w.clone().set_requires_grad(), bc = b.clone().set_requires_grad();
+        Tensor xg = x.to(kCuda).set_requires_grad(), wg = w.to(kCuda).set_requires_grad(),
+               bg = b.to(kCuda).set_requires_grad();
+        const Tensor yc = linear(xc, wc, bias ? bc : Tensor()), yg = linear(xg, wg, bias ? bg : Tensor());
+        EXPECT_TRUE(close(yg, yc, dt)) << what;
+        const Tensor g = testing::randn(yc.shape(), 44, dt);
+        yc.backward(g);
+        yg.backward(g.to(kCuda));
+        EXPECT_TRUE(close(xg.grad(), xc.grad(), dt)) << what << " d x";
+        EXPECT_TRUE(close(wg.grad(), wc.grad(), dt)) << what << " d w";
+        if (bias) EXPECT_TRUE(close(bg.grad(), bc.grad(), dt)) << what << " d b";
+      }
+    }
   }
 }
 

@@ -45,6 +45,9 @@ bool all_broadcast(const Shape& strides, const Shape& batch);
 struct GemmKernels {
   void (*gemm_into)(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                     const Shape& batch, bool accumulate);
+  // True when a bf16 operand beside an f32 one is read as it is (no widening): then an op
+  // holding a bf16 copy of an input should pass the copy (half the bytes, same product).
+  bool (*reads_bf16)();
 };
 
 // src/cpu/gemm.cpp, cuda/gemm.cu

@@ -265,6 +265,6 @@ void gemm_into(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool t
 
 namespace lb::backend {
 
-const GemmKernels kCpuGemm{cpu::gemm_into};
+const GemmKernels kCpuGemm{cpu::gemm_into, cpu::gemm_reads_bf16};
 
 }  // namespace lb::backend

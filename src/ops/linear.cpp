@@ -9,20 +9,18 @@
 // otherwise the GEMM loops over them. The bias is written into y first and the GEMM adds to
 // it (beta = 1), which costs nothing over the zero fill a beta = 0 GEMM does.
 #include <algorithm>
-#include <cstring>
 
 #include "lb/autograd/node.h"
 #include "lb/autograd/saved_operand.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/linalg.h"
-#include "src/cpu/gemm.h"
+#include "src/backend/bias.h"
+#include "src/backend/gemm.h"
 
 namespace lb {
 
 namespace {
-
-constexpr int64_t kParallelMin = 1 << 15;
 
 // A (…, n) tensor as a stack of matrices: itself when it has ≥ 2 dims, else one row (1, n).
 Tensor as_matrices(const Tensor& t) {
@@ -35,36 +33,13 @@ Shape batch_of(const Tensor& m) { return Shape(m.shape().begin(), m.shape().end(
 
 // y rows := b (the GEMM then accumulates x wᵀ on top).
 void fill_rows(Tensor& y, const Tensor& b) {
-  const Tensor bc = detail::contiguous_nograd(b);
-  const int64_t cols = bc.numel(), rows = cols == 0 ? 0 : y.numel() / cols;
-  const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(y.dtype());
-  const char* src = static_cast<const char*>(bc.raw_data());
-  char* dst = static_cast<char*>(y.raw_data());
-#pragma omp parallel for if (y.numel() > kParallelMin) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * row_bytes, src, row_bytes);
+  backend::bias_kernels(y.device()).fill_rows(y, detail::contiguous_nograd(b));
 }
 
-// Σ over rows of a contiguous (rows, cols) tensor -> (cols). Threads own column blocks and
-// stream all rows, so each output is written by one thread.
+// Σ over rows of g (…, cols) -> (cols).
 Tensor column_sums(const Tensor& g, int64_t cols) {
-  const Tensor gc = detail::contiguous_nograd(g);
   Tensor out = Tensor::empty({cols}, g.dtype(), g.device());
-  const int64_t rows = cols == 0 ? 0 : gc.numel() / cols;
-  detail::dispatch_float(g.dtype(), "linear backward", [&](auto tag_) {
-    using T = decltype(tag_);
-    const T* p = gc.data<T>();
-    T* o = out.data<T>();
-    constexpr int64_t kBlock = 256;
-#pragma omp parallel for if (gc.numel() > kParallelMin) schedule(static)
-    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
-      const int64_t c1 = std::min(cols, c0 + kBlock);
-      std::fill(o + c0, o + c1, T(0));
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* row = p + r * cols;
-        for (int64_t c = c0; c < c1; ++c) o[c] += row[c];
-      }
-    }
-  });
+  backend::bias_kernels(g.device()).column_sums(detail::contiguous_nograd(g), out);
   return out;
 }
 
@@ -74,7 +49,6 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   detail::check_defined(x, "linear", "x");
   detail::check_defined(w, "linear", "w");
   detail::check_same_device(x, w, "linear");
-  detail::check_cpu(x, "linear");
   detail::check_same_dtype(x, w, "linear");
   detail::check_floating(x, "linear");
   LB_CHECK(w.dim() == 2, "linear: w must be (out_features, in_features), got w ",
@@ -103,9 +77,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   if (b.defined()) fill_rows(y, b);
   // The bf16 copy is the operand the product would round x to: where the bf16 kernel reads
   // bf16 values, it reads half the bytes and skips the rounding.
-  const bool read_copy = save_x.defined() && save_x.dtype() == DType::BF16 && cpu::gemm_reads_bf16();
-  cpu::gemm_into(ym, read_copy ? as_matrices(save_x) : xm, false, w, true, batch,
-                 /*accumulate=*/b.defined());
+  const backend::GemmKernels& gemm = backend::gemm_kernels(x.device());
+  const bool read_copy = save_x.defined() && save_x.dtype() == DType::BF16 && gemm.reads_bf16();
+  gemm.gemm_into(ym, read_copy ? as_matrices(save_x) : xm, false, w, true, batch, /*accumulate=*/b.defined());
 
   if (record) {
     const Tensor save_w = x.requires_grad() ? w : Tensor();
@@ -118,11 +92,12 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
           if (need[0]) {  // g_x = g_y w
             gx = Tensor::empty(x_shape, g.dtype(), g.device());
             Tensor gxm = as_matrices(gx);
-            cpu::gemm_into(gxm, gm, false, s[1], false, batch, false);
+            backend::gemm_kernels(g.device()).gemm_into(gxm, gm, false, s[1], false, batch, false);
           }
           if (need[1]) {  // g_w = g_yᵀ x, summed over every row of the batch
             gw = Tensor::empty({O, I}, g.dtype(), g.device());
-            cpu::gemm_into(gw, gm, true, as_matrices(s[0]), false, batch, false);  // s[0] may be bf16
+            // s[0] may be bf16
+            backend::gemm_kernels(g.device()).gemm_into(gw, gm, true, as_matrices(s[0]), false, batch, false);
           }
           if (need[2]) gb = column_sums(g, O);  // g_b = Σ_rows g_y
           return std::vector<Tensor>{gx, gw, gb};
