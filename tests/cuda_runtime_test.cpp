@@ -32,7 +32,8 @@ TEST(CudaRuntime, CopyRoundTripAndAccounting) {
 TEST(CudaRuntime, CpuOnlyOpsRejectDeviceTensorsClearly) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   Tensor d = Tensor::zeros({2}).to(Device::cuda(0));
-  EXPECT_THROW(softmax(d, 0), Error);  // softmax has no CUDA kernel yet
+  const Tensor w = Tensor::ones({2}).to(Device::cuda(0)), b = Tensor::zeros({2}).to(Device::cuda(0));
+  EXPECT_THROW(layer_norm(d, w, b), Error);  // layer_norm has no CUDA kernel yet
 }
 
 }  // namespace
