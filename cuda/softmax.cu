@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cmath>
 
+#include "cuda/block_reduce.cuh"
 #include "cuda/runtime.h"
 #include "cuda/strided.cuh"
 #include "lb/core/dispatch.h"
@@ -15,22 +16,9 @@
 namespace lb::backend {
 namespace {
 
-constexpr int kWarps = cuda::kThreads / 32;
-
-// The block-wide max (or sum) of v; every thread gets it. `shared` holds kWarps values.
-template <typename T, bool kMax>
-__device__ T block_reduce(T v, T* shared) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const T other = __shfl_xor_sync(0xffffffffu, v, o);
-    v = kMax ? (other > v ? other : v) : v + other;
-  }
-  __syncthreads();  // the previous reduction's readers are done with `shared`
-  if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
-  __syncthreads();
-  T r = shared[0];
-  for (int w = 1; w < kWarps; ++w) r = kMax ? (shared[w] > r ? shared[w] : r) : r + shared[w];
-  return r;
-}
+using cuda::block_reduce;
+using cuda::kWarps;
+using cuda::row_blocks;
 
 template <typename T, bool kLog>
 __global__ void softmax_kernel(const T* x, const T* m, cuda::Strides ms, T* y, int64_t rows, int64_t L) {
@@ -92,8 +80,6 @@ __global__ void softmax_backward_kernel(const T* g, const T* y, T* dz, int64_t r
     }
   }
 }
-
-unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(rows < 65535 * 16 ? (rows < 1 ? 1 : rows) : 65535 * 16); }
 
 void forward(const Tensor& x, const Tensor& mask, const Shape& ms, Tensor& y, bool log) {
   const int64_t L = x.shape().back(), rows = L == 0 ? 0 : x.numel() / L;

@@ -25,12 +25,6 @@ class CudaMatmul : public ::testing::Test {
   }
 };
 
-::testing::AssertionResult close(const Tensor& gpu, const Tensor& cpu, DType dt) {
-  if (!gpu.device().is_cuda()) return ::testing::AssertionFailure() << "the result is not on the device";
-  const double rtol = dt == DType::F64 ? 1e-12 : 1e-4, atol = dt == DType::F64 ? 1e-12 : 1e-5;
-  return testing::all_close(gpu.to(Device::cpu()), cpu, rtol, atol);
-}
-
 TEST_F(CudaMatmul, ForwardAndBackwardMatchTheCpuOnEveryLayout) {
   struct Case {
     const char* what;
@@ -54,21 +48,21 @@ TEST_F(CudaMatmul, ForwardAndBackwardMatchTheCpuOnEveryLayout) {
       Tensor ac = a.clone().set_requires_grad(), bc = b.clone().set_requires_grad();
       Tensor ag = a.to(kCuda).set_requires_grad(), bg = b.to(kCuda).set_requires_grad();
       const Tensor yc = matmul(ac, bc, c.ta, c.tb), yg = matmul(ag, bg, c.ta, c.tb);
-      EXPECT_TRUE(close(yg, yc, dt)) << what;
+      EXPECT_TRUE(testing::device_matches_cpu(yg, yc)) << what;
       const Tensor g = testing::randn(yc.shape(), 13, dt);
       yc.backward(g);
       yg.backward(g.to(kCuda));
-      EXPECT_TRUE(close(ag.grad(), ac.grad(), dt)) << what << " d a";
-      EXPECT_TRUE(close(bg.grad(), bc.grad(), dt)) << what << " d b";
+      EXPECT_TRUE(testing::device_matches_cpu(ag.grad(), ac.grad())) << what << " d a";
+      EXPECT_TRUE(testing::device_matches_cpu(bg.grad(), bc.grad())) << what << " d b";
     }
     // Views: a transposed view (read as stored, flag flipped) and one strided both ways
     // (every other column: copied once on the device).
     const Tensor x = testing::randn({6, 8}, 21, dt), w = testing::randn({6, 4}, 22, dt);
-    EXPECT_TRUE(close(matmul(x.to(kCuda).transpose(0, 1), w.to(kCuda)), matmul(x.transpose(0, 1), w), dt)) << "view";
+    EXPECT_TRUE(testing::device_matches_cpu(matmul(x.to(kCuda).transpose(0, 1), w.to(kCuda)), matmul(x.transpose(0, 1), w))) << "view";
     const Tensor xs = testing::randn({5, 12}, 23, dt);
     const Tensor sc = xs.slice(1, 0, 12, 2), sg = xs.to(kCuda).slice(1, 0, 12, 2);  // (5, 6), column stride 2
     const Tensor v = testing::randn({6, 3}, 24, dt);
-    EXPECT_TRUE(close(matmul(sg, v.to(kCuda)), matmul(sc, v), dt)) << "strided both ways";
+    EXPECT_TRUE(testing::device_matches_cpu(matmul(sg, v.to(kCuda)), matmul(sc, v))) << "strided both ways";
   }
 }
 
@@ -84,13 +78,13 @@ TEST_F(CudaMatmul, LinearWithAndWithoutBiasMatchesTheCpu) {
         Tensor xg = x.to(kCuda).set_requires_grad(), wg = w.to(kCuda).set_requires_grad(),
                bg = b.to(kCuda).set_requires_grad();
         const Tensor yc = linear(xc, wc, bias ? bc : Tensor()), yg = linear(xg, wg, bias ? bg : Tensor());
-        EXPECT_TRUE(close(yg, yc, dt)) << what;
+        EXPECT_TRUE(testing::device_matches_cpu(yg, yc)) << what;
         const Tensor g = testing::randn(yc.shape(), 44, dt);
         yc.backward(g);
         yg.backward(g.to(kCuda));
-        EXPECT_TRUE(close(xg.grad(), xc.grad(), dt)) << what << " d x";
-        EXPECT_TRUE(close(wg.grad(), wc.grad(), dt)) << what << " d w";
-        if (bias) EXPECT_TRUE(close(bg.grad(), bc.grad(), dt)) << what << " d b";
+        EXPECT_TRUE(testing::device_matches_cpu(xg.grad(), xc.grad())) << what << " d x";
+        EXPECT_TRUE(testing::device_matches_cpu(wg.grad(), wc.grad())) << what << " d w";
+        if (bias) EXPECT_TRUE(testing::device_matches_cpu(bg.grad(), bc.grad())) << what << " d b";
       }
     }
   }
@@ -107,11 +101,11 @@ TEST_F(CudaMatmul, Bf16OperandsWithAnF32ResultMatchTheCpu) {
     Tensor cc = Tensor::empty({3, 16, 8}, DType::F32), cg = Tensor::empty({3, 16, 8}, DType::F32, kCuda);
     backend::gemm_kernels(Device::cpu()).gemm_into(cc, a, false, rhs, false, batch, false);
     backend::gemm_kernels(kCuda).gemm_into(cg, a.to(kCuda), false, rhs.to(kCuda), false, batch, false);
-    EXPECT_TRUE(close(cg, cc, DType::F32)) << (both ? "both bf16" : "a bf16");
+    EXPECT_TRUE(testing::device_matches_cpu(cg, cc)) << (both ? "both bf16" : "a bf16");
     // accumulate: c += the same product
     backend::gemm_kernels(Device::cpu()).gemm_into(cc, a, false, rhs, false, batch, true);
     backend::gemm_kernels(kCuda).gemm_into(cg, a.to(kCuda), false, rhs.to(kCuda), false, batch, true);
-    EXPECT_TRUE(close(cg, cc, DType::F32)) << (both ? "both bf16" : "a bf16") << " accumulated";
+    EXPECT_TRUE(testing::device_matches_cpu(cg, cc)) << (both ? "both bf16" : "a bf16") << " accumulated";
   }
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include "lb/core/device.h"
 #include "lb/core/error.h"
+#include "lb/core/tensor.h"
 
 namespace lb::backend {
 
@@ -15,6 +16,16 @@ const Table& kernels_for(Device d, const Table& cpu, const Table* cuda, const ch
   if (d.is_cpu()) return cpu;
   LB_CHECK(cuda != nullptr, family, " on ", d.str(), ": this build has no CUDA backend (LEANBACK_CUDA=OFF)");
   return *cuda;
+}
+
+// A kernel argument that may be absent (an optional weight, an unwanted gradient).
+template <typename T>
+T* data_or_null(Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+template <typename T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
 }
 
 // Declares the CPU table `cpu_table` (defined in src/cpu/) and, in a CUDA build, the CUDA

@@ -50,6 +50,12 @@ Tensor rand(const Shape& shape, uint64_t seed, double lo, double hi, DType dtype
          << atol << ")";
 }
 
+::testing::AssertionResult device_matches_cpu(const Tensor& on_device, const Tensor& cpu) {
+  if (!on_device.device().is_cuda()) return ::testing::AssertionFailure() << "the result is not on a CUDA device";
+  const bool f64 = cpu.dtype() == DType::F64;
+  return all_close(on_device.to(Device::cpu()), cpu, f64 ? 1e-12 : 1e-4, f64 ? 1e-12 : 1e-5);
+}
+
 double rel_error(const Tensor& actual, const Tensor& expected) {
   const auto a = actual.to_double_vector();
   const auto b = expected.to_double_vector();

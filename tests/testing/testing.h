@@ -22,6 +22,11 @@ Tensor rand(const Shape& shape, uint64_t seed, double lo, double hi, DType dtype
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol,
                                      double atol);
 
+// A result computed on a CUDA device against the CPU's: on the device, and close at the
+// parity tolerances of the CUDA tests (f32 atol 1e-5 / rtol 1e-4, summation orders differ;
+// f64 1e-12).
+::testing::AssertionResult device_matches_cpu(const Tensor& on_device, const Tensor& cpu);
+
 // ||actual - expected||₂ / max(||expected||₂, tiny): the error measure for model-level checks.
 double rel_error(const Tensor& actual, const Tensor& expected);
 
