@@ -11,22 +11,18 @@
 // softmax is recomputed from them, so no (N, C) log-prob tensor is ever stored.
 // V = 0 (every target ignored) gives loss 0 with zero gradients; PyTorch gives NaN (0/0),
 // which would poison the parameters of a training run.
-#include <cmath>
 #include <limits>
 
-#include "fast_exp.h"
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/nn.h"
+#include "src/backend/losses.h"
 
 namespace lb {
 
 namespace {
 using detail::contiguous_nograd;
-using detail::fast_exp;
-
-constexpr int64_t kParallelMin = 1 << 14;  // elements
 
 // Reads target i of a contiguous i32/i64 tensor.
 inline int64_t target_at(const Tensor& t, int64_t i) {
@@ -34,62 +30,13 @@ inline int64_t target_at(const Tensor& t, int64_t i) {
                                  : static_cast<int64_t>(t.data<int32_t>()[i]);
 }
 
-// Forward: lse per row (written to `lse`) and Σ of the per-row losses over valid rows.
-template <typename T>
-double cross_entropy_forward(const T* x, const int64_t* tgt, int64_t N, int64_t C,
-                             int64_t ignore_index, double eps, T* lse) {
-  double total = 0;
-#pragma omp parallel for if (N * C > kParallelMin) schedule(static) reduction(+ : total)
-  for (int64_t i = 0; i < N; ++i) {
-    const T* xr = x + i * C;
-    T mx = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < C; ++j) {
-      const T v = xr[j];
-      mx = v > mx ? v : mx;  // by value: std::max's reference result defeats vectorization
-    }
-    T s = 0, sx = 0;
-#pragma omp simd reduction(+ : s, sx)
-    for (int64_t j = 0; j < C; ++j) {
-      s += fast_exp(xr[j] - mx);
-      sx += xr[j];
-    }
-    const double l = static_cast<double>(mx) + std::log(static_cast<double>(s));
-    lse[i] = static_cast<T>(l);
-    if (tgt[i] == ignore_index) continue;
-    total += (1.0 - eps) * (l - static_cast<double>(xr[tgt[i]])) +
-             eps * (l - static_cast<double>(sx) / static_cast<double>(C));
-  }
-  return total;
-}
-
-template <typename T>
-void cross_entropy_backward(const T* x, const int64_t* tgt, const T* lse, int64_t N, int64_t C,
-                            int64_t ignore_index, double eps, T coef, T* dx) {
-  const T uniform = static_cast<T>(eps / static_cast<double>(C));
-  const T hit = static_cast<T>(1.0 - eps);
-#pragma omp parallel for if (N * C > kParallelMin) schedule(static)
-  for (int64_t i = 0; i < N; ++i) {
-    T* dr = dx + i * C;
-    if (tgt[i] == ignore_index) {
-      for (int64_t j = 0; j < C; ++j) dr[j] = 0;
-      continue;
-    }
-    const T* xr = x + i * C;
-    const T l = lse[i];
-#pragma omp simd
-    for (int64_t j = 0; j < C; ++j) dr[j] = coef * (fast_exp(xr[j] - l) - uniform);
-    dr[tgt[i]] -= coef * hit;
-  }
-}
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                      double label_smoothing) {
   detail::check_defined(logits, "cross_entropy", "logits");
   detail::check_defined(targets, "cross_entropy", "targets");
-  detail::check_cpu(logits, "cross_entropy");
-  detail::check_cpu(targets, "cross_entropy");
+  detail::check_same_device(logits, targets, "cross_entropy");
   detail::check_floating(logits, "cross_entropy");
   LB_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got ",
            shape_str(logits.shape()), ". HINT: flatten (B, T, C) logits with .view({-1, C})");
@@ -103,8 +50,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   LB_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
            "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
 
-  // Targets as a contiguous i64 tensor, validated up front (also what backward reads).
-  const Tensor tc = contiguous_nograd(targets);
+  // Targets as a contiguous i64 tensor, validated up front on the host (N values; also what
+  // backward reads, on the logits' device).
+  const Tensor tc = contiguous_nograd(targets).to(Device::cpu());
   Tensor tgt = tc.dtype() == DType::I64 ? tc : Tensor::empty({N}, DType::I64);
   int64_t valid = 0;
   for (int64_t i = 0; i < N; ++i) {
@@ -117,16 +65,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     ++valid;
   }
 
+  tgt = tgt.to(logits.device());
   const Tensor xc = contiguous_nograd(logits);
   Tensor lse = Tensor::empty({N}, logits.dtype(), logits.device());
-  double total = 0;
-  detail::dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
-    using T = decltype(tag);
-    total = cross_entropy_forward<T>(xc.data<T>(), tgt.data<int64_t>(), N, C, ignore_index,
-                                     label_smoothing, lse.data<T>());
-  });
-  Tensor loss = Tensor::scalar(valid == 0 ? 0.0 : total / static_cast<double>(valid),
-                               logits.dtype());
+  const double total =
+      backend::loss_kernels(logits.device()).cross_entropy_forward(xc, tgt, ignore_index, label_smoothing, lse);
+  Tensor loss = Tensor::scalar(valid == 0 ? 0.0 : total / static_cast<double>(valid), logits.dtype())
+                    .to(logits.device());
 
   if (autograd::should_record({logits})) {
     autograd::record(
@@ -136,13 +81,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
           if (!need[0]) return std::vector<Tensor>{Tensor(), Tensor()};
           const Tensor xs = contiguous_nograd(s[0]);
           Tensor dx = Tensor::empty({N, C}, xs.dtype(), xs.device());
-          const double coef = valid == 0 ? 0.0 : g.item_double() / static_cast<double>(valid);
-          detail::dispatch_float(xs.dtype(), "cross_entropy backward", [&](auto tag) {
-            using T = decltype(tag);
-            cross_entropy_backward<T>(xs.data<T>(), s[2].data<int64_t>(), s[1].data<T>(), N, C,
-                                      ignore_index, label_smoothing, static_cast<T>(coef),
-                                      dx.data<T>());
-          });
+          const double coef = valid == 0 ? 0.0 : g.to(Device::cpu()).item_double() / static_cast<double>(valid);
+          backend::loss_kernels(xs.device())
+              .cross_entropy_backward(xs, s[2], s[1], ignore_index, label_smoothing, coef, dx);
           return std::vector<Tensor>{dx, Tensor()};
         });
   }
@@ -154,8 +95,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
   detail::check_defined(input, "mse_loss", "input");
   detail::check_defined(target, "mse_loss", "target");
-  detail::check_cpu(input, "mse_loss");
-  detail::check_cpu(target, "mse_loss");
+  detail::check_same_device(input, target, "mse_loss");
   detail::check_floating(input, "mse_loss");
   detail::check_same_dtype(input, target, "mse_loss");
   LB_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()),
@@ -163,48 +103,21 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
            " must have the same shape. HINT: reshape the target (e.g. (N) vs (N, 1))");
   const Tensor ac = contiguous_nograd(input), bc = contiguous_nograd(target);
   const int64_t n = input.numel();
-  double total = 0;
-  detail::dispatch_float(input.dtype(), "mse_loss", [&](auto tag) {
-    using T = decltype(tag);
-    const T* a = ac.data<T>();
-    const T* b = bc.data<T>();
-#pragma omp parallel for if (n > kParallelMin) schedule(static) reduction(+ : total)
-    for (int64_t i = 0; i < n; ++i) {
-      const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
-      total += d * d;
-    }
-  });
+  const double total = backend::loss_kernels(input.device()).squared_error_sum(ac, bc);
   // n = 0: NaN, as PyTorch (the mean of nothing).
   Tensor loss = Tensor::scalar(n == 0 ? std::numeric_limits<double>::quiet_NaN()
                                       : total / static_cast<double>(n),
-                               input.dtype());
+                               input.dtype())
+                    .to(input.device());
   if (autograd::should_record({input, target})) {
     autograd::record(
         "mse_loss", loss, {input, target}, {input, target},
         [n](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
           const Tensor a = contiguous_nograd(s[0]), b = contiguous_nograd(s[1]);
-          const double coef = 2.0 * g.item_double() / static_cast<double>(n);
+          const double coef = 2.0 * g.to(Device::cpu()).item_double() / static_cast<double>(n);
           Tensor da = Tensor::empty(a.shape(), a.dtype(), a.device());
-          detail::dispatch_float(a.dtype(), "mse_loss backward", [&](auto tag) {
-            using T = decltype(tag);
-            const T* ap = a.data<T>();
-            const T* bp = b.data<T>();
-            T* d = da.data<T>();
-            const T k = static_cast<T>(coef);
-#pragma omp parallel for if (n > kParallelMin) schedule(static)
-            for (int64_t i = 0; i < n; ++i) d[i] = k * (ap[i] - bp[i]);
-          });
-          Tensor db;
-          if (need[1]) {
-            db = Tensor::empty(a.shape(), a.dtype(), a.device());
-            detail::dispatch_float(a.dtype(), "mse_loss backward", [&](auto tag) {
-              using T = decltype(tag);
-              const T* src = da.data<T>();
-              T* d = db.data<T>();
-#pragma omp parallel for if (n > kParallelMin) schedule(static)
-              for (int64_t i = 0; i < n; ++i) d[i] = -src[i];
-            });
-          }
+          Tensor db = need[1] ? Tensor::empty(a.shape(), a.dtype(), a.device()) : Tensor();
+          backend::loss_kernels(a.device()).squared_error_grad(a, b, coef, da, db);
           return std::vector<Tensor>{need[0] ? da : Tensor(), db};
         });
   }
