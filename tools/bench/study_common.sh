@@ -8,11 +8,24 @@
 # DEST/runs/STRATEGY/seed-N/, with compare.json, and put back into DIR when DIR is absent, so a
 # study split over sessions on fresh machines (e.g. a CIFAR run per session, or seeds 2-3
 # after seed 1) reuses what an earlier session trained instead of training it again.
+# Kept records name the model directory as ${LEANBACK_HOME}/... (this machine's path means
+# nothing elsewhere); restoring expands it again, since compare reuses runs only under the
+# config it resolves here.
+study_home() { echo "${LEANBACK_HOME:-$HOME/.cache/leanback}"; }
+study_unexpand_home() {
+  local home f
+  home="$(study_home)"
+  for f in "$@"; do sed -i "s|$home/|\${LEANBACK_HOME}/|g" "$f"; done
+}
+
 study_restore_runs() {
-  local dir="$1" dest="$2"
+  local dir="$1" dest="$2" home
   if [ -e "$dir" ] || [ ! -f "$dest/runs/compare.json" ]; then return 0; fi
   mkdir -p "$dir"
   cp -r "$dest/runs/." "$dir/"
+  home="$(study_home)"
+  find "$dir" -type f \( -name '*.json' -o -name '*.jsonl' -o -name '*.txt' \) \
+    -exec sed -i "s|\\\${LEANBACK_HOME}/|$home/|g" {} +
   echo "$(basename "$0"): restored the finished runs of $dest/runs into $dir"
 }
 
@@ -20,12 +33,13 @@ study_keep_runs() {
   local dir="$1" dest="$2" run rel f
   mkdir -p "$dest/runs"
   cp "$dir/compare.json" "$dest/runs/"
+  study_unexpand_home "$dest/runs/compare.json"
   for run in "$dir"/*/seed-*; do
     [ -f "$run/eval_results.json" ] || continue
     rel="${run#"$dir"/}"
     mkdir -p "$dest/runs/$rel"
     for f in eval_results.json metrics.jsonl config.json plan.txt; do
-      if [ -f "$run/$f" ]; then cp "$run/$f" "$dest/runs/$rel/"; fi
+      if [ -f "$run/$f" ]; then cp "$run/$f" "$dest/runs/$rel/" && study_unexpand_home "$dest/runs/$rel/$f"; fi
     done
   done
 }
