@@ -31,9 +31,13 @@ TEST(CudaRuntime, CopyRoundTripAndAccounting) {
 
 TEST(CudaRuntime, CpuOnlyOpsRejectDeviceTensorsClearly) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  Tensor d = Tensor::zeros({2}).to(Device::cuda(0));
-  const Tensor w = Tensor::ones({1, 1, 1, 1}).to(Device::cuda(0));
-  EXPECT_THROW(conv2d(d.reshape({1, 1, 1, 2}), w), Error);  // conv2d has no CUDA kernel yet
+  const Tensor d = Tensor::zeros({2, 16}).to(Device::cuda(0));
+  try {
+    fwht(d, -1, 4);  // the Hadamard transform has no CUDA kernel yet
+    FAIL() << "fwht accepted a CUDA tensor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA kernel yet"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

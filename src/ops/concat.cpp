@@ -1,17 +1,12 @@
 // concat: joins tensors along one axis (torch.cat). Works for every dtype (a byte copy);
 // differentiable for f32/f64, where the backward hands each input its slice of the gradient
 // (a view: nothing is saved).
-#include <cstring>
-
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/ops/shape_ops.h"
+#include "src/backend/shape_ops.h"
 
 namespace lb {
-
-namespace {
-constexpr int64_t kParallelBytes = 1 << 18;
-}
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   LB_CHECK(!xs.empty(), "concat: needs at least one tensor");
@@ -26,7 +21,6 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   out_shape[dim] = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     const Tensor& x = xs[i];
-    detail::check_cpu(x, "concat");
     LB_CHECK(x.dtype() == x0.dtype(), "concat: input ", i, " has dtype ", dtype_name(x.dtype()),
              " ", shape_str(x.shape()), " but input 0 has ", dtype_name(x0.dtype()), " ",
              shape_str(x0.shape()), ". HINT: convert with .to(dtype)");
@@ -43,23 +37,18 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   // View as (outer, size_i * inner) rows: each input contributes one contiguous run per
   // outer index, at column offset off_i * inner of the output row.
   Tensor out = Tensor::empty(out_shape, x0.dtype(), x0.device());
-  const size_t es = dtype_size(x0.dtype());
+  const int64_t es = static_cast<int64_t>(dtype_size(x0.dtype()));
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= out_shape[d];
   for (int64_t d = dim + 1; d < nd; ++d) inner *= out_shape[d];
   const int64_t out_row = out_shape[dim] * inner;
-  char* o = static_cast<char*>(out.raw_data());
+  const backend::ShapeKernels& k = backend::shape_kernels(out.device());
   int64_t off = 0;
   for (const Tensor& x : xs) {
     const int64_t n = x.shape()[dim];
     if (n == 0 || outer * inner == 0) continue;
     if (x.is_contiguous()) {
-      const char* src = static_cast<const char*>(x.raw_data());
-      const size_t run = static_cast<size_t>(n * inner) * es;
-      const int64_t dst0 = off * inner;
-#pragma omp parallel for if (static_cast<int64_t>(run) * outer > kParallelBytes) schedule(static)
-      for (int64_t r = 0; r < outer; ++r)
-        std::memcpy(o + (r * out_row + dst0) * es, src + r * run, run);
+      k.place_rows(x, out, outer, n * inner * es, out_row * es, off * inner * es);
     } else {
       out.slice(dim, off, off + n).copy_(x);  // strided walk, no autograd
     }
