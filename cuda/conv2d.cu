@@ -10,6 +10,7 @@
 
 #include "cuda/block_reduce.cuh"
 #include "cuda/runtime.h"
+#include "cuda/strided.cuh"
 #include "lb/autograd/grad_mode.h"
 #include "lb/core/dispatch.h"
 #include "src/backend/conv2d.h"
@@ -27,7 +28,7 @@ constexpr int64_t kColsBudget = int64_t{256} << 20;
 template <typename T>
 __global__ void im2col_kernel(const T* x, ConvGeom g, int64_t C, int64_t n0, int64_t m, T* cols) {
   const int64_t P = g.Ho * g.Wo, kk = g.kH * g.kW, K = C * kk;
-  LB_GRID_STRIDE(i, m * K * P) {
+  LB_CUDA_FOR_EACH(i, m * K * P) {
     const int64_t p = i % P, r = (i / P) % K, n = i / (P * K);
     const int64_t c = r / kk, ki = (r % kk) / g.kW, kj = r % g.kW;
     const int64_t ih = (p / g.Wo) * g.sh - g.ph + ki * g.dh, iw = (p % g.Wo) * g.sw - g.pw + kj * g.dw;
@@ -40,7 +41,7 @@ __global__ void im2col_kernel(const T* x, ConvGeom g, int64_t C, int64_t n0, int
 template <typename T>
 __global__ void col2im_kernel(const T* dcols, ConvGeom g, int64_t C, int64_t n0, int64_t m, T* dx) {
   const int64_t P = g.Ho * g.Wo, kk = g.kH * g.kW, K = C * kk, HW = g.H * g.W;
-  LB_GRID_STRIDE(e, m * C * HW) {
+  LB_CUDA_FOR_EACH(e, m * C * HW) {
     const int64_t iw = e % g.W, ih = (e / g.W) % g.H, c = (e / HW) % C, n = e / (HW * C);
     const T* dn = dcols + n * K * P;
     T acc = 0;
@@ -61,7 +62,7 @@ __global__ void col2im_kernel(const T* dcols, ConvGeom g, int64_t C, int64_t n0,
 // y (N, Co, P) := b[co]
 template <typename T>
 __global__ void fill_bias_kernel(const T* b, T* y, int64_t Co, int64_t P, int64_t n) {
-  LB_GRID_STRIDE(i, n) y[i] = b[(i / P) % Co];
+  LB_CUDA_FOR_EACH(i, n) y[i] = b[(i / P) % Co];
 }
 
 // db[co] = Σ_n Σ_p dy[n, co, p], one block per channel.

@@ -13,16 +13,6 @@
 namespace lb::backend {
 namespace {
 
-// Word o % 4 of block o / 4 of the stream (seed, subsequence): draw number o.
-__device__ inline uint32_t draw(uint64_t o, uint64_t subsequence, uint32_t key0, uint32_t key1) {
-  const uint64_t b = o >> 2;
-  const uint32_t ctr[4] = {static_cast<uint32_t>(b), static_cast<uint32_t>(b >> 32),
-                           static_cast<uint32_t>(subsequence), static_cast<uint32_t>(subsequence >> 32)};
-  uint32_t out[4];
-  philox4x32_10(ctr, key0, key1, out);
-  return out[o & 3];
-}
-
 template <typename T>
 __global__ void dropout_forward_kernel(const T* x, T* y, uint8_t* mask, int64_t n, DropoutDraws d, T scale) {
   const uint32_t key0 = static_cast<uint32_t>(d.seed), key1 = static_cast<uint32_t>(d.seed >> 32);
@@ -31,7 +21,7 @@ __global__ void dropout_forward_kernel(const T* x, T* y, uint8_t* mask, int64_t 
     for (int k = 0; k < 8; ++k) {
       const int64_t i = 8 * byte + k;
       if (i >= n) break;
-      const bool kept = philox_uniform(draw(d.offset + static_cast<uint64_t>(i), d.subsequence, key0, key1)) > d.p;
+      const bool kept = philox_uniform(philox_draw(d.offset + static_cast<uint64_t>(i), d.subsequence, key0, key1)) > d.p;
       m |= static_cast<uint8_t>(kept << k);
       y[i] = kept ? x[i] * scale : T(0);
     }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cuda/runtime.h"
+#include "cuda/strided.cuh"
 #include "lb/core/dispatch.h"
 #include "src/backend/pool2d.h"
 
@@ -34,7 +35,7 @@ __device__ inline void outputs_over(AvgPool mode, int64_t i, int64_t in, int64_t
 template <typename T, typename I>
 __global__ void max_forward_kernel(PoolGeom g, const T* x, T* y, I* idx) {
   constexpr bool kWindowPos = sizeof(I) == 1;
-  LB_GRID_STRIDE(o, g.planes * g.Ho * g.Wo) {
+  LB_CUDA_FOR_EACH(o, g.planes * g.Ho * g.Wo) {
     const int64_t ow = o % g.Wo, oh = (o / g.Wo) % g.Ho, pl = o / (g.Wo * g.Ho);
     const T* xp = x + pl * g.H * g.W;
     const int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
@@ -61,7 +62,7 @@ __global__ void max_forward_kernel(PoolGeom g, const T* x, T* y, I* idx) {
 template <typename T, typename I>
 __global__ void max_backward_kernel(PoolGeom g, const T* dy, const I* idx, T* dx) {
   constexpr bool kWindowPos = sizeof(I) == 1;
-  LB_GRID_STRIDE(e, g.planes * g.H * g.W) {
+  LB_CUDA_FOR_EACH(e, g.planes * g.H * g.W) {
     const int64_t iw = e % g.W, ih = (e / g.W) % g.H, pl = e / (g.W * g.H);
     const T* dyp = dy + pl * g.Ho * g.Wo;
     const I* ip = idx + pl * g.Ho * g.Wo;
@@ -88,7 +89,7 @@ __global__ void max_backward_kernel(PoolGeom g, const T* dy, const I* idx, T* dx
 
 template <typename T>
 __global__ void avg_forward_kernel(PoolGeom g, AvgPool mode, const T* x, T* y) {
-  LB_GRID_STRIDE(o, g.planes * g.Ho * g.Wo) {
+  LB_CUDA_FOR_EACH(o, g.planes * g.Ho * g.Wo) {
     const int64_t ow = o % g.Wo, oh = (o / g.Wo) % g.Ho, pl = o / (g.Wo * g.Ho);
     const T* xp = x + pl * g.H * g.W;
     int64_t h0, h1, w0, w1;
@@ -104,7 +105,7 @@ __global__ void avg_forward_kernel(PoolGeom g, AvgPool mode, const T* x, T* y) {
 
 template <typename T>
 __global__ void avg_backward_kernel(PoolGeom g, AvgPool mode, const T* dy, T* dx) {
-  LB_GRID_STRIDE(e, g.planes * g.H * g.W) {
+  LB_CUDA_FOR_EACH(e, g.planes * g.H * g.W) {
     const int64_t iw = e % g.W, ih = (e / g.W) % g.H, pl = e / (g.W * g.H);
     const T* dyp = dy + pl * g.Ho * g.Wo;
     int64_t oh0, oh1, ow0, ow1;

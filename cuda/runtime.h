@@ -26,12 +26,6 @@ inline unsigned blocks_for(int64_t n) {
 
 }  // namespace lb::cuda
 
-// for (int64_t i ...) over [0, n) in a grid-stride loop: the body runs once per index
-// whatever the grid size (launched with blocks_for(n)).
-#define LB_GRID_STRIDE(i, n)                                                                \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 #define LB_CUDA_CHECK(call) ::lb::cuda::check((call), #call, __FILE__, __LINE__)
 // After a kernel launch: a bad configuration shows here, a fault at the next synchronisation.
 #define LB_CUDA_CHECK_LAUNCH(name) ::lb::cuda::check(cudaGetLastError(), name, __FILE__, __LINE__)

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/runtime.h"
+#include "cuda/strided.cuh"
 #include "lb/core/dispatch.h"
 #include "src/backend/shape_ops.h"
 
@@ -23,7 +24,7 @@ template <typename W, typename Ix>
 __global__ void gather_rows_kernel(const W* x, const Ix* idx, W* out, int64_t outer, int64_t n, int64_t size,
                                    int64_t words) {
   const int64_t total = outer * n * words;
-  LB_GRID_STRIDE(i, total) {
+  LB_CUDA_FOR_EACH(i, total) {
     const int64_t k = i % words, on = i / words, j = on % n, o = on / n;
     out[i] = x[(o * size + static_cast<int64_t>(idx[j])) * words + k];
   }
@@ -33,7 +34,7 @@ template <typename T, typename Ix>
 __global__ void index_add_kernel(const T* g, const Ix* idx, T* gx, int64_t outer, int64_t n, int64_t size,
                                  int64_t inner) {
   const int64_t total = outer * n * inner;
-  LB_GRID_STRIDE(i, total) {
+  LB_CUDA_FOR_EACH(i, total) {
     const int64_t k = i % inner, on = i / inner, j = on % n, o = on / n;
     atomicAdd(gx + (o * size + static_cast<int64_t>(idx[j])) * inner + k, g[i]);
   }

@@ -115,6 +115,17 @@ TEST(Philox, OffsetSkipsWithinBlockAndSubsequencesDiffer) {
   EXPECT_EQ(same_d, 0);
 }
 
+// The single-draw function the CUDA kernels use is the stream's draw o, across block and
+// 32-bit counter boundaries.
+TEST(Philox, SingleDrawIsTheStreamsDraw) {
+  const uint64_t seed = 0x1234'5678'9abc'def0ull, sub = 0x1'0000'0007ull;
+  const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
+  for (uint64_t o : {uint64_t{0}, uint64_t{1}, uint64_t{5}, uint64_t{1000003}, (uint64_t{1} << 34) - 2}) {
+    PhiloxStream st(seed, sub, o);
+    for (uint64_t i = 0; i < 6; ++i) EXPECT_EQ(philox_draw(o + i, sub, key0, key1), st.next_u32()) << "draw " << o + i;
+  }
+}
+
 // ---------------------------------------------------------------- uniform and normal
 
 TEST(Philox, UniformMappingIsCurandUniform) {

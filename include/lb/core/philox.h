@@ -40,6 +40,17 @@ LB_HD inline float philox_uniform(uint32_t x) {
   return static_cast<float>(x) * 2.3283064365386963e-10f + (2.3283064365386963e-10f / 2.0f);
 }
 
+// Draw number o of the stream (seed = key1:key0, subsequence): word o % 4 of block o / 4.
+// Kernels that draw one element at a time (CUDA dropout, attention) use it.
+LB_HD inline uint32_t philox_draw(uint64_t o, uint64_t subsequence, uint32_t key0, uint32_t key1) {
+  const uint64_t b = o >> 2;
+  const uint32_t ctr[4] = {static_cast<uint32_t>(b), static_cast<uint32_t>(b >> 32),
+                           static_cast<uint32_t>(subsequence), static_cast<uint32_t>(subsequence >> 32)};
+  uint32_t out[4];
+  philox4x32_10(ctr, key0, key1, out);
+  return out[o & 3];
+}
+
 // A sequential stream equivalent to a cuRAND Philox state after
 // curand_init(seed, subsequence, offset, &state).
 class PhiloxStream {
