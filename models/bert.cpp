@@ -79,8 +79,9 @@ Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& types, const Ten
     LB_CHECK(T <= position_->weight().size(0), "sequence length ", T,
              " exceeds max_position_embeddings ", position_->weight().size(0));
   }
-  const Tensor pos = positions.defined() ? positions : Tensor::arange(ids.size(1)).unsqueeze(0);  // (1, T)
-  const Tensor tt = types.defined() ? types : Tensor::zeros(ids.shape(), DType::I64);
+  const Tensor pos =
+      positions.defined() ? positions : Tensor::arange(ids.size(1)).unsqueeze(0).to(ids.device());  // (1, T)
+  const Tensor tt = types.defined() ? types : Tensor::zeros(ids.shape(), DType::I64, ids.device());
   Tensor e = add(add(word_->forward(ids), token_type_->forward(tt)), position_->forward(pos));
   return dropout_->forward(norm_->forward(e));
 }
@@ -128,7 +129,7 @@ SequenceClassifierOutput BertForSequenceClassification::forward(const Tensor& id
   LB_CHECK(ids.dim() == 2, "input_ids must be (B, T), got ", shape_str(ids.shape()));
   const DType dt = pooler_->weight().dtype();
   const Tensor mask = keep_mask.defined() ? nn::additive_attention_mask(keep_mask, dt) : Tensor();
-  const Tensor tt = types.defined() ? types : Tensor::zeros(ids.shape(), DType::I64);
+  const Tensor tt = types.defined() ? types : Tensor::zeros(ids.shape(), DType::I64, ids.device());
   Tensor first_tokens;  // (B, H): the pooler's input
   std::optional<nn::TokenPacking> packing;
   if (skip_padding_ && keep_mask.defined() && ids.size(1) <= config_.max_position_embeddings) {

@@ -147,20 +147,16 @@ void* Tensor::raw_data() const {
 // ---------------------------------------------------------------- element conversion
 namespace {
 using detail::load_as_double;
-void check_cpu(const Tensor& t, const char* what) {
-  LB_CHECK(t.device().is_cpu(), what, " on ", t.device().str(),
-           " is not supported yet (CPU only); move the tensor with .to(Device::cpu())");
-}
 }  // namespace
 
 double Tensor::item_double() const {
   LB_CHECK(numel() == 1, "item() needs one element, got shape ", shape_str(shape()));
-  check_cpu(*this, "item()");
+  if (!device().is_cpu()) return to(Device::cpu()).item_double();  // a copy to the host
   return load_as_double(raw_data(), 0, dtype());
 }
 
 std::vector<double> Tensor::to_double_vector() const {
-  check_cpu(*this, "to_double_vector()");
+  if (!device().is_cpu()) return to(Device::cpu()).to_double_vector();  // a copy to the host
   std::vector<double> out;
   out.reserve(numel());
   const void* base = storage()->data();

@@ -18,12 +18,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor additive_attention_mask(const Tensor& keep_mask, DType dtype) {
   LB_CHECK(keep_mask.dim() == 2, "attention mask must be (B, T), got ", shape_str(keep_mask.shape()));
   const int64_t B = keep_mask.size(0), T = keep_mask.size(1);
-  const auto keep = keep_mask.to_double_vector();
+  const auto keep = keep_mask.to(Device::cpu()).to_double_vector();
   const double lowest = dtype == DType::F64 ? std::numeric_limits<double>::lowest()
                                             : std::numeric_limits<float>::lowest();
   std::vector<double> m(keep.size());
   for (size_t i = 0; i < keep.size(); ++i) m[i] = keep[i] != 0 ? 0.0 : lowest;
-  return Tensor::from_vector<double>(m, {B, 1, 1, T}).to(dtype);
+  return Tensor::from_vector<double>(m, {B, 1, 1, T}).to(dtype).to(keep_mask.device());
 }
 
 SelfAttention::SelfAttention(int64_t hidden, int64_t heads, double attention_dropout, bool bias)

@@ -13,7 +13,7 @@ TokenPacking TokenPacking::from_keep_mask(const Tensor& keep) {
   TokenPacking p;
   p.batch_ = keep.size(0);
   p.seq_len_ = keep.size(1);
-  const auto k = keep.to_double_vector();
+  const auto k = keep.to(Device::cpu()).to_double_vector();  // the layout is worked out on the host
   const int64_t BT = p.batch_ * p.seq_len_;
   std::vector<int64_t> rows, positions, first(p.batch_, -1), slots(BT);
   std::vector<int64_t> offsets(p.batch_ + 1, 0);
@@ -41,10 +41,11 @@ TokenPacking TokenPacking::from_keep_mask(const Tensor& keep) {
     for (int64_t b = 0; b < p.batch_; ++b) offsets[b + 1] += offsets[b];
     p.offsets_ = std::make_shared<const std::vector<int64_t>>(std::move(offsets));
   }
-  p.rows_ = Tensor::from_vector<int64_t>(rows, {p.tokens_});
-  p.slots_ = Tensor::from_vector<int64_t>(slots, {BT});
-  p.positions_ = Tensor::from_vector<int64_t>(positions, {1, p.tokens_});
-  if (p.keeps_first_) p.first_rows_ = Tensor::from_vector<int64_t>(first, {p.batch_});
+  const Device dev = keep.device();  // the index tensors live beside the batch
+  p.rows_ = Tensor::from_vector<int64_t>(rows, {p.tokens_}).to(dev);
+  p.slots_ = Tensor::from_vector<int64_t>(slots, {BT}).to(dev);
+  p.positions_ = Tensor::from_vector<int64_t>(positions, {1, p.tokens_}).to(dev);
+  if (p.keeps_first_) p.first_rows_ = Tensor::from_vector<int64_t>(first, {p.batch_}).to(dev);
   return p;
 }
 

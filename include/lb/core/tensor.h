@@ -146,6 +146,7 @@ T* Tensor::data() const {
 template <typename T>
 T Tensor::item() const {
   LB_CHECK(numel() == 1, "item() needs one element, got shape ", shape_str(shape()));
+  if (!device().is_cpu()) return to(Device::cpu()).item<T>();  // a copy to the host, as torch's .item()
   return *data<T>();
 }
 
