@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lb/core/device.h"
 #include "src/cli/commands.h"
 
 namespace lb::cli {
@@ -27,5 +28,9 @@ inline bool parse_cli(CLI::App& app, const std::vector<std::string>& args) {
 
 // --strategy's valid values: the types the strategy factory knows.
 std::vector<std::string> strategy_names();
+
+// --device: cpu, cuda or cuda:N, where this build and machine have that device; a usage error
+// (exit 2) otherwise, before any work.
+Device parse_device_flag(const std::string& flag);
 
 }  // namespace lb::cli

@@ -28,7 +28,7 @@ int cmd_compare(const std::vector<std::string>& args) {
   CLI::App app{"Train one config under several backward strategies and seeds; print and write the "
                "comparison (report.json, report.md, plots/).",
                "leanback compare"};
-  std::string config_path, strategies = "vanilla,instant,hot";
+  std::string config_path, strategies = "vanilla,instant,hot", device = "cpu";
   std::vector<std::string> sets;
   train::CompareOptions opt;
   bool no_progress = false, no_plots = false;
@@ -38,6 +38,8 @@ int cmd_compare(const std::vector<std::string>& args) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   app.add_option("--set", sets, "override a config key for every run (repeatable)")->allow_extra_args(false);
   app.add_option("--out", opt.out_dir, "compare directory (default: <run dir>-compare)");
+  app.add_option("--device", device,
+                 "cpu, or cuda / cuda:N (vanilla only for now: INSTANT's and HOT's kernels are CPU-only)");
   app.add_flag("--no-plots", no_plots, "write the report without drawing plots");
   app.add_flag("--no-progress", no_progress, "plain log lines even on a terminal");
   if (!parse_cli(app, args)) return 0;
@@ -58,6 +60,7 @@ int cmd_compare(const std::vector<std::string>& args) {
   }
   if (no_progress) opt.progress = 0;
   opt.plots = !no_plots;
+  opt.device = parse_device_flag(device);
   const train::Config config = train::load_config(config_path, sets);
   std::signal(SIGINT, on_sigint);
   const train::CompareResult r = train::compare(config, opt);

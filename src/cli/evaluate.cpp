@@ -25,7 +25,7 @@ struct Loaded {
 };
 
 Loaded load(const std::string& config_path, const std::vector<std::string>& sets,
-            const std::string& checkpoint, const std::string& split) {
+            const std::string& checkpoint, const std::string& split, Device device) {
   Loaded l{train::load_config(config_path, sets), {}, nullptr};
   train::TaskDataOptions o;
   o.train = false;
@@ -34,6 +34,7 @@ Loaded load(const std::string& config_path, const std::vector<std::string>& sets
   l.model = train::build_task_model(l.config, l.data.num_labels, l.data.vocab_size);
   const std::string ck = train::find_checkpoint(checkpoint);
   train::load_checkpoint(ck, l.model->module(), nullptr);
+  l.model->to(device);
   return l;
 }
 
@@ -46,7 +47,7 @@ void refuse_existing(const fs::path& p, bool overwrite) {
 
 int cmd_eval(const std::vector<std::string>& args) {
   CLI::App app{"Evaluate a checkpoint on a labeled split: prints the metrics as JSON.", "leanback eval"};
-  std::string config_path, checkpoint, split, predictions;
+  std::string config_path, checkpoint, split, predictions, device = "cpu";
   std::vector<std::string> sets;
   bool overwrite = false;
   app.add_option("config", config_path, "the run's JSON config")->required();
@@ -54,10 +55,11 @@ int cmd_eval(const std::vector<std::string>& args) {
   app.add_option("--split", split, "dev (default: the task's first dev split), dev_matched, test, ...");
   app.add_option("--predictions", predictions, "write per-example index, gold, prediction, logits (JSON lines)");
   app.add_option("--set", sets, "override a config key (repeatable)")->allow_extra_args(false);
+  app.add_option("--device", device, "cpu, or cuda / cuda:N");
   app.add_flag("--overwrite", overwrite, "replace an existing predictions file");
   if (!parse_cli(app, args)) return 0;
   if (!predictions.empty()) refuse_existing(predictions, overwrite);
-  Loaded l = load(config_path, sets, checkpoint, split);
+  Loaded l = load(config_path, sets, checkpoint, split, parse_device_flag(device));
   if (!l.data.eval_labeled() && predictions.empty())
     throw Error("split '" + l.data.eval_split + "' of task " + l.data.task +
                 " has no labels to evaluate against; use `leanback predict`, or --predictions FILE");
@@ -89,7 +91,7 @@ int cmd_eval(const std::vector<std::string>& args) {
 
 int cmd_predict(const std::vector<std::string>& args) {
   CLI::App app{"Predict the test split(s) and write GLUE-server submission files.", "leanback predict"};
-  std::string config_path, checkpoint, out_dir;
+  std::string config_path, checkpoint, out_dir, device = "cpu";
   std::vector<std::string> sets, splits;
   bool overwrite = false;
   app.add_option("config", config_path, "the run's JSON config")->required();
@@ -98,6 +100,7 @@ int cmd_predict(const std::vector<std::string>& args) {
   app.add_option("--split", splits, "split(s) to predict (default: the task's test splits)")
       ->allow_extra_args(false);
   app.add_option("--set", sets, "override a config key (repeatable)")->allow_extra_args(false);
+  app.add_option("--device", device, "cpu, or cuda / cuda:N");
   app.add_flag("--overwrite", overwrite, "replace existing submission files");
   if (!parse_cli(app, args)) return 0;
   const train::Config probe = train::load_config(config_path, sets);
@@ -110,7 +113,7 @@ int cmd_predict(const std::vector<std::string>& args) {
   }
   fs::create_directories(out_dir);
   for (const auto& split : splits) {
-    Loaded l = load(config_path, sets, checkpoint, split);
+    Loaded l = load(config_path, sets, checkpoint, split, parse_device_flag(device));
     auto loader = train::make_loader(l.data, l.config, false, l.config.train.seed);
     const MatmulPrecisionScope precision(matmul_precision_from_name(l.config.train.precision));
     const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data);

@@ -434,6 +434,7 @@ CompareResult compare(const Config& config, const CompareOptions& opt) {
   TrainOptions base;
   base.progress = opt.progress;
   base.quiet = opt.quiet;
+  base.device = opt.device;
   std::string dir = opt.out_dir;
   if (dir.empty()) dir = resolve_run_dir(config, base) + "-compare";
   result.dir = dir;

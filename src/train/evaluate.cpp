@@ -22,7 +22,7 @@ EvalOutput evaluate(TaskModel& model, data::BatchSource& source, const TaskData&
   data::Batch b;
   while (source.next(b)) {
     const ModelOutput o = model.forward(b);
-    const Tensor logits = o.logits.contiguous().to(DType::F32);
+    const Tensor logits = o.logits.to(Device::cpu()).contiguous().to(DType::F32);
     const int64_t B = b.size(), C = logits.size(1);
     const float* pl = logits.data<float>();
     if (o.loss.defined()) {

@@ -22,8 +22,8 @@ class BertTask : public TaskModel {
   explicit BertTask(std::unique_ptr<models::BertForSequenceClassification> m) : m_(std::move(m)) {}
   nn::Module& module() override { return *m_; }
   ModelOutput forward(const data::Batch& b) override {
-    auto out = m_->forward(input(b, "input_ids"), input(b, "token_type_ids"),
-                           input(b, "attention_mask"), b.labels);
+    auto out = m_->forward(on_device(input(b, "input_ids")), on_device(input(b, "token_type_ids")),
+                           on_device(input(b, "attention_mask")), on_device(b.labels));
     return {out.logits, out.loss};
   }
   nlohmann::json model_config() const override { return m_->config().to_json(); }
@@ -40,7 +40,8 @@ class ImageTask : public TaskModel {
   ImageTask(std::unique_ptr<M> m, double smoothing) : m_(std::move(m)), smoothing_(smoothing) {}
   nn::Module& module() override { return *m_; }
   ModelOutput forward(const data::Batch& b) override {
-    auto out = m_->forward(input(b, "images"), b.labels, m_->is_training() ? smoothing_ : 0.0);
+    auto out =
+        m_->forward(on_device(input(b, "images")), on_device(b.labels), m_->is_training() ? smoothing_ : 0.0);
     return {out.logits, out.loss};
   }
   nlohmann::json model_config() const override { return m_->config().to_json(); }

@@ -20,6 +20,7 @@
 #include "lb/core/error.h"
 #include "lb/core/precision.h"
 #include "lb/core/random.h"
+#include "lb/core/storage.h"
 #include "lb/io/atomic_file.h"
 #include "lb/io/json_file.h"
 #include "lb/nn/backward/accounting.h"
@@ -342,6 +343,13 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   const auto strategies = policy.apply(module, opt.strategy);
   if (data.text)
     for (const auto& s : strategies) s->set_max_tokens(config.data.max_seq_len);
+  if (!opt.device.is_cpu()) {
+    LB_CHECK(world == 1, "--device ", opt.device.str(), ": data-parallel training runs on the CPU only so far");
+    for (const auto& s : strategies)
+      LB_CHECK(s->type() == "vanilla", "--device ", opt.device.str(), ": layer ", s->layer_name(), " uses ",
+               s->type(), ", whose kernels run on the CPU only so far. HINT: --strategy vanilla");
+    model->to(opt.device);  // before the optimizer takes the parameters
+  }
   nn::backward::Calibrator calibrator(strategies);
   calibrator.set_group(world > 1 ? &pg : nullptr);
   LB_CHECK(world == 1 || tc.grad_probe_every == 0, config.source,
@@ -524,7 +532,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   double train_ms = 0;          // optimizer steps only (no evaluation, calibration, saving)
   double probe_ms = 0;          // the gradient-fidelity probe (train.grad_probe_every)
   int64_t train_examples = 0;
-  cpu_allocator().reset_peak();
+  allocator_for(opt.device).reset_peak();
 
   while (st.step < total_steps) {
     bool stop = stop_requested() || (opt.interrupt_after > 0 && steps_this_run >= opt.interrupt_after);
@@ -688,7 +696,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
 
     if (st.step % tc.log_every == 0 || st.step == total_steps) {
       const double n = static_cast<double>(win.steps);
-      const MemStats mem = cpu_allocator().stats();
+      const MemStats mem = allocator_for(opt.device).stats();
       nlohmann::json peak_by_tag;
       for (int i = 0; i < kNumMemTags; ++i) peak_by_tag[mem_tag_name(static_cast<MemTag>(i))] = mem.peak[i];
       nlohmann::json line = {{"type", "train"},
@@ -720,7 +728,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
          << win.saved_sum / n / (1024.0 * 1024.0) << " MiB";
       progress.log(os.str());
       win = Window{};
-      cpu_allocator().reset_peak();
+      allocator_for(opt.device).reset_peak();
     }
     const bool at_eval = st.step % eval_every == 0 || st.step == total_steps;
     if (at_eval) {

@@ -78,7 +78,22 @@ check 1 "no checkpoint in it" eval "$configs/quickstart.json" --checkpoint "$tmp
 check 2 "--checkpoint is required" eval "$configs/quickstart.json"
 check 1 'model.skip_padding: expected true, false or "auto"' train "$configs/quickstart.json" \
   --strategy instant --set model.skip_padding=yes --out "$tmp/x"
+check 2 "bad device 'tpu'" train "$configs/quickstart.json" --device tpu --out "$tmp/x"
+check 2 "--device cuda:7: " train "$configs/quickstart.json" --device cuda:7 --out "$tmp/x"
+check 2 "--device cuda:7: " eval "$configs/quickstart.json" --checkpoint "$tmp" --device cuda:7
 [ ! -e "$tmp/x" ] || fail "a failed run left a run directory behind"
+
+# On a machine with a CUDA device: a short vanilla run there, evaluated there; a compressed
+# strategy is refused before any work (its kernels are CPU-only so far).
+if "$lb" info 2>/dev/null | grep -q "CUDA: compiled in, [1-9]"; then
+  check 1 "whose kernels run on the CPU only so far" train "$configs/quickstart.json" --device cuda \
+    --strategy instant --out "$tmp/x"
+  "$lb" train "$configs/quickstart.json" --device cuda --set train.max_steps=20 --out "$tmp/cuda_run" \
+    --no-progress > /dev/null 2> "$tmp/cuda.err" || { cat "$tmp/cuda.err"; fail "training on cuda failed"; }
+  "$lb" eval "$configs/quickstart.json" --checkpoint "$tmp/cuda_run" --device cuda > "$tmp/cuda_eval.json" \
+    2> "$tmp/cuda.err" || { cat "$tmp/cuda.err"; fail "evaluating on cuda failed"; }
+  grep -q '"eval_accuracy"' "$tmp/cuda_eval.json" || fail "no accuracy from the cuda evaluation"
+fi
 
 # A GLUE task in its original layout (RTE: index, sentence1, sentence2, label; test without
 # label), generated here with its own vocabulary: train, eval, predict to a GLUE-server file,

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lb/core/device.h"
 #include "lb/train/config.h"
 
 namespace lb::train {
@@ -32,6 +33,7 @@ struct CompareOptions {
   bool plots = true;       // draw plots/ after the report (skipped with a warning if impossible)
   int progress = -1;       // as TrainOptions
   bool quiet = false;
+  Device device = Device::cpu();  // as TrainOptions
   // Test hook: the first run that trains in this call behaves as if Ctrl-C came after this
   // many optimizer steps.
   int64_t interrupt_after = 0;

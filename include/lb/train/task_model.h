@@ -20,10 +20,24 @@ class TaskModel {
  public:
   virtual ~TaskModel() = default;
   virtual nn::Module& module() = 0;
+  // The batch's tensors are moved to the model's device (to(), below) on the way in; the
+  // outputs stay there.
   virtual ModelOutput forward(const data::Batch& batch) = 0;
   virtual nlohmann::json model_config() const = 0;  // the architecture actually built
   // Padding-free execution of padded text batches (models without padding ignore it).
   virtual void set_skip_padding(bool) {}
+  // Moves the parameters and buffers to `d` (before an optimizer is built on them).
+  void to(Device d) {
+    module().to(d);
+    device_ = d;
+  }
+  Device device() const { return device_; }
+
+ protected:
+  Tensor on_device(const Tensor& t) const { return t.defined() ? t.to(device_) : t; }
+
+ private:
+  Device device_ = Device::cpu();
 };
 
 // Builds the model of `config.model` with `num_labels` outputs. Text models with random

@@ -48,6 +48,9 @@ struct TrainOptions {
   bool overwrite = false;        // allow reusing an existing, non-empty run directory
   int progress = -1;             // -1: progress bar when stderr is a terminal; 0 off; 1 on
   bool quiet = false;            // no per-step log lines (tests)
+  // Where the model, its batches and the optimizer state live. On a CUDA device every
+  // layer must run the vanilla strategy for now (INSTANT's and HOT's kernels are CPU-only).
+  Device device = Device::cpu();
   // Test hook: behave as if interrupted (Ctrl-C) after this many optimizer steps.
   int64_t interrupt_after = 0;
   // Data-parallel group (nullptr: dist::world(), i.e. MPI under mpirun, else one process).
