@@ -27,6 +27,8 @@ std::vector<std::string> cuda_device_names() {
   return names;
 }
 
+void cuda_synchronize(int device) { LB_CUDA_CHECK(cudaStreamSynchronize(cuda::stream(device))); }
+
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
   LB_CHECK(d.is_cpu() || d.index < cuda_device_count(), "cannot move ", str(), " to ", d.str(),

@@ -8,9 +8,10 @@
 // (c x r, ld) transpose, so C = op(A) op(B) is issued as Cᵀ = op(B)ᵀ op(A)ᵀ: operands swapped,
 // each keeping its own transpose flag, sizes (N, M, K).
 //
-// Types: f64 in f64; f32 in f32 (CUBLAS_COMPUTE_32F: no TF32 unless asked for); bf16
-// operands with an f32 result in bf16 x bf16 -> f32 (a single bf16 operand is widened to f32
-// first, exactly, since cuBLAS takes one input type).
+// Types: f64 in f64; f32 in f32 (CUBLAS_COMPUTE_32F: no TF32 unless asked for; under
+// precision bf16, CUBLAS_COMPUTE_32F_FAST_16BF); bf16 operands with an f32 result in bf16 x
+// bf16 -> f32 (a single bf16 operand is widened to f32 first, exactly, since cuBLAS takes one
+// input type).
 #include <cublas_v2.h>
 
 #include <limits>
@@ -19,6 +20,7 @@
 
 #include "cuda/runtime.h"
 #include "lb/core/checks.h"
+#include "lb/core/precision.h"
 #include "src/backend/gemm.h"
 
 namespace lb::backend {
@@ -146,7 +148,10 @@ void gemm_into(Tensor& c, const Tensor& a_in, bool trans_a, const Tensor& b_in, 
   call.tb = cuda_type(p.B.t.dtype());
   call.tc = cuda_type(c.dtype());
   call.f64 = c.dtype() == DType::F64;
-  call.compute = call.f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  // precision bf16 (lb/core/precision.h) on f32 operands: cuBLAS rounds them to bf16 and
+  // accumulates in f32 on the tensor cores, as the CPU's bf16 kernel does.
+  const bool fast_bf16 = p.A.t.dtype() == DType::F32 && matmul_precision() == MatmulPrecision::BF16;
+  call.compute = call.f64 ? CUBLAS_COMPUTE_64F : fast_bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
   call.esize_a = dtype_size(p.A.t.dtype());
   call.esize_b = dtype_size(p.B.t.dtype());
   call.esize_c = dtype_size(c.dtype());

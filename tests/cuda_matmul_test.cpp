@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "lb/core/cuda_runtime_info.h"
+#include "lb/core/precision.h"
 #include "lb/ops.h"
 #include "src/backend/gemm.h"
 #include "testing/testing.h"
@@ -107,6 +108,19 @@ TEST_F(CudaMatmul, Bf16OperandsWithAnF32ResultMatchTheCpu) {
     backend::gemm_kernels(kCuda).gemm_into(cg, a.to(kCuda), false, rhs.to(kCuda), false, batch, true);
     EXPECT_TRUE(testing::device_matches_cpu(cg, cc)) << (both ? "both bf16" : "a bf16") << " accumulated";
   }
+}
+
+// precision bf16 on f32 operands: the CPU rounds them to bf16 (round to nearest even) and
+// accumulates in f32; cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF does the same on tensor cores.
+// The products of bf16 values are exact in f32, so only the summation order differs: held
+// to 1e-4 relative (L2), against ~4e-3 for the f32 product, which this must not equal.
+TEST_F(CudaMatmul, PrecisionBf16RoundsF32OperandsAsTheCpu) {
+  const Tensor a = testing::randn({64, 96}, 34, DType::F32), b = testing::randn({96, 48}, 35, DType::F32);
+  const Tensor exact = matmul(a, b);
+  MatmulPrecisionScope bf16(MatmulPrecision::BF16);
+  const Tensor cc = matmul(a, b), cg = matmul(a.to(kCuda), b.to(kCuda)).to(Device::cpu());
+  EXPECT_LT(testing::rel_error(cg, cc), 1e-4);
+  EXPECT_GT(testing::rel_error(cg, exact), 1e-4) << "the CUDA product was not rounded to bf16";
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// `leanback bench gemm [--m M --n N --k K] [--ta] [--tb] [--iters N] [--threads T] [--json]`:
+// `leanback bench gemm [--m M --n N --k K] [--ta] [--tb] [--iters N] [--threads T] [--json]`
+// (--device cuda: src/cli/bench_gemm_cuda.cpp):
 // single-threaded float GEMM throughput of gemm_serial (our kernel, sgemm_avx512.h) against
 // cblas_sgemm (OpenBLAS, whatever OPENBLAS_CORETYPE selects) on the same buffers, in GFLOP/s.
 // Without --m/--n/--k: a table over the shapes the models issue (ResNet-18 im2col convolution
@@ -158,6 +159,7 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
   int iters = 5, threads = 1;
   bool json = false;
   Mode mode = Mode::F32;
+  std::string precision = "f32", device = "cpu";
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--m") one.m = parse_dim(args, i);
@@ -174,9 +176,25 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
       if (v != "f32" && v != "bf16" && v != "int8")
         throw UsageError("--precision must be f32, bf16 or int8, got '" + v + "'");
       mode = v == "bf16" ? Mode::BF16 : v == "int8" ? Mode::INT8 : Mode::F32;
+      precision = v;
+    } else if (a == "--device") {
+      if (i + 1 >= args.size()) throw UsageError("--device needs a value: cpu, cuda or cuda:N");
+      device = args[++i];
     } else
       throw UsageError("unknown flag '" + a + "' for bench gemm; valid: --m M, --n N, --k K, --ta, "
-                       "--tb, --iters N, --threads T, --precision f32|bf16|int8, --json");
+                       "--tb, --iters N, --threads T, --precision f32|bf16|int8, --device cpu|cuda[:N], --json");
+  }
+  Device dev;
+  try {
+    dev = Device::parse(device);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--device: ") + e.what());
+  }
+  if (dev.is_cuda()) {
+    if (one.ta || one.tb || threads != 1)
+      throw UsageError("bench gemm --device cuda: --ta, --tb and --threads are CPU-only flags");
+    if ((one.m || one.n || one.k) && !(one.m && one.n && one.k)) throw UsageError("bench gemm: give all of --m, --n, --k");
+    return bench_gemm_cuda(dev, precision, one.m, one.n, one.k, iters, json);
   }
   const bool custom = one.m || one.n || one.k;
   if (custom && !(one.m && one.n && one.k)) throw UsageError("bench gemm: give all of --m, --n, --k");

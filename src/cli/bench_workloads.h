@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lb/core/device.h"
+
 namespace lb::cli {
 
 struct BenchOptions {
@@ -40,6 +42,9 @@ nlohmann::json bench_resnet18(const BenchOptions& opt);   // bench_resnet18.cpp
 
 // `bench gemm`: float GEMM kernel throughput, ours vs OpenBLAS (own flags; bench_gemm.cpp).
 int cmd_bench_gemm(const std::vector<std::string>& args);
+// bench gemm --device cuda (src/cli/bench_gemm_cuda.cpp): m = 0 runs the default shapes.
+int bench_gemm_cuda(Device dev, const std::string& precision, int64_t m, int64_t n, int64_t k, int iters,
+                    bool json);
 
 // ---- timing helpers ----
 using BenchClock = std::chrono::steady_clock;

@@ -6,5 +6,6 @@ namespace lb {
 bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 std::vector<std::string> cuda_device_names() { return {}; }
+void cuda_synchronize(int) {}
 }  // namespace lb
 #endif

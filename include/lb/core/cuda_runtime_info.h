@@ -9,5 +9,7 @@ namespace lb {
 bool cuda_compiled();
 int cuda_device_count();
 std::vector<std::string> cuda_device_names();
+// Waits for the work queued on `device`'s stream (timing; a no-op without CUDA).
+void cuda_synchronize(int device = 0);
 
 }  // namespace lb
