@@ -37,8 +37,16 @@ for p in bf16 f32; do
   timeout 120 "$build/leanback" bench gemm --device cuda --precision $p --json > "$out/gpu_gemm_$p.json" 2>> "$out/gpu_bench.log"
   timeout 120 python3 "$root/tools/bench/gemm_cuda.py" --precision $p --json > "$out/gpu_gemm_${p}_torch.json" 2>> "$out/gpu_bench.log"
 done
+# 3. BERT-base training steps (B 32 x T 128, AdamW): ours in bf16 / f32 against PyTorch eager
+#    with autocast(bf16) / f32.
+for p in bf16 f32; do
+  timeout 150 "$build/leanback" bench bert_base --device cuda --precision $p --json > "$out/gpu_bert_base_$p.json" \
+    2>> "$out/gpu_bench.log"
+  timeout 150 python3 "$root/tools/bench/bert_mini.py" --size base --device cuda $([ $p = bf16 ] && echo --autocast) \
+    --json > "$out/gpu_bert_base_${p}_torch.json" 2>> "$out/gpu_bench.log"
+done
 bench_s=$(elapsed)
-# 3. The rest of the suite, while the 6 minutes last.
+# 4. The rest of the suite, while the 6 minutes last.
 left=$(( 330 - $(elapsed) ))
 rest_rc=-1
 if (( left > 30 )); then
@@ -66,8 +74,20 @@ def gemm(p):
     for v in rows.values():
         if isinstance(v, dict) and v.get("pytorch"): v["ratio"] = round(v.get("leanback", 0) / v["pytorch"], 3)
     return rows
+def step(p):
+    r = {}
+    for fw, f in (("leanback", f"gpu_bert_base_{p}.json"), ("pytorch", f"gpu_bert_base_{p}_torch.json")):
+        try:
+            j = json.loads(open(os.path.join(out, f)).read().strip().splitlines()[-1])
+            r[fw] = {k: round(j[k], 2) for k in ("ms_per_step", "forward_ms", "backward_ms", "optimizer_ms")}
+        except Exception as e:
+            r[fw + "_error"] = str(e)
+    if "leanback" in r and "pytorch" in r:
+        r["step_ratio"] = round(r["leanback"]["ms_per_step"] / r["pytorch"]["ms_per_step"], 3)
+    return r
 print(json.dumps({"build_rc": build_rc, "build_s": build_s, "cuda_tests_rc": cuda_rc,
                   "cuda_tests": ctest("gpu_ctest_cuda.log"), "gemm_bf16": gemm("bf16"), "gemm_f32": gemm("f32"),
+                  "bert_base_bf16": step("bf16"), "bert_base_f32": step("f32"),
                   "bench_done_s": bench_s, "rest_rc": rest_rc, "rest_tests": ctest("gpu_ctest_rest.log"),
                   "seconds": total_s}, indent=1))
 PY

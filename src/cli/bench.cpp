@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "lb/core/cuda_runtime_info.h"
 #include "lb/nn/backward/factory.h"
 #include "src/cli/bench_tokenize.h"
 #include "src/cli/bench_workloads.h"
@@ -30,6 +31,8 @@ const std::vector<BenchWorkload>& bench_workloads() {
       {"conv_bwd", "Conv2d 3x3 64->64 pad 1 (bias) on x (64, 64, 32, 32) f32: forward + backward",
        bench_conv_bwd},
       {"bert_mini", "BERT L=4 H=256 (B 32, T 128) training step, AdamW", bench_bert_mini},
+      {"bert_base", "BERT-base L=12 H=768 (B 32, T 128) training step, AdamW (for --device cuda)",
+       bench_bert_base},
       {"vit_tiny", "ViT depth 12 dim 192 patch 4 on 32x32 (B 64) training step, AdamW", bench_vit_tiny},
       {"resnet18", "ResNet-18 CIFAR stem 32x32 (B 64) training step, SGD momentum", bench_resnet18},
   };
@@ -95,10 +98,20 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
       opt.precision = args[++i];
       if (opt.precision != "f32" && opt.precision != "bf16")
         throw UsageError("--precision must be f32 or bf16, got '" + opt.precision + "'");
+    } else if (a == "--device") {
+      if (i + 1 >= args.size()) throw UsageError("--device needs a value: cpu, cuda or cuda:N");
+      try {
+        opt.device = Device::parse(args[++i]);
+      } catch (const Error& e) {
+        throw UsageError(std::string("--device: ") + e.what());
+      }
+      if (opt.device.is_cuda() && opt.device.index >= cuda_device_count())
+        throw UsageError("--device " + opt.device.str() + ": " + std::to_string(cuda_device_count()) +
+                         " CUDA device(s) on this machine" + (cuda_compiled() ? "" : " (built without CUDA)"));
     } else {
       throw UsageError("unknown flag '" + a +
                        "' for bench; valid: --iters N, --warmup N, --strategy S, --rank N, "
-                       "--precision f32|bf16, --json");
+                       "--precision f32|bf16, --device cpu|cuda[:N], --json");
     }
   }
   return opt;
@@ -166,7 +179,7 @@ int cmd_bench(const std::vector<std::string>& args) {
                         (args.size() > 1 && is_help(args[1]) && args[0] != "gemm" &&
                          args[0] != "tokenize"))) {
     std::cout << "usage: leanback bench WORKLOAD [--strategy S] [--rank N] [--iters N] "
-                 "[--warmup N] [--precision f32|bf16] [--json]\n"
+                 "[--warmup N] [--precision f32|bf16] [--device cpu|cuda[:N]] [--json]\n"
                  "  --precision bf16                every float product on bf16 operands, f32 "
                  "accumulation\n"
                  "  --strategy vanilla|instant|hot  backward of every compressible Linear/Conv2d "

@@ -7,6 +7,8 @@
 
 #include "lb/autograd/node.h"
 #include "lb/core/allocator.h"
+#include "lb/core/cuda_runtime_info.h"
+#include "lb/core/storage.h"
 #include "lb/nn/backward/accounting.h"
 #include "lb/nn/backward/calibration.h"
 #include "lb/nn/backward/policy.h"
@@ -17,6 +19,9 @@ namespace lb::cli {
 
 StrategyList apply_bench_strategy(nn::Module& model, const BenchOptions& opt) {
   if (opt.strategy == "vanilla" && opt.rank == 0) return {};
+  if (!opt.device.is_cpu())
+    throw UsageError("--device " + opt.device.str() + " --strategy " + opt.strategy +
+                     ": INSTANT's and HOT's kernels run on the CPU only so far");
   std::string where = "--strategy " + opt.strategy;
   if (opt.rank > 0) where += " --rank " + std::to_string(opt.rank);
   nlohmann::json settings = bench_strategy_spec(opt);
@@ -41,18 +46,25 @@ TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Ten
         ++r.calibrations;
       }
     }
-    if (it == opt.warmup) cpu_allocator().reset_peak();
+    if (it == opt.warmup) allocator_for(opt.device).reset_peak();
+    // On a GPU each phase ends when its queued kernels have (cuda_synchronize: a no-op on the CPU).
+    const auto sync = [&] {
+      if (opt.device.is_cuda()) cuda_synchronize(opt.device.index);
+    };
     const auto t0 = BenchClock::now();
     Tensor loss = forward();
+    sync();
     const auto t1 = BenchClock::now();
     // Outside the timed phases: walks the live nodes.
     if (it == opt.warmup + opt.iters - 1) r.saved_bytes = autograd::saved_bytes();
     const auto t2 = BenchClock::now();
     loss.backward();
     loss = Tensor();  // the graph is freed by backward; drop the last handle too
+    sync();
     const auto t3 = BenchClock::now();
     optimizer.step();
     optimizer.zero_grad();
+    sync();
     const auto t4 = BenchClock::now();
     if (it < opt.warmup) continue;
     fwd.push_back(ms_since(t0, t1));
@@ -60,7 +72,7 @@ TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Ten
     upd.push_back(ms_since(t3, t4));
     step.push_back(ms_since(t0, t1) + ms_since(t2, t4));
   }
-  const MemStats m = cpu_allocator().stats();
+  const MemStats m = allocator_for(opt.device).stats();
   r.ms_per_step = median(step);
   r.forward_ms = median(fwd);
   r.backward_ms = median(bwd);
@@ -80,6 +92,7 @@ nlohmann::json train_step_json(const std::string& workload, const BenchOptions& 
   nlohmann::json j = {{"workload", workload},
                       {"strategy", opt.strategy},
                       {"framework", "leanback"},
+                      {"device", opt.device.str()},
                       {"dtype", "f32"},
                       {"iters", opt.iters},
                       {"warmup", opt.warmup},

@@ -23,6 +23,7 @@ struct BenchOptions {
   std::string strategy = "vanilla";  // Linear/Conv backward strategy (bench_strategy.h)
   int rank = 0;                      // --rank N: fixed low-rank size (INSTANT R_x = R_y = N)
   std::string precision = "f32";     // --precision bf16: every float product on bf16 operands
+  Device device = Device::cpu();     // --device cuda[:N]: model, batch and optimizer state there
 };
 
 struct BenchWorkload {
@@ -37,6 +38,7 @@ const std::vector<BenchWorkload>& bench_workloads();
 nlohmann::json bench_linear_bwd(const BenchOptions& opt);
 nlohmann::json bench_conv_bwd(const BenchOptions& opt);
 nlohmann::json bench_bert_mini(const BenchOptions& opt);  // bench_bert_mini.cpp
+nlohmann::json bench_bert_base(const BenchOptions& opt);  // bench_bert_mini.cpp
 nlohmann::json bench_vit_tiny(const BenchOptions& opt);   // bench_vit_tiny.cpp
 nlohmann::json bench_resnet18(const BenchOptions& opt);   // bench_resnet18.cpp
 

@@ -36,6 +36,9 @@ def parse_args(doc):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the GPU twins of `--device cuda`)")
+    p.add_argument("--autocast", action="store_true",
+                   help="torch.autocast(bfloat16) around forward (the twin of leanback's --precision bf16)")
     a = p.parse_args()
     if a.iters < 1 or a.warmup < 0:
         p.error("--iters must be >= 1 and --warmup >= 0")
@@ -58,6 +61,14 @@ def run(name, a, model, optimizer, forward, extra):
 
     fwd, bwd, upd, step = [], [], [], []
     saved = 0
+    cuda = a.device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)  # a phase ends when its kernels have
+    if a.autocast:
+        plain = forward
+
+        def forward():
+            with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16):
+                return plain()
     optimizer.zero_grad(set_to_none=True)
     for it in range(a.warmup + a.iters):
         last = it == a.warmup + a.iters - 1
@@ -68,15 +79,18 @@ def run(name, a, model, optimizer, forward, extra):
                 loss = forward()
         else:
             loss = forward()
+        sync()
         t1 = time.perf_counter()
         if last:
             saved = sum(saved_storages.values())
         t2 = time.perf_counter()
         loss.backward()
         del loss
+        sync()
         t3 = time.perf_counter()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        sync()
         t4 = time.perf_counter()
         if it >= a.warmup:
             fwd.append((t1 - t0) * 1e3)
@@ -87,7 +101,9 @@ def run(name, a, model, optimizer, forward, extra):
         "workload": name,
         "strategy": "vanilla",
         "framework": f"pytorch {torch.__version__}",
+        "device": a.device,
         "dtype": "f32",
+        "precision": "autocast bf16" if a.autocast else "f32",
         "iters": a.iters,
         "warmup": a.warmup,
         "ms_per_step": statistics.median(step),
