@@ -11,6 +11,7 @@
 #include <map>
 #include <thread>
 
+#include "cuda/runtime.h"
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/core/error.h"
 #include "lb/dist/nccl_group.h"
@@ -39,14 +40,19 @@ class NcclGroup final : public ProcessGroup {
   NcclGroup(int device, int rank, int size, const ncclUniqueId& id, ProcessGroup* bootstrap)
       : device_(device), rank_(rank), size_(size), bootstrap_(bootstrap), timeout_s_(dist_timeout_s()) {
     cuda(cudaSetDevice(device_), "cudaSetDevice", "the communicator", __LINE__);
-    // A blocking stream: it waits for the legacy default stream, which Tensor::to's copies use.
-    cuda(cudaStreamCreate(&stream_), "cudaStreamCreate", "the communicator", __LINE__);
+    // The collectives' own stream, ordered after the device's compute stream (cuda/runtime.h:
+    // every kernel and copy runs there) by an event before each collective (after_compute).
+    cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
+         "the communicator", __LINE__);
+    cuda(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming), "cudaEventCreateWithFlags",
+         "the communicator", __LINE__);
     nccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank", "the communicator", __LINE__);
   }
 
   ~NcclGroup() override {
     for (auto& [id, p] : pending_) cudaEventDestroy(p.done);
     if (comm_) ncclCommDestroy(comm_);
+    if (computed_) cudaEventDestroy(computed_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -59,6 +65,7 @@ class NcclGroup final : public ProcessGroup {
   int64_t all_reduce_sum_start(Tensor& t, const std::string& what) override {
     check_tensor(t, "all_reduce", what);
     const ncclDataType_t type = nccl_sum_type(t.dtype(), rank_, what);
+    after_compute(what);
     nccl(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), type, ncclSum, comm_, stream_),
          "ncclAllReduce", what, __LINE__);
     return enqueue_done("all_reduce of " + what);
@@ -83,6 +90,7 @@ class NcclGroup final : public ProcessGroup {
   void broadcast(Tensor& t, int root, const std::string& what) override {
     check_tensor(t, "broadcast", what);
     check_root(root, what);
+    after_compute(what);
     nccl(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, comm_, stream_), "ncclBroadcast",
          what, __LINE__);
     finish({enqueue_event(), "broadcast of " + what});
@@ -110,6 +118,7 @@ class NcclGroup final : public ProcessGroup {
     const Tensor c = t.contiguous();
     check_tensor(c, "all_gather", what);
     Tensor out = gathered_empty(c);
+    after_compute(what);
     nccl(ncclAllGather(c.raw_data(), out.raw_data(), c.nbytes(), ncclUint8, comm_, stream_), "ncclAllGather", what,
          __LINE__);
     finish({enqueue_event(), "all_gather of " + what});
@@ -133,6 +142,14 @@ class NcclGroup final : public ProcessGroup {
     cudaEvent_t done;
     std::string what;
   };
+
+  // The next collective starts after everything queued so far on the device's compute stream
+  // (the kernels that wrote its input). Its results are read after finish() has waited for
+  // it on the host, so later kernels need no event back.
+  void after_compute(const std::string& what) {
+    cuda(cudaEventRecord(computed_, ::lb::cuda::stream(device_)), "cudaEventRecord", what, __LINE__);
+    cuda(cudaStreamWaitEvent(stream_, computed_, 0), "cudaStreamWaitEvent", what, __LINE__);
+  }
 
   cudaEvent_t enqueue_event() {
     cudaEvent_t e = nullptr;
@@ -214,6 +231,7 @@ class NcclGroup final : public ProcessGroup {
   ProcessGroup* bootstrap_;
   double timeout_s_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t computed_ = nullptr;
   ncclComm_t comm_ = nullptr;
   std::map<int64_t, Pending> pending_;
   int64_t next_request_ = 1;

@@ -2,7 +2,6 @@
 #include "src/train/data_parallel.h"
 
 #include <chrono>
-#include <cstring>
 
 #include "lb/autograd/node.h"
 #include "lb/core/error.h"
@@ -36,20 +35,20 @@ void GradientSync::broadcast_parameters() {
   }
 }
 
+// A bucket is one flat tensor on the parameters' device (the MPI group carries CPU tensors,
+// the NCCL group CUDA ones); gradients go in and out by copies on that device.
 void GradientSync::start_bucket(size_t b) {
   Bucket& bk = buckets_[b];
-  bk.flat = Tensor::empty({bk.numel}, bk.dtype, Device::cpu(), MemTag::Workspace);
-  char* dst = static_cast<char*>(bk.flat.raw_data());
+  const Device dev = params_[bk.params.front()].device();
+  bk.flat = Tensor::empty({bk.numel}, bk.dtype, dev, MemTag::Workspace);
+  int64_t at = 0;
   for (size_t i : bk.params) {
     const Tensor g = params_[i].grad();
-    const size_t n = params_[i].nbytes();
-    if (g.defined()) {
-      const Tensor gc = g.contiguous();
-      std::memcpy(dst, gc.raw_data(), n);
-    } else {
-      std::memset(dst, 0, n);
-    }
-    dst += n;
+    const int64_t n = params_[i].numel();
+    Tensor part = bk.flat.slice(0, at, at + n);
+    if (g.defined()) part.copy_(g.reshape({n}));
+    else part.zero_();
+    at += n;
   }
   bk.request = group_.all_reduce_sum_start(bk.flat, "gradients (bucket " + std::to_string(b + 1) + " of " +
                                                         std::to_string(buckets_.size()) + ")");
@@ -58,17 +57,17 @@ void GradientSync::start_bucket(size_t b) {
 
 void GradientSync::unpack_bucket(size_t b) {
   Bucket& bk = buckets_[b];
-  const char* src = static_cast<const char*>(bk.flat.raw_data());
+  int64_t at = 0;
   for (size_t i : bk.params) {
     Tensor& p = params_[i];
-    const size_t n = p.nbytes();
+    const int64_t n = p.numel();
     Tensor g = p.grad();
     if (!g.defined() || !g.is_contiguous()) {
       g = Tensor::empty(p.shape(), p.dtype(), p.device(), MemTag::Gradient);
       p.set_grad(g);
     }
-    std::memcpy(g.raw_data(), src, n);
-    src += n;
+    g.view({n}).copy_(bk.flat.slice(0, at, at + n));
+    at += n;
   }
   bk.flat = Tensor();
   bk.started = false;
