@@ -245,6 +245,13 @@ int env_local_rank(int fallback) {
 
 }  // namespace
 
+int nccl_device_of_this_rank() {
+  const int devices = cuda_device_count();
+  LB_CHECK(devices > 0, "the NCCL group needs a CUDA device; this process sees none");
+  const RankInfo env = world().size() == 1 ? rank_info_from_env() : RankInfo{};
+  return (env.from_env ? env.local_rank : env_local_rank(world().rank())) % devices;
+}
+
 std::unique_ptr<ProcessGroup> make_nccl_group(int device) {
   const int devices = cuda_device_count();
   LB_CHECK(devices > 0, "the NCCL group needs a CUDA device; this process sees none");

@@ -12,5 +12,7 @@ std::unique_ptr<ProcessGroup> make_nccl_group(int) {
           "installed, or point -DNCCL_ROOT at NCCL)");
 }
 
+int nccl_device_of_this_rank() { LB_FAIL("leanback was built without NCCL"); }
+
 }  // namespace lb::dist
 #endif

@@ -21,6 +21,7 @@
 #include "lb/core/precision.h"
 #include "lb/core/random.h"
 #include "lb/core/storage.h"
+#include "lb/dist/nccl_group.h"
 #include "lb/io/atomic_file.h"
 #include "lb/io/json_file.h"
 #include "lb/nn/backward/accounting.h"
@@ -289,7 +290,17 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   const TrainSection& tc = config.train;
   TrainResult result;
   // Data-parallel: every rank runs this function; rank 0 alone writes files and logs.
-  dist::ProcessGroup& pg = opt.group ? *opt.group : dist::world();
+  // On GPUs under mpirun (or torchrun's variables): one GPU per rank, its local rank's, and
+  // the collectives over NCCL (which carries the strings and counts as well).
+  Device device = opt.device;
+  std::unique_ptr<dist::ProcessGroup> nccl_group;
+  if (!opt.group && device.is_cuda() && dist::world().size() > 1) {
+    LB_CHECK(dist::nccl_compiled(), "--device ", device.str(), " with ", dist::world().size(),
+             " ranks: this build has no NCCL, which data-parallel training on GPUs runs over");
+    device = Device::cuda(dist::nccl_device_of_this_rank());
+    nccl_group = dist::make_nccl_group(device.index);
+  }
+  dist::ProcessGroup& pg = opt.group ? *opt.group : nccl_group ? *nccl_group : dist::world();
   const bool main_rank = pg.is_main();
   const int64_t world = pg.size();
   const fs::path run_dir = resolve_run_dir(config, opt);
@@ -343,12 +354,11 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   const auto strategies = policy.apply(module, opt.strategy);
   if (data.text)
     for (const auto& s : strategies) s->set_max_tokens(config.data.max_seq_len);
-  if (!opt.device.is_cpu()) {
-    LB_CHECK(world == 1, "--device ", opt.device.str(), ": data-parallel training runs on the CPU only so far");
+  if (!device.is_cpu()) {
     for (const auto& s : strategies)
-      LB_CHECK(s->type() == "vanilla", "--device ", opt.device.str(), ": layer ", s->layer_name(), " uses ",
+      LB_CHECK(s->type() == "vanilla", "--device ", device.str(), ": layer ", s->layer_name(), " uses ",
                s->type(), ", whose kernels run on the CPU only so far. HINT: --strategy vanilla");
-    model->to(opt.device);  // before the optimizer takes the parameters
+    model->to(device);  // before the optimizer takes the parameters
   }
   nn::backward::Calibrator calibrator(strategies);
   calibrator.set_group(world > 1 ? &pg : nullptr);
@@ -532,7 +542,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   double train_ms = 0;          // optimizer steps only (no evaluation, calibration, saving)
   double probe_ms = 0;          // the gradient-fidelity probe (train.grad_probe_every)
   int64_t train_examples = 0;
-  allocator_for(opt.device).reset_peak();
+  allocator_for(device).reset_peak();
 
   while (st.step < total_steps) {
     bool stop = stop_requested() || (opt.interrupt_after > 0 && steps_this_run >= opt.interrupt_after);
@@ -696,7 +706,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
 
     if (st.step % tc.log_every == 0 || st.step == total_steps) {
       const double n = static_cast<double>(win.steps);
-      const MemStats mem = allocator_for(opt.device).stats();
+      const MemStats mem = allocator_for(device).stats();
       nlohmann::json peak_by_tag;
       for (int i = 0; i < kNumMemTags; ++i) peak_by_tag[mem_tag_name(static_cast<MemTag>(i))] = mem.peak[i];
       nlohmann::json line = {{"type", "train"},
@@ -728,7 +738,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
          << win.saved_sum / n / (1024.0 * 1024.0) << " MiB";
       progress.log(os.str());
       win = Window{};
-      allocator_for(opt.device).reset_peak();
+      allocator_for(device).reset_peak();
     }
     const bool at_eval = st.step % eval_every == 0 || st.step == total_steps;
     if (at_eval) {

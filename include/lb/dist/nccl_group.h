@@ -24,4 +24,7 @@ bool nccl_compiled();
 // The group for this process (device -1: the local rank's GPU, as above).
 std::unique_ptr<ProcessGroup> make_nccl_group(int device = -1);
 
+// The GPU make_nccl_group(-1) takes for this process: its local rank modulo the devices seen.
+int nccl_device_of_this_rank();
+
 }  // namespace lb::dist

@@ -50,6 +50,7 @@ struct TrainOptions {
   bool quiet = false;            // no per-step log lines (tests)
   // Where the model, its batches and the optimizer state live. On a CUDA device every
   // layer must run the vanilla strategy for now (INSTANT's and HOT's kernels are CPU-only).
+  // Data-parallel on GPUs (mpirun): each rank takes its local rank's GPU, collectives over NCCL.
   Device device = Device::cpu();
   // Test hook: behave as if interrupted (Ctrl-C) after this many optimizer steps.
   int64_t interrupt_after = 0;
