@@ -8,8 +8,8 @@
 // (c x r, ld) transpose, so C = op(A) op(B) is issued as Cᵀ = op(B)ᵀ op(A)ᵀ: operands swapped,
 // each keeping its own transpose flag, sizes (N, M, K).
 //
-// Types: f64 in f64; f32 in f32 (CUBLAS_COMPUTE_32F: no TF32 unless asked for; under
-// precision bf16, CUBLAS_COMPUTE_32F_FAST_16BF); bf16 operands with an f32 result in bf16 x
+// Types: f64 in f64; f32 in f32 (CUBLAS_COMPUTE_32F: no TF32 unless asked for, precision
+// tf32; under precision bf16, CUBLAS_COMPUTE_32F_FAST_16BF); bf16 operands with an f32 result in bf16 x
 // bf16 -> f32 (a single bf16 operand is widened to f32 first, exactly, since cuBLAS takes one
 // input type).
 #include <cublas_v2.h>
@@ -150,8 +150,13 @@ void gemm_into(Tensor& c, const Tensor& a_in, bool trans_a, const Tensor& b_in, 
   call.f64 = c.dtype() == DType::F64;
   // precision bf16 (lb/core/precision.h) on f32 operands: cuBLAS rounds them to bf16 and
   // accumulates in f32 on the tensor cores, as the CPU's bf16 kernel does.
-  const bool fast_bf16 = p.A.t.dtype() == DType::F32 && matmul_precision() == MatmulPrecision::BF16;
-  call.compute = call.f64 ? CUBLAS_COMPUTE_64F : fast_bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+  // precision tf32 (opt-in): the TF32 tensor-core path.
+  const bool f32_in = p.A.t.dtype() == DType::F32;
+  const MatmulPrecision mp = matmul_precision();
+  call.compute = call.f64                                   ? CUBLAS_COMPUTE_64F
+                 : f32_in && mp == MatmulPrecision::BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                 : f32_in && mp == MatmulPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                          : CUBLAS_COMPUTE_32F;
   call.esize_a = dtype_size(p.A.t.dtype());
   call.esize_b = dtype_size(p.B.t.dtype());
   call.esize_c = dtype_size(c.dtype());

@@ -123,5 +123,17 @@ TEST_F(CudaMatmul, PrecisionBf16RoundsF32OperandsAsTheCpu) {
   EXPECT_GT(testing::rel_error(cg, exact), 1e-4) << "the CUDA product was not rounded to bf16";
 }
 
+// precision tf32 (opt-in): 10-bit mantissas on CUDA (about 1e-3 relative from the f32
+// product), none on the CPU (its product stays f32's).
+TEST_F(CudaMatmul, PrecisionTf32IsOptInAndCudaOnly) {
+  const Tensor a = testing::randn({64, 96}, 36, DType::F32), b = testing::randn({96, 48}, 37, DType::F32);
+  const Tensor exact = matmul(a, b);
+  MatmulPrecisionScope tf32(MatmulPrecision::TF32);
+  EXPECT_EQ(testing::rel_error(matmul(a, b), exact), 0.0) << "the CPU has no TF32";
+  const double err = testing::rel_error(matmul(a.to(kCuda), b.to(kCuda)).to(Device::cpu()), exact);
+  EXPECT_GT(err, 1e-6) << "the CUDA product was not on the TF32 path";
+  EXPECT_LT(err, 1e-2);
+}
+
 }  // namespace
 }  // namespace lb

@@ -94,10 +94,10 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
     } else if (a == "--rank") {
       opt.rank = parse_count(args, i, 1);
     } else if (a == "--precision") {
-      if (i + 1 >= args.size()) throw UsageError("--precision needs a value: f32 or bf16");
+      if (i + 1 >= args.size()) throw UsageError("--precision needs a value: f32, bf16 or tf32");
       opt.precision = args[++i];
-      if (opt.precision != "f32" && opt.precision != "bf16")
-        throw UsageError("--precision must be f32 or bf16, got '" + opt.precision + "'");
+      if (opt.precision != "f32" && opt.precision != "bf16" && opt.precision != "tf32")
+        throw UsageError("--precision must be f32, bf16 or tf32 (CUDA), got '" + opt.precision + "'");
     } else if (a == "--device") {
       if (i + 1 >= args.size()) throw UsageError("--device needs a value: cpu, cuda or cuda:N");
       try {
@@ -111,7 +111,7 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
     } else {
       throw UsageError("unknown flag '" + a +
                        "' for bench; valid: --iters N, --warmup N, --strategy S, --rank N, "
-                       "--precision f32|bf16, --device cpu|cuda[:N], --json");
+                       "--precision f32|bf16|tf32, --device cpu|cuda[:N], --json");
     }
   }
   return opt;
@@ -179,7 +179,7 @@ int cmd_bench(const std::vector<std::string>& args) {
                         (args.size() > 1 && is_help(args[1]) && args[0] != "gemm" &&
                          args[0] != "tokenize"))) {
     std::cout << "usage: leanback bench WORKLOAD [--strategy S] [--rank N] [--iters N] "
-                 "[--warmup N] [--precision f32|bf16] [--device cpu|cuda[:N]] [--json]\n"
+                 "[--warmup N] [--precision f32|bf16|tf32] [--device cpu|cuda[:N]] [--json]\n"
                  "  --precision bf16                every float product on bf16 operands, f32 "
                  "accumulation\n"
                  "  --strategy vanilla|instant|hot  backward of every compressible Linear/Conv2d "
@@ -209,7 +209,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     r["threads"]["bf16_gemm"] = opt.precision == "bf16" && cpu::sgemm_bf16_preferred()
                                     ? cpu::sgemm_bf16_kernel_name()
                                     : "f32 kernel on rounded operands";
-    if (opt.precision == "f32") r["threads"].erase("bf16_gemm");
+    if (opt.precision != "bf16") r["threads"].erase("bf16_gemm");
     std::cout << (opt.json ? r.dump() : summary(r)) << std::endl;
     return 0;
   }

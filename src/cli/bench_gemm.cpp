@@ -173,8 +173,8 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
     else if (a == "--precision") {
       if (i + 1 >= args.size()) throw UsageError("--precision needs a value: f32, bf16 or int8");
       const std::string& v = args[++i];
-      if (v != "f32" && v != "bf16" && v != "int8")
-        throw UsageError("--precision must be f32, bf16 or int8, got '" + v + "'");
+      if (v != "f32" && v != "bf16" && v != "int8" && v != "tf32")
+        throw UsageError("--precision must be f32, bf16, int8 or tf32 (CUDA), got '" + v + "'");
       mode = v == "bf16" ? Mode::BF16 : v == "int8" ? Mode::INT8 : Mode::F32;
       precision = v;
     } else if (a == "--device") {
@@ -196,6 +196,7 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
     if ((one.m || one.n || one.k) && !(one.m && one.n && one.k)) throw UsageError("bench gemm: give all of --m, --n, --k");
     return bench_gemm_cuda(dev, precision, one.m, one.n, one.k, iters, json);
   }
+  if (precision == "tf32") throw UsageError("bench gemm --precision tf32 needs --device cuda (the CPU has no TF32)");
   const bool custom = one.m || one.n || one.k;
   if (custom && !(one.m && one.n && one.k)) throw UsageError("bench gemm: give all of --m, --n, --k");
   if (!custom && (one.ta || one.tb)) throw UsageError("bench gemm: --ta/--tb need --m, --n, --k");

@@ -1,8 +1,9 @@
-// `leanback bench gemm --device cuda[:N] [--precision f32|bf16] [--m M --n N --k K] [--iters N]
+// `leanback bench gemm --device cuda[:N] [--precision f32|bf16|tf32] [--m M --n N --k K] [--iters N]
 // [--json]`: throughput of the library's CUDA GEMM path (src/backend/gemm.h: the operand
 // description and the cuBLAS call the ops make) in TFLOP/s, over large squares and the
 // shapes of a BERT-base training step (B·T = 4096 tokens). bf16: bf16 operands, f32 results
-// (what bf16 products feed the f32 outputs of); f32: f32 in CUBLAS_COMPUTE_32F (no TF32).
+// (what bf16 products feed the f32 outputs of); f32: f32 in CUBLAS_COMPUTE_32F (no TF32);
+// tf32: f32 operands on CUBLAS_COMPUTE_32F_FAST_TF32.
 // Compare with tools/bench/gemm_cuda.py (torch.matmul on the same shapes: cuBLAS's own peak).
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lb/core/cuda_runtime_info.h"
+#include "lb/core/precision.h"
 #include "lb/core/random.h"
 #include "src/backend/gemm.h"
 #include "src/cli/commands.h"
@@ -65,9 +67,11 @@ int bench_gemm_cuda(Device dev, const std::string& precision, int64_t m, int64_t
     throw UsageError("bench gemm --device " + dev.str() + ": " +
                      (cuda_compiled() ? std::to_string(cuda_device_count()) + " CUDA device(s) on this machine"
                                       : std::string("this leanback was built without CUDA")));
-  if (precision != "f32" && precision != "bf16")
-    throw UsageError("bench gemm --device cuda: --precision must be f32 or bf16, got '" + precision + "'");
+  if (precision != "f32" && precision != "bf16" && precision != "tf32")
+    throw UsageError("bench gemm --device cuda: --precision must be f32, bf16 or tf32, got '" + precision + "'");
   const DType dt = precision == "bf16" ? DType::BF16 : DType::F32;
+  // tf32: f32 operands on the TF32 path (lb/core/precision.h)
+  const MatmulPrecisionScope scope(precision == "tf32" ? MatmulPrecision::TF32 : MatmulPrecision::F32);
   const std::vector<Shape3> shapes = m > 0 ? std::vector<Shape3>{{m, n, k, "custom"}} : kShapes;
   const std::string name = cuda_device_names()[static_cast<size_t>(dev.index)];
   nlohmann::json rows = nlohmann::json::array();

@@ -188,7 +188,7 @@ TrainSection parse_train(const nlohmann::json& j) {
   t.grad_probe_every = r.integer("grad_probe_every", 0, 0, kBig);
   t.seed = static_cast<uint64_t>(r.integer("seed", 42, 0, std::numeric_limits<int64_t>::max()));
   t.label_smoothing = r.number("label_smoothing", 0, 0, 0.999);
-  t.precision = r.choice("precision", t.precision, {"f32", "bf16"});
+  t.precision = r.choice("precision", t.precision, {"f32", "bf16", "tf32"});
   t.bucket_cap_mb = r.number("bucket_cap_mb", t.bucket_cap_mb, 0, 1 << 20);
   LB_CHECK(t.bucket_cap_mb > 0, r.path(), ".bucket_cap_mb: must be > 0 MiB, got 0");
   r.finish();

@@ -13,11 +13,14 @@
 
 namespace lb {
 
-enum class MatmulPrecision : uint8_t { F32, BF16 };
+// TF32 (opt-in, CUDA only): f32 operands on the tensor cores' TF32 path
+// (CUBLAS_COMPUTE_32F_FAST_TF32, 10-bit mantissas, f32 accumulation), as PyTorch's
+// allow_tf32; the CPU has no TF32 and runs such products in f32.
+enum class MatmulPrecision : uint8_t { F32, BF16, TF32 };
 
 MatmulPrecision matmul_precision();
 void set_matmul_precision(MatmulPrecision p);
-const char* matmul_precision_name(MatmulPrecision p);      // "f32", "bf16"
+const char* matmul_precision_name(MatmulPrecision p);      // "f32", "bf16", "tf32"
 MatmulPrecision matmul_precision_from_name(const std::string& name);  // throws on unknown
 
 // Sets the precision for a scope and restores the previous one.
