@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "lb/core/cuda_runtime_info.h"
+#include "lb/nn/backward/factory.h"
 #include "lb/ops.h"
 #include "testing/testing.h"
 
@@ -29,14 +30,17 @@ TEST(CudaRuntime, CopyRoundTripAndAccounting) {
   EXPECT_EQ(allocator_for(Device::cuda(0)).stats().total_current, before);
 }
 
-TEST(CudaRuntime, CpuOnlyOpsRejectDeviceTensorsClearly) {
+TEST(CudaRuntime, CpuOnlyStrategiesRejectDeviceTensorsClearly) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  const Tensor d = Tensor::zeros({2, 16}).to(Device::cuda(0));
-  try {
-    fwht(d, -1, 4);  // the Hadamard transform has no CUDA kernel yet
-    FAIL() << "fwht accepted a CUDA tensor";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no CUDA kernel yet"), std::string::npos) << e.what();
+  const Tensor x = Tensor::zeros({2, 3, 16}).to(Device::cuda(0)), w = Tensor::zeros({8, 16}).to(Device::cuda(0));
+  for (const char* type : {"instant", "hot"}) {
+    auto s = nn::backward::make_strategy({{"type", type}}, "backward.strategies.test");
+    try {
+      s->save(x, w);  // INSTANT's and HOT's kernels are CPU-only so far
+      FAIL() << type << " accepted a CUDA tensor";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("run on the CPU only so far"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -99,6 +99,7 @@ class Instant : public Strategy {
   Instant();  // default settings
   explicit Instant(Settings s);
   std::string type() const override { return "instant"; }
+  bool cpu_only() const override { return true; }  // no CUDA kernels yet
   nlohmann::json hyperparams() const override;
   std::unique_ptr<Strategy> clone() const override { return std::make_unique<Instant>(settings_); }
   const Settings& settings() const { return settings_; }

@@ -83,6 +83,9 @@ class Strategy {
   virtual nlohmann::json hyperparams() const = 0;
   // A fresh per-layer instance with the same settings (the factory builds a prototype per rule).
   virtual std::unique_ptr<Strategy> clone() const = 0;
+  // Whether its kernels run on the CPU only (then save() refuses device tensors, naming the
+  // layer, instead of handing device memory to CPU code).
+  virtual bool cpu_only() const { return false; }
 
   // Forward: x (B, L, I) contiguous, w (O, I). Exact-save during calibration. Inside a
   // PackedSequencesScope whose offsets end at L, a (1, L, I) x is a padding-free call: its
@@ -142,8 +145,10 @@ class Strategy {
   const std::string& fallback_reason() const { return fallback_reason_; }
   // The conv save strategy_conv2d uses: the exact image save once the layer fell back.
   SavedState save_conv_checked(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
+    check_device(x);
     return fell_back_ ? save_conv_exact(x, w2d, cg) : save_conv(x, w2d, cg);
   }
+  void check_device(const Tensor& x) const;
 
   // ---- gradient-fidelity probe (train.grad_probe_every) ----
   // While probing, strategy_linear / strategy_conv2d keep the exact input next to the
