@@ -45,6 +45,11 @@ for p in bf16 f32; do
   timeout 150 python3 "$root/tools/bench/bert_mini.py" --size base --device cuda $([ $p = bf16 ] && echo --autocast) \
     --json > "$out/gpu_bert_base_${p}_torch.json" 2>> "$out/gpu_bench.log"
 done
+# linear_bwd (Linear 768->3072, x 32x128x768) vanilla: the baseline the strategies' GPU
+# kernels will be measured against, and its PyTorch twin.
+timeout 60 "$build/leanback" bench linear_bwd --device cuda --json > "$out/gpu_linear_bwd.json" 2>> "$out/gpu_bench.log"
+timeout 60 python3 "$root/tools/bench/linear_bwd.py" --device cuda --json > "$out/gpu_linear_bwd_torch.json" \
+  2>> "$out/gpu_bench.log"
 bench_s=$(elapsed)
 # 4. The rest of the suite, while the 6 minutes last.
 left=$(( 330 - $(elapsed) ))
@@ -85,9 +90,18 @@ def step(p):
     if "leanback" in r and "pytorch" in r:
         r["step_ratio"] = round(r["leanback"]["ms_per_step"] / r["pytorch"]["ms_per_step"], 3)
     return r
+def layer():
+    r = {}
+    for fw, f in (("leanback", "gpu_linear_bwd.json"), ("pytorch", "gpu_linear_bwd_torch.json")):
+        try:
+            j = json.loads(open(os.path.join(out, f)).read().strip().splitlines()[-1])
+            r[fw] = {k: round(j[k], 3) for k in ("forward_ms", "backward_ms")}
+        except Exception as e:
+            r[fw + "_error"] = str(e)
+    return r
 print(json.dumps({"build_rc": build_rc, "build_s": build_s, "cuda_tests_rc": cuda_rc,
                   "cuda_tests": ctest("gpu_ctest_cuda.log"), "gemm_bf16": gemm("bf16"), "gemm_f32": gemm("f32"),
-                  "bert_base_bf16": step("bf16"), "bert_base_f32": step("f32"),
+                  "bert_base_bf16": step("bf16"), "bert_base_f32": step("f32"), "linear_bwd_f32": layer(),
                   "bench_done_s": bench_s, "rest_rc": rest_rc, "rest_tests": ctest("gpu_ctest_rest.log"),
                   "seconds": total_s}, indent=1))
 PY

@@ -25,6 +25,7 @@ nlohmann::json bench_conv_bwd(const BenchOptions& opt) {
   Tensor g = Tensor::empty({kN, kO, kH, kH});
   nn::init::normal_(x, 0.0, 1.0);
   nn::init::normal_(g, 0.0, 1.0);
+  to_bench_device(opt, {&w, &b}, {&x, &g});
   w.set_requires_grad(true);
   b.set_requires_grad(true);
   x.set_requires_grad(true);

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "lb/autograd/node.h"
+#include "lb/core/cuda_runtime_info.h"
 #include "lb/nn/backward/factory.h"
 #include "src/cli/commands.h"
 
@@ -18,6 +19,9 @@ nlohmann::json bench_strategy_spec(const BenchOptions& opt) {
 
 std::shared_ptr<nn::backward::Strategy> bench_strategy(const BenchOptions& opt) {
   if (opt.strategy == "vanilla" && opt.rank == 0) return nullptr;
+  if (!opt.device.is_cpu())
+    throw UsageError("--device " + opt.device.str() + " --strategy " + opt.strategy +
+                     ": INSTANT's and HOT's kernels run on the CPU only so far");
   std::string where = "bench --strategy " + opt.strategy;
   if (opt.rank > 0) where += " --rank " + std::to_string(opt.rank);
   // --rank is INSTANT's setting; other strategies would reject it as an unknown key.
@@ -87,14 +91,21 @@ nlohmann::json bench_layer(const std::string& workload, const BenchOptions& opt,
   }) : 0.0;
   std::vector<double> fwd, bwd, step;
   int64_t saved = 0;
+  // On a GPU a phase ends when its queued kernels have.
+  const auto sync = [&] {
+    if (opt.device.is_cuda()) cuda_synchronize(opt.device.index);
+  };
   for (int it = 0; it < opt.warmup + opt.iters; ++it) {
     drop_grads();
+    sync();
     const auto t0 = BenchClock::now();
     Tensor y = forward();
+    sync();
     const auto t1 = BenchClock::now();
     saved = autograd::saved_bytes();  // after forward, before backward
     const auto t2 = BenchClock::now();
     y.backward(g_y);
+    sync();
     const auto t3 = BenchClock::now();
     for (const Tensor& t : leaves)
       LB_CHECK(t.grad().defined(), "bench ", workload, ": a gradient is missing");
@@ -107,6 +118,7 @@ nlohmann::json bench_layer(const std::string& workload, const BenchOptions& opt,
   nlohmann::json r = {{"workload", workload},
                       {"strategy", opt.strategy},
                       {"framework", "leanback"},
+                      {"device", opt.device.str()},
                       {"dtype", "f32"},
                       {"iters", opt.iters},
                       {"warmup", opt.warmup},
@@ -122,6 +134,16 @@ nlohmann::json bench_layer(const std::string& workload, const BenchOptions& opt,
   r[strategy ? "vanilla_equivalent_gflops" : "gflops"] = rate;
   bench_strategy_fields(r, strategy.get(), geom);
   return r;
+}
+
+void to_bench_device(const BenchOptions& opt, std::initializer_list<Tensor*> params,
+                     std::initializer_list<Tensor*> data) {
+  if (opt.device.is_cpu()) return;
+  for (Tensor* p : params) {
+    *p = p->to(opt.device);
+    p->storage()->set_tag(MemTag::Parameter);
+  }
+  for (Tensor* t : data) *t = t->to(opt.device);
 }
 
 }  // namespace lb::cli

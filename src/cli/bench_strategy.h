@@ -6,6 +6,7 @@
 //                             own data before the timed iterations.
 #pragma once
 #include <functional>
+#include <initializer_list>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -38,5 +39,9 @@ nlohmann::json bench_layer(const std::string& workload, const BenchOptions& opt,
                            const std::function<Tensor()>& forward, const Tensor& g_y,
                            std::vector<Tensor> leaves, double flops_per_step,
                            const nn::backward::LayerGeometry& geom);
+
+// --device cuda: moves the layer's parameters (tagged as such) and its data tensors there.
+void to_bench_device(const BenchOptions& opt, std::initializer_list<Tensor*> params,
+                     std::initializer_list<Tensor*> data);
 
 }  // namespace lb::cli

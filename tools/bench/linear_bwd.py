@@ -3,7 +3,7 @@
 f32, weights and x requiring grad, backward from a fixed g_y; warm-up, then the medians of the
 forward and backward times. Prints one JSON line with the same fields as the C++ bench.
 
-Usage: python3 tools/bench/linear_bwd.py [--iters N] [--warmup N] [--threads N] [--json]
+Usage: python3 tools/bench/linear_bwd.py [--iters N] [--warmup N] [--threads N] [--device cpu|cuda] [--json]
 (run with /usr/bin/python3 for Debian's torch, or a venv's python for PyPI's CPU build).
 """
 import json
@@ -21,9 +21,10 @@ def main():
     a = parse_args(__doc__)  # shared with the model benchmarks
 
     B, T, I, O = 32, 128, 768, 3072
-    lin = torch.nn.Linear(I, O)  # kaiming-uniform weight, uniform bias, requires grad
-    x = torch.randn(B, T, I, requires_grad=True)
-    g = torch.randn(B, T, O)
+    lin = torch.nn.Linear(I, O).to(a.device)  # kaiming-uniform weight, uniform bias, requires grad
+    x = torch.randn(B, T, I, device=a.device, requires_grad=True)
+    g = torch.randn(B, T, O, device=a.device)
+    sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
     params = {lin.weight.data_ptr(), lin.bias.data_ptr()}
 
     # Saved bytes: unique storages the graph keeps for backward, parameters excluded (as
@@ -43,12 +44,15 @@ def main():
         lin.zero_grad(set_to_none=True)
         saved_storages.clear()
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            sync()
             t0 = time.perf_counter()
             y = F.linear(x, lin.weight, lin.bias)
+            sync()
             t1 = time.perf_counter()
         saved = sum(saved_storages.values())
         t2 = time.perf_counter()
         y.backward(g)
+        sync()
         t3 = time.perf_counter()
         assert x.grad is not None and lin.weight.grad is not None and lin.bias.grad is not None
         del y
