@@ -2,6 +2,8 @@
 // device allocator's accounting (its logic: caching_allocator_test). Skips cleanly without a GPU (or without a CUDA build).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/nn/backward/factory.h"
 #include "lb/ops.h"
@@ -33,15 +35,21 @@ TEST(CudaRuntime, CopyRoundTripAndAccounting) {
 TEST(CudaRuntime, CpuOnlyStrategiesRejectDeviceTensorsClearly) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const Tensor x = Tensor::zeros({2, 3, 16}).to(Device::cuda(0)), w = Tensor::zeros({8, 16}).to(Device::cuda(0));
-  for (const char* type : {"instant", "hot"}) {
-    auto s = nn::backward::make_strategy({{"type", type}}, "backward.strategies.test");
+  auto expect_refused = [](const std::function<void()>& f, const std::string& what) {
     try {
-      s->save(x, w);  // INSTANT's and HOT's kernels are CPU-only so far
-      FAIL() << type << " accepted a CUDA tensor";
+      f();
+      FAIL() << what << " accepted a CUDA tensor";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("run on the CPU only so far"), std::string::npos) << e.what();
     }
-  }
+  };
+  auto hot = nn::backward::make_strategy({{"type", "hot"}}, "backward.strategies.test");
+  expect_refused([&] { hot->save(x, w); }, "hot");  // HOT's kernels are CPU-only so far
+  auto instant = nn::backward::make_strategy({{"type", "instant"}}, "backward.strategies.test");
+  EXPECT_NO_THROW(instant->save(x, w));  // INSTANT's Linear path runs on CUDA
+  const Tensor image = Tensor::zeros({1, 2, 4, 4}).to(Device::cuda(0)), w2d = Tensor::zeros({3, 18}).to(Device::cuda(0));
+  nn::backward::ConvGeometry cg;
+  expect_refused([&] { instant->save_conv_checked(image, w2d, cg); }, "instant on a Conv2d");
 }
 
 }  // namespace

@@ -17,16 +17,13 @@
 #include "lb/nn/layers.h"
 #include "lb/ops.h"
 #include "lb/optim/optimizer.h"
+#include "testing/strategies.h"
 #include "testing/testing.h"
 
 namespace lb::nn::backward {
 namespace {
 
-std::shared_ptr<Instant> instant(nlohmann::json spec) {
-  spec["type"] = "instant";
-  auto s = make_strategy(spec, "test");
-  return std::shared_ptr<Instant>(static_cast<Instant*>(s.release()));
-}
+std::shared_ptr<Instant> instant(const nlohmann::json& spec) { return testing::make_instant(spec); }
 
 struct Grads {
   Tensor gx, gw, gb;

@@ -19,16 +19,19 @@ namespace lb::cli {
 
 StrategyList apply_bench_strategy(nn::Module& model, const BenchOptions& opt) {
   if (opt.strategy == "vanilla" && opt.rank == 0) return {};
-  if (!opt.device.is_cpu())
-    throw UsageError("--device " + opt.device.str() + " --strategy " + opt.strategy +
-                     ": INSTANT's and HOT's kernels run on the CPU only so far");
   std::string where = "--strategy " + opt.strategy;
   if (opt.rank > 0) where += " --rank " + std::to_string(opt.rank);
   nlohmann::json settings = bench_strategy_spec(opt);
   settings.erase("type");
   const auto policy =
       nn::backward::Policy::from_json({{"strategies", {{opt.strategy, settings}}}}, where);
-  return policy.apply(model, opt.strategy);
+  StrategyList strategies = policy.apply(model, opt.strategy);
+  for (const auto& st : strategies)
+    if (!opt.device.is_cpu() && st->cpu_only(st->on_conv()))
+      throw UsageError("--device " + opt.device.str() + " --strategy " + opt.strategy + ": layer " +
+                       st->layer_name() + "'s " + (st->on_conv() ? "Conv2d" : "Linear") +
+                       " kernels run on the CPU only so far");
+  return strategies;
 }
 
 TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Tensor()>& forward,

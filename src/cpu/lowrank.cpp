@@ -8,6 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "lb/core/dispatch.h"
+#include "src/backend/lowrank.h"
+#include "src/cpu/gemm.h"
+
 namespace lb::cpu {
 
 namespace {
@@ -298,6 +302,13 @@ void row_sums_acc(const T* a, int64_t M, int64_t K, T* out) {
   for (int64_t m = 0; m < M; ++m) out[m] += total(a + m * K, K);
 }
 
+template <typename T>
+void gram_acc(bool trans, int64_t n, int64_t k, double alpha, const T* a, int64_t lda, T* c, int64_t ldc) {
+  gemm(trans, !trans, n, n, k, static_cast<T>(alpha), a, lda, a, lda, T(1), c, ldc > 0 ? ldc : n);
+}
+template void gram_acc<float>(bool, int64_t, int64_t, double, const float*, int64_t, float*, int64_t);
+template void gram_acc<double>(bool, int64_t, int64_t, double, const double*, int64_t, double*, int64_t);
+
 template void rows_dot_acc<float>(const float*, int64_t, const float*, int64_t, int64_t, float*);
 template void rows_dot_acc<double>(const double*, int64_t, const double*, int64_t, int64_t, double*);
 template void row_sums_acc<float>(const float*, int64_t, int64_t, float*);
@@ -321,3 +332,101 @@ template void expand_segments<double>(const double*, int64_t, int64_t, const dou
                                       const int64_t*, int64_t, int64_t, double*);
 
 }  // namespace lb::cpu
+
+// ---------------------------------------------------------------- the CPU table (src/backend/lowrank.h)
+
+namespace lb::backend {
+namespace {
+
+// Row pointers of a (R, S, C) buffer: row r of sample s starts at rows[r] + s·C.
+template <typename T>
+std::vector<T*> row_bases(T* base, int64_t R, int64_t S, int64_t C) {
+  std::vector<T*> rows(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) rows[r] = base + r * S * C;
+  return rows;
+}
+
+void project(const Tensor& a, const Tensor& x, const std::vector<int64_t>* offsets, Tensor& out, Tensor& bias) {
+  const int64_t R = a.size(0), Lp = a.size(1), C = x.size(2);
+  const int64_t S = offsets ? static_cast<int64_t>(offsets->size()) - 1 : x.size(0);
+  detail::dispatch_float(x.dtype(), "instant projection", [&](auto tag) {
+    using T = decltype(tag);
+    auto rows = row_bases(out.data<T>(), R, S, C);
+    std::vector<T> partial(bias.defined() ? static_cast<size_t>(S * C) : 0);
+    T* sums = bias.defined() ? partial.data() : nullptr;
+    if (offsets)
+      cpu::project_segments(a.data<T>(), R, Lp, x.data<T>(), offsets->data(), S, C, rows.data(), C, sums);
+    else
+      cpu::project_tokens(a.data<T>(), R, x.size(1), x.data<T>(), S, C, rows.data(), C, sums);
+    if (!bias.defined()) return;
+    // Per-sample column sums reduced over the samples in order.
+    T* gb = bias.data<T>();
+    for (int64_t c = 0; c < C; ++c) gb[c] = S > 0 ? partial[c] : T(0);
+    for (int64_t s = 1; s < S; ++s)
+      for (int64_t c = 0; c < C; ++c) gb[c] += partial[s * C + c];
+  });
+}
+
+void expand(const Tensor& a, const Tensor& in, const std::vector<int64_t>* offsets, Tensor& out) {
+  const int64_t R = a.size(0), Lp = a.size(1), C = out.size(2);
+  const int64_t S = offsets ? static_cast<int64_t>(offsets->size()) - 1 : out.size(0);
+  detail::dispatch_float(out.dtype(), "instant expansion", [&](auto tag) {
+    using T = decltype(tag);
+    auto rows = row_bases(const_cast<T*>(in.data<T>()), R, S, C);
+    std::vector<const T*> crows(rows.begin(), rows.end());
+    if (offsets)
+      cpu::expand_segments(a.data<T>(), R, Lp, crows.data(), C, offsets->data(), S, C, out.data<T>());
+    else
+      cpu::expand_tokens(a.data<T>(), R, out.size(1), crows.data(), C, S, C, out.data<T>());
+  });
+}
+
+void gram_add(Tensor& acc, const Tensor& t, const std::vector<int64_t>* offsets, bool token_axis, double alpha) {
+  const int64_t n = acc.size(0), C = t.size(2);
+  detail::dispatch_float(acc.dtype(), "instant calibration", [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = t.data<T>();
+    T* s = acc.data<T>();
+    if (!token_axis) {
+      cpu::gram_acc(true, C, t.size(0) * t.size(1), alpha, p, C, s);  // Σ_b x_bᵀ x_b = XᵀX
+      return;
+    }
+    // x_b x_bᵀ into the leading L_b×L_b block (a shorter sample is its zero-extension)
+    const int64_t S = offsets ? static_cast<int64_t>(offsets->size()) - 1 : t.size(0), L = t.size(1);
+    for (int64_t b = 0; b < S; ++b) {
+      const int64_t start = offsets ? (*offsets)[b] : b * L, Lb = offsets ? (*offsets)[b + 1] - start : L;
+      if (Lb > 0) cpu::gram_acc(false, Lb, C, alpha, p + start * C, C, s, n);
+    }
+  });
+}
+
+void gram_finish(Tensor& acc, int64_t count) {
+  const int64_t n = acc.size(0);
+  detail::dispatch_float(acc.dtype(), "instant calibration", [&](auto tag) {
+    using T = decltype(tag);
+    T* s = acc.data<T>();
+    const T inv = T(1) / static_cast<T>(count);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i; j < n; ++j) s[j * n + i] = s[i * n + j] = s[i * n + j] * inv;
+  });
+}
+
+Tensor leading_rows(const Tensor& v, int64_t R, double scale) {
+  const int64_t n = v.size(0);
+  Tensor out = Tensor::empty({R, n}, v.dtype());
+  detail::dispatch_float(v.dtype(), "instant basis", [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor vc = v.contiguous();
+    const T* pv = vc.data<T>();
+    T* pp = out.data<T>();
+    for (int64_t r = 0; r < R; ++r)  // descending order: column n-1-r of v
+      for (int64_t j = 0; j < n; ++j) pp[r * n + j] = static_cast<T>(pv[j * n + (n - 1 - r)] * scale);
+  });
+  return out;
+}
+
+}  // namespace
+
+const LowrankKernels kCpuLowrank{project, expand, gram_add, gram_finish, leading_rows};
+
+}  // namespace lb::backend

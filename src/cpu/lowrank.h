@@ -38,6 +38,14 @@ template <typename T>
 void expand_segments(const T* a, int64_t R, int64_t L, const T* const* in_rows, int64_t in_b_stride,
                      const int64_t* offsets, int64_t B, int64_t C, T* out);
 
+// c (n, n) += alpha · op(a) op(a)ᵀ with op(a) (n, k) (a (k, n) when trans): a Gram matrix,
+// the whole square, by cpu::gemm (our AVX-512 kernel split over the OpenMP threads). BLAS
+// syrk would do half the FLOPs, but only with OpenBLAS's AVX2 kernels here and its own thread
+// pool, which fought the OpenMP workers (libgomp spin and sched_yield took half of a
+// calibration's samples). ldc 0 means n.
+template <typename T>
+void gram_acc(bool trans, int64_t n, int64_t k, double alpha, const T* a, int64_t lda, T* c, int64_t ldc = 0);
+
 // Serial helpers for per-image loops (callers parallelise over images):
 // c[m, n] += Σ_k a[m, k] · b[n, k]   (a (M, K), b (N, K), c (M, N), all row-major)
 template <typename T>

@@ -356,8 +356,9 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     for (const auto& s : strategies) s->set_max_tokens(config.data.max_seq_len);
   if (!device.is_cpu()) {
     for (const auto& s : strategies)
-      LB_CHECK(s->type() == "vanilla", "--device ", device.str(), ": layer ", s->layer_name(), " uses ",
-               s->type(), ", whose kernels run on the CPU only so far. HINT: --strategy vanilla");
+      LB_CHECK(!s->cpu_only(s->on_conv()), "--device ", device.str(), ": layer ", s->layer_name(), " uses ",
+               s->type(), ", whose ", s->on_conv() ? "Conv2d" : "Linear",
+               " kernels run on the CPU only so far. HINT: --strategy vanilla");
     model->to(device);  // before the optimizer takes the parameters
   }
   nn::backward::Calibrator calibrator(strategies);

@@ -83,11 +83,14 @@ check 2 "--device cuda:7: " train "$configs/quickstart.json" --device cuda:7 --o
 check 2 "--device cuda:7: " eval "$configs/quickstart.json" --checkpoint "$tmp" --device cuda:7
 [ ! -e "$tmp/x" ] || fail "a failed run left a run directory behind"
 
-# On a machine with a CUDA device: a short vanilla run there, evaluated there; a compressed
-# strategy is refused before any work (its kernels are CPU-only so far).
+# On a machine with a CUDA device: a short vanilla run there, evaluated there, and one with
+# INSTANT; HOT is refused before any work (its kernels are CPU-only so far).
 if "$lb" info 2>/dev/null | grep -q "CUDA: compiled in, [1-9]"; then
-  check 1 "whose kernels run on the CPU only so far" train "$configs/quickstart.json" --device cuda \
-    --strategy instant --out "$tmp/x"
+  check 1 "kernels run on the CPU only so far" train "$configs/quickstart.json" --device cuda \
+    --strategy hot --out "$tmp/x"
+  "$lb" train "$configs/quickstart.json" --device cuda --strategy instant --set train.max_steps=20 \
+    --out "$tmp/cuda_instant" --no-progress > /dev/null 2> "$tmp/cuda.err" ||
+    { cat "$tmp/cuda.err"; fail "training with INSTANT on cuda failed"; }
   "$lb" train "$configs/quickstart.json" --device cuda --set train.max_steps=20 --out "$tmp/cuda_run" \
     --no-progress > /dev/null 2> "$tmp/cuda.err" || { cat "$tmp/cuda.err"; fail "training on cuda failed"; }
   "$lb" eval "$configs/quickstart.json" --checkpoint "$tmp/cuda_run" --device cuda > "$tmp/cuda_eval.json" \

@@ -18,7 +18,8 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/linalg.h"
-#include "src/cpu/gemm.h"
+#include "lb/ops/shape_ops.h"
+#include "src/backend/lowrank.h"
 #include "src/cpu/lowrank.h"
 
 namespace lb::nn::backward {
@@ -52,30 +53,26 @@ Tensor as_dtype(const Tensor& t, DType dtype) {
   return t.to(dtype);
 }
 
-// Row pointers of a (R, B, C) buffer: row r of sample b starts at rows[r] + b·C.
-template <typename T>
-std::vector<T*> row_bases(T* base, int64_t R, int64_t B, int64_t C) {
-  std::vector<T*> rows(static_cast<size_t>(R));
-  for (int64_t r = 0; r < R; ++r) rows[r] = base + r * B * C;
-  return rows;
+// A basis's projection on `device` (bases loaded from a checkpoint start on the host).
+void place(Instant::Basis& b, Device device) {
+  if (b.proj.defined() && b.proj.device() != device) b.proj = b.proj.to(device);
 }
 
-// c (n, n) += alpha · op(a) op(a)ᵀ with op(a) (n, k): the whole square, by cpu::gemm (our
-// AVX-512 kernel split over the OpenMP threads). BLAS syrk would do half the FLOPs, but only
-// with OpenBLAS's AVX2 kernels here and its own thread pool, which fought the OpenMP workers
-// (libgomp spin and sched_yield took half of a calibration's samples).
-template <typename T>
-inline void syrk(bool trans, int64_t n, int64_t k, double alpha, const T* a, int64_t lda, T* c,
-                 int64_t ldc = 0) {
-  cpu::gemm(trans, !trans, n, n, k, static_cast<T>(alpha), a, lda, a, lda, T(1), c, ldc > 0 ? ldc : n);
+// The host copy of a projection's bytes: the key the shared projection below compares.
+std::vector<char> host_bytes(const Tensor& proj) {
+  if (!proj.defined()) return {};
+  const Tensor h = detail::contiguous_nograd(proj.to(Device::cpu()));
+  const char* p = static_cast<const char*>(h.raw_data());
+  return std::vector<char>(p, p + h.nbytes());
 }
 
 // The last projection of an x (x̂ = P x per sample, or X Pᵀ): a layer group that reads the
 // same x — BERT's query, key and value — calibrates on the same inputs, so its x bases are
 // bit-identical and so is x̂: it is computed and kept once (the tape counts a storage once),
 // as vanilla keeps their shared x once. A hit needs the same source view, alive, the same
-// packed sequences, a basis equal byte for byte, and the earlier x̂ still held by a tape node,
-// so a freed and reused address never matches.
+// packed sequences, a basis equal byte for byte (compared through its host copy, so a
+// device basis is never read back), the same projection shape, and the earlier x̂ still held
+// by a tape node, so a freed and reused address never matches.
 struct LastProjection {
   std::weak_ptr<Storage> source;
   int64_t offset = 0;
@@ -93,11 +90,11 @@ std::mutex g_projection_mutex;
 LastProjection g_last_projection;
 
 template <typename F>
-Tensor shared_projection(const Tensor& x, const Tensor& P, bool token_axis, const SequenceOffsets& seq,
+Tensor shared_projection(const Tensor& x, const Tensor& P, const Instant::Basis& basis, const SequenceOffsets& seq,
                          F&& compute) {
-  const Tensor Pc = detail::contiguous_nograd(P);
-  const char* pb = static_cast<const char*>(Pc.raw_data());
-  const size_t pn = Pc.nbytes();
+  const bool token_axis = basis.token_axis;
+  const char* pb = basis.proj_bytes.data();
+  const size_t pn = basis.proj_bytes.size();
   {
     std::lock_guard<std::mutex> lock(g_projection_mutex);
     const LastProjection& c = g_last_projection;
@@ -106,7 +103,7 @@ Tensor shared_projection(const Tensor& x, const Tensor& P, bool token_axis, cons
     const bool same_seq = c.sequences == seq.get() && (!seq || c.sequences_alive.lock() == seq);
     if (src && held && src == x.storage() && c.offset == x.offset() && c.shape == x.shape() &&
         c.strides == x.strides() && same_seq && c.token_axis == token_axis && c.dtype == x.dtype() &&
-        c.basis_shape == Pc.shape() && c.basis.size() == pn && std::memcmp(c.basis.data(), pb, pn) == 0) {
+        c.basis_shape == P.shape() && c.basis.size() == pn && std::memcmp(c.basis.data(), pb, pn) == 0) {
       auto impl = std::make_shared<TensorImpl>();
       impl->storage = held;
       impl->shape = c.projected_shape;
@@ -126,7 +123,7 @@ Tensor shared_projection(const Tensor& x, const Tensor& P, bool token_axis, cons
   c.sequences_alive = seq;
   c.token_axis = token_axis;
   c.dtype = x.dtype();
-  c.basis_shape = Pc.shape();
+  c.basis_shape = P.shape();
   c.basis.assign(pb, pb + pn);
   c.projected = xh.storage();
   c.projected_shape = xh.shape();
@@ -191,6 +188,7 @@ Instant::Basis basis_from_state(const nlohmann::json& j, const std::string& path
       T* d = b.proj.data<T>();
       for (size_t i = 0; i < p.size(); ++i) d[i] = static_cast<T>(p[i]);
     });
+    b.proj_bytes = host_bytes(b.proj);
   }
   return b;
 }
@@ -288,21 +286,14 @@ Instant::Basis Instant::basis_from_gram(const Tensor& gram, bool token_axis, con
   }
   const EighResult e = eigh(gram);  // ascending (LAPACK order)
   const std::vector<double> asc = e.eigenvalues.to_double_vector();
-  const int64_t n = b.n;
   b.eigenvalues.assign(asc.rbegin(), asc.rend());
   b.choice = choose_rank(b.eigenvalues, s);
   if (b.choice.degenerate) return b;
-  const int64_t R = b.choice.rank;
-  b.proj = Tensor::empty({R, n}, gram.dtype());
-  const double scale = 1.0 / std::sqrt(b.choice.eta);
-  detail::dispatch_float(gram.dtype(), "instant basis", [&](auto tag) {
-    using T = decltype(tag);
-    const Tensor V = detail::contiguous_nograd(e.eigenvectors);
-    const T* pv = V.data<T>();
-    T* pp = b.proj.data<T>();
-    for (int64_t r = 0; r < R; ++r)  // descending order: column n-1-r of V
-      for (int64_t j = 0; j < n; ++j) pp[r * n + j] = static_cast<T>(pv[j * n + (n - 1 - r)] * scale);
-  });
+  // Rows: the leading eigenvectors (columns n-1, n-2, … of V), scaled by 1/√η; on the
+  // Gram's device.
+  b.proj = backend::lowrank_kernels(gram.device()).leading_rows(e.eigenvectors, b.choice.rank,
+                                                                 1.0 / std::sqrt(b.choice.eta));
+  b.proj_bytes = host_bytes(b.proj);
   return b;
 }
 
@@ -320,7 +311,7 @@ void Instant::begin_calibration_impl() {
 }
 
 bool Instant::gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape& shape,
-                        const char* what, bool packed) {
+                        const char* what, bool packed, Device device) {
   const bool token = acc.batches > 0 ? acc.token_axis : pick_token_axis(max_tokens_ > 0 ? max_tokens_ : L, C);
   LB_CHECK(!token || !packed || max_tokens_ > 0, "instant (", layer_name_, "): a padding-free ", what,
            " batch (", shape_str(shape), ") on the token axis needs the longest sequence the bases "
@@ -332,7 +323,8 @@ bool Instant::gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape&
   if (acc.batches == 0) {
     acc.token_axis = token;
     acc.n = n;
-    acc.sum = Tensor::zeros({n, n}, settings_.gram_dtype, Device::cpu(), MemTag::Workspace);
+    acc.sum = Tensor::zeros({n, n}, settings_.gram_dtype, device, MemTag::Workspace);
+    device_ = device;
   }
   LB_CHECK(acc.n == n, "instant (", layer_name_, "): calibration batches disagree on the ", what,
            " ", token ? "token" : "channel", " axis size (", acc.n, " then ", n, " from ",
@@ -351,27 +343,15 @@ void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const SequenceOf
     L = 0;
     for (int64_t b = 0; b < B; ++b) L = std::max(L, (*seq)[b + 1] - (*seq)[b]);
   }
-  const bool token = gram_axis(acc, L, C, t.shape(), what, seq != nullptr);
+  const bool token = gram_axis(acc, L, C, t.shape(), what, seq != nullptr, t.device());
   const int64_t n = token ? acc.n : C;
   const int64_t rows = t.size(0) * t.size(1);
   if (B == 0 || rows == 0 || C == 0) return;
   NoGradGuard no_grad;
   const Tensor tc = detail::contiguous_nograd(as_dtype(t, settings_.gram_dtype));
-  detail::dispatch_float(settings_.gram_dtype, "instant calibration", [&](auto tag) {
-    using T = decltype(tag);
-    const T* p = tc.data<T>();
-    T* s = acc.sum.data<T>();
-    const double alpha = 1.0 / static_cast<double>(B);  // per-sample Grams averaged over the batch
-    if (token) {
-      // x_b x_bᵀ into the leading L_b×L_b block (a shorter sample is its zero-extension)
-      for (int64_t b = 0; b < B; ++b) {
-        const int64_t start = seq ? (*seq)[b] : b * L, Lb = seq ? (*seq)[b + 1] - start : L;
-        if (Lb > 0) syrk(false, Lb, C, alpha, p + start * C, C, s, n);
-      }
-    } else {
-      syrk(true, C, rows, alpha, p, C, s);  // Σ_b x_bᵀ x_b = XᵀX
-    }
-  });
+  // Per-sample Grams averaged over the batch; on the token axis x_b x_bᵀ goes into the leading
+  // L_b×L_b block (a shorter sample is its zero-extension), on the channel axis Σ_b x_bᵀ x_b.
+  backend::lowrank_kernels(t.device()).gram_add(acc.sum, tc, seq.get(), token, 1.0 / static_cast<double>(B));
   ++acc.batches;
   calib_flops_ += token ? static_cast<double>(n) * static_cast<double>(n + 1) * static_cast<double>(C) * static_cast<double>(B)
                         : static_cast<double>(n) * static_cast<double>(n + 1) * static_cast<double>(rows);
@@ -381,7 +361,7 @@ void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const SequenceOf
 void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int64_t C,
                                  const std::function<Tensor(int64_t)>& columns, const char* what) {
   const auto t0 = Clock::now();
-  const bool token = gram_axis(acc, L, C, {B, C, L}, what, false);
+  const bool token = gram_axis(acc, L, C, {B, C, L}, what, false, Device::cpu());
   const int64_t n = token ? L : C;
   if (B == 0 || L == 0 || C == 0) return;
   NoGradGuard no_grad;
@@ -390,11 +370,11 @@ void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int
     T* s = acc.sum.data<T>();
     const double alpha = 1.0 / static_cast<double>(B);
     if (token) {  // x_b x_bᵀ = colsᵀ cols (L, L), one image at a time
-      for (int64_t b = 0; b < B; ++b) syrk(true, L, C, alpha, columns(b).data<T>(), L, s);
+      for (int64_t b = 0; b < B; ++b) cpu::gram_acc(true, L, C, alpha, columns(b).data<T>(), L, s);
       return;
     }
     // Channel axis: Σ_b cols_b cols_bᵀ (C, C) = W Wᵀ with W the images' columns side by side.
-    // Every syrk call rewrites the (C, C) triangle, so images go in chunks at least ~2048
+    // Every gram_acc call rewrites the (C, C) triangle, so images go in chunks at least ~2048
     // columns wide (a 4×4 stage has L = 16 and C up to 4608), within ~64 MiB of W.
     const int64_t by_width = (2048 + L - 1) / L;
     const int64_t by_bytes = std::max<int64_t>(1, (int64_t{64} << 20) / (C * L * static_cast<int64_t>(sizeof(T))));
@@ -404,7 +384,7 @@ void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int
     for (int64_t b0 = 0; b0 < B; b0 += nb) {
       const int64_t m = std::min(nb, B - b0);
       if (nb == 1) {
-        syrk(false, C, L, alpha, columns(b0).data<T>(), L, s);
+        cpu::gram_acc(false, C, L, alpha, columns(b0).data<T>(), L, s);
         continue;
       }
       T* pw = wide.data<T>();
@@ -414,7 +394,7 @@ void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int
         for (int64_t r = 0; r < C; ++r)
           std::copy(pc + r * L, pc + (r + 1) * L, pw + r * m * L + k * L);
       }
-      syrk(false, C, m * L, alpha, pw, m * L, s);
+      cpu::gram_acc(false, C, m * L, alpha, pw, m * L, s);
     }
   });
   ++acc.batches;
@@ -439,7 +419,7 @@ void Instant::reduce_calibration(dist::ProcessGroup& group) {
     if (!acc->sum.defined()) {
       acc->n = static_cast<int64_t>(head[1] / head[2]);
       acc->token_axis = head[3] > 0;
-      acc->sum = Tensor::zeros({acc->n, acc->n}, settings_.gram_dtype, Device::cpu(), MemTag::Workspace);
+      acc->sum = Tensor::zeros({acc->n, acc->n}, settings_.gram_dtype, device_, MemTag::Workspace);
     }
     LB_CHECK(head[1] == static_cast<double>(acc->n) * head[2], "rank ", group.rank(), ": ", what,
              ": the ranks' Gram sizes differ");
@@ -458,13 +438,7 @@ void Instant::finish_calibration_impl() {
     any = true;
     const int64_t n = acc->n;
     Tensor gram = acc->sum;
-    detail::dispatch_float(gram.dtype(), "instant calibration", [&](auto tag) {
-      using T = decltype(tag);
-      T* s = gram.data<T>();
-      const T inv = T(1) / static_cast<T>(acc->batches);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = i; j < n; ++j) s[j * n + i] = s[i * n + j] = s[i * n + j] * inv;
-    });
+    backend::lowrank_kernels(gram.device()).gram_finish(gram, acc->batches);  // the mean, symmetric
     *basis = basis_from_gram(gram, acc->token_axis, settings_);
     calib_flops_ += 14.0 / 3.0 * std::pow(static_cast<double>(n), 3);  // syevd, estimate
     *acc = GramAccumulator();
@@ -495,6 +469,11 @@ Tensor Instant::projection(const Basis& b, int64_t L, DType dt) const {
   return detail::contiguous_nograd(p.slice(1, 0, L));
 }
 
+void Instant::place_bases(Device device) {
+  place(x_basis_, device);
+  place(g_basis_, device);
+}
+
 bool Instant::compresses(const LayerGeometry& g) const {
   return basis_fits(x_basis_, g, g.I) && basis_fits(g_basis_, g, g.O) &&
          !(settings_.exact_when_no_gain && no_gain(g));
@@ -522,29 +501,18 @@ SavedState Instant::save_impl(const Tensor& x, const Tensor& w) {
     return save_exact(x, w);
   }
   const bool packed = last_geom_.sequences > 0;
+  place_bases(x.device());
   const Tensor P = projection(x_basis_, packed ? x_basis_.n : L, x.dtype());
   const int64_t Rx = P.size(0);
   SavedState s;
   s.scalars = {static_cast<double>(generation_)};
   const SequenceOffsets seq = packed ? packed_sequences() : nullptr;
-  s.tensors = {shared_projection(x, P, x_basis_.token_axis, seq, [&] {
-    if (x_basis_.token_axis && packed) {  // x̂ (R_x, S, I), x̂[:, b, :] = P[:, :L_b] x_b per sequence
-      const int64_t S = last_geom_.sequences;
-      Tensor xh = Tensor::empty({Rx, S, I}, x.dtype());
-      detail::dispatch_float(x.dtype(), "instant save", [&](auto tag) {
-        using T = decltype(tag);
-        auto rows = row_bases(xh.data<T>(), Rx, S, I);
-        cpu::project_segments(P.data<T>(), Rx, P.size(1), x.data<T>(), seq->data(), S, I, rows.data(), I);
-      });
-      return xh;
-    }
-    if (x_basis_.token_axis) {  // x̂ (R_x, B, I), x̂[:, b, :] = P x_b
-      Tensor xh = Tensor::empty({Rx, B, I}, x.dtype());
-      detail::dispatch_float(x.dtype(), "instant save", [&](auto tag) {
-        using T = decltype(tag);
-        auto rows = row_bases(xh.data<T>(), Rx, B, I);
-        cpu::project_tokens(P.data<T>(), Rx, L, x.data<T>(), B, I, rows.data(), I);
-      });
+  s.tensors = {shared_projection(x, P, x_basis_, seq, [&] {
+    if (x_basis_.token_axis) {
+      // x̂ (R_x, S, I), x̂[:, b, :] = P[:, :L_b] x_b per sample (or per sequence when packed)
+      Tensor xh = Tensor::empty({Rx, packed ? last_geom_.sequences : B, I}, x.dtype(), x.device());
+      Tensor no_bias;
+      backend::lowrank_kernels(x.device()).project(P, x, seq.get(), xh, no_bias);
       return xh;
     }
     NoGradGuard no_grad;  // X̂ = X Pᵀ (B·L, R_x)
@@ -570,6 +538,7 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
   // first L_b columns, so the projected samples are the sequences (NS of them).
   const bool packed = s.sequences != nullptr;
   const int64_t NS = packed ? s.geom.sequences : B;
+  place_bases(g_y.device());
   const Tensor P = projection(x_basis_, packed ? x_basis_.n : L, dt);
   const Tensor Q = projection(g_basis_, packed ? g_basis_.n : L, dt);
   const int64_t Rx = P.size(0), Ry = Q.size(0);
@@ -584,36 +553,15 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
   Tensor z1, z2;
   if (need_z1 || need_z2) {
     const int64_t R1 = need_z1 ? Rx : 0, R2 = need_z2 ? Ry : 0;
-    // Both token-axis bases span the same positions (L, or max_tokens_ when packed).
-    const int64_t Lp = need_z1 ? P.size(1) : Q.size(1);
-    if (need_z1) z1 = Tensor::empty({Rx * NS, O}, dt, Device::cpu(), MemTag::Workspace);
-    if (need_z2) z2 = Tensor::empty({Ry * NS, O}, dt, Device::cpu(), MemTag::Workspace);
-    detail::dispatch_float(dt, "instant backward", [&](auto tag) {
-      using T = decltype(tag);
-      std::vector<T> stacked(static_cast<size_t>((R1 + R2) * Lp));
-      std::vector<T*> rows;
-      if (need_z1) {
-        std::copy(P.data<T>(), P.data<T>() + Rx * Lp, stacked.begin());
-        for (T* r : row_bases(z1.data<T>(), Rx, NS, O)) rows.push_back(r);
-      }
-      if (need_z2) {
-        std::copy(Q.data<T>(), Q.data<T>() + Ry * Lp, stacked.begin() + R1 * Lp);
-        for (T* r : row_bases(z2.data<T>(), Ry, NS, O)) rows.push_back(r);
-      }
-      // Σ_l g_y per sample from the same pass, reduced over the batch: the exact bias gradient.
-      std::vector<T> partial(static_cast<size_t>(NS * O));
-      if (packed)
-        cpu::project_segments(stacked.data(), R1 + R2, Lp, g_y.data<T>(), s.sequences->data(), NS, O,
-                              rows.data(), O, partial.data());
-      else
-        cpu::project_tokens(stacked.data(), R1 + R2, L, g_y.data<T>(), B, O, rows.data(), O,
-                            partial.data());
-      out.grad_bias = Tensor::empty({O}, dt);
-      T* gb = out.grad_bias.data<T>();
-      for (int64_t o = 0; o < O; ++o) gb[o] = NS > 0 ? partial[o] : T(0);
-      for (int64_t b = 1; b < NS; ++b)
-        for (int64_t o = 0; o < O; ++o) gb[o] += partial[b * O + o];
-    });
+    // Both token-axis bases span the same positions (L, or max_tokens_ when packed). The
+    // projected rows (R1 + R2, NS, O): Z1's rows first, so Z1 and Z2 are contiguous slices.
+    const Tensor stacked = need_z1 && need_z2 ? concat({P, Q}, 0) : need_z1 ? P : Q;
+    Tensor z = Tensor::empty({R1 + R2, NS, O}, dt, g_y.device(), MemTag::Workspace);
+    // Σ_l g_y per sample from the same pass, reduced over the batch: the exact bias gradient.
+    out.grad_bias = Tensor::empty({O}, dt, g_y.device());
+    backend::lowrank_kernels(g_y.device()).project(stacked, g_y, s.sequences.get(), z, out.grad_bias);
+    if (need_z1) z1 = z.slice(0, 0, R1).view({Rx * NS, O});
+    if (need_z2) z2 = z.slice(0, R1, R1 + R2).view({Ry * NS, O});
   }
 
   if (want_gw) {
@@ -625,17 +573,8 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
   if (want_gx) {
     if (g_basis_.token_axis) {  // Ĝ_x = (Q g_b) w for all b at once, then g_x,b = Qᵀ Ĝ_x,b
       const Tensor gxh = matmul(z2, w);  // (R_y·B, I)
-      Tensor gx = Tensor::empty({B, L, I}, dt);
-      detail::dispatch_float(dt, "instant backward", [&](auto tag) {
-        using T = decltype(tag);
-        auto rows = row_bases(gxh.data<T>(), Ry, NS, I);
-        std::vector<const T*> crows(rows.begin(), rows.end());
-        if (packed)
-          cpu::expand_segments(Q.data<T>(), Ry, Q.size(1), crows.data(), I, s.sequences->data(), NS, I,
-                               gx.data<T>());
-        else
-          cpu::expand_tokens(Q.data<T>(), Ry, L, crows.data(), I, B, I, gx.data<T>());
-      });
+      Tensor gx = Tensor::empty({B, L, I}, dt, g_y.device());
+      backend::lowrank_kernels(g_y.device()).expand(Q, gxh.view({Ry, NS, I}), s.sequences.get(), gx);
       out.grad_input = gx;
     } else {  // g_x = (G Qᵀ)(Q w)
       out.grad_input = matmul(matmul(g2, Q, false, true), matmul(Q, w)).view({B, L, I});

@@ -193,7 +193,7 @@ std::vector<std::shared_ptr<Strategy>> Policy::apply(Module& root,
     // Frozen layers keep nothing for g_w anyway; grouped convs stay exact (ALGORITHMS.md).
     if (!weight.requires_grad() || (conv && conv->args().groups != 1)) spec = {{"type", "vanilla"}};
     std::shared_ptr<Strategy> s = make_strategy(spec, where);
-    s->set_layer(name, id++);
+    s->set_layer(name, id++, conv != nullptr);
     if (lin) lin->set_backward(s);
     else conv->set_backward(s);
     out.push_back(s);

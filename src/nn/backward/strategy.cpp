@@ -17,14 +17,14 @@ RunContext& run_context() {
   return ctx;
 }
 
-void Strategy::check_device(const Tensor& x) const {
-  LB_CHECK(x.device().is_cpu() || !cpu_only(), "backward strategy '", type(), "' (", layer_name_,
-           "): its kernels run on the CPU only so far, and x is on ", x.device().str(),
-           ". HINT: the vanilla strategy runs on CUDA");
+void Strategy::check_device(const Tensor& x, bool conv) const {
+  LB_CHECK(x.device().is_cpu() || !cpu_only(conv), "backward strategy '", type(), "' (", layer_name_,
+           "): its ", conv ? "Conv2d" : "Linear", " kernels run on the CPU only so far, and x is on ",
+           x.device().str(), ". HINT: the vanilla strategy runs on CUDA");
 }
 
 SavedState Strategy::save(const Tensor& x, const Tensor& w) {
-  check_device(x);
+  check_device(x, /*conv=*/false);
   LB_CHECK(x.dim() == 3 && w.dim() == 2 && x.size(2) == w.size(1), "backward strategy '", type(),
            "' (", layer_name_, "): x must be (B, L, I) and w (O, I), got ", shape_str(x.shape()),
            " and ", shape_str(w.shape()));

@@ -63,7 +63,7 @@ class Hot : public Strategy {
  public:
   explicit Hot(HotSettings s = {});
   std::string type() const override { return "hot"; }
-  bool cpu_only() const override { return true; }  // no CUDA kernels yet
+  bool cpu_only(bool /*conv*/) const override { return true; }  // no CUDA kernels yet
   nlohmann::json hyperparams() const override;
   std::unique_ptr<Strategy> clone() const override { return std::make_unique<Hot>(settings_); }
   const HotSettings& settings() const { return settings_; }

@@ -90,7 +90,8 @@ class Instant : public Strategy {
     bool token_axis = true;  // n = L (else n = channel size)
     int64_t n = 0;
     RankChoice choice;
-    Tensor proj;  // (R, n) = U_Rᵀ/√η in gram_dtype
+    Tensor proj;  // (R, n) = U_Rᵀ/√η in gram_dtype, on the device of the layer's tensors
+    std::vector<char> proj_bytes;  // proj's bytes, copied to the host once
     std::vector<double> eigenvalues;  // descending
   };
   // Builds a basis from a symmetric PSD Gram matrix (n, n) (pure; exposed for tests).
@@ -99,7 +100,9 @@ class Instant : public Strategy {
   Instant();  // default settings
   explicit Instant(Settings s);
   std::string type() const override { return "instant"; }
-  bool cpu_only() const override { return true; }  // no CUDA kernels yet
+  // Linear layers run on either device (src/backend/lowrank.h); the Conv2d path's im2col
+  // column kernels are CPU code so far.
+  bool cpu_only(bool conv) const override { return conv; }
   nlohmann::json hyperparams() const override;
   std::unique_ptr<Strategy> clone() const override { return std::make_unique<Instant>(settings_); }
   const Settings& settings() const { return settings_; }
@@ -179,7 +182,7 @@ class Instant : public Strategy {
   // Sets up acc on its first batch (axis choice, zeroed sum) and checks later ones agree;
   // returns whether the token axis is used.
   bool gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape& shape, const char* what,
-                 bool packed);
+                 bool packed, Device device);
   // Whether b serves a call of geometry g whose b-side channel size is C.
   bool basis_fits(const Basis& b, const LayerGeometry& g, int64_t C) const;
   // The low-rank path's per-sample FLOPs and fp32 bytes kept, for the current ranks.
@@ -187,7 +190,10 @@ class Instant : public Strategy {
   double lowrank_saved_bytes(const LayerGeometry& g) const;
   // b's projection for L tokens: (R, L), the first L columns on the token axis.
   Tensor projection(const Basis& b, int64_t L, DType dt) const;
+  // Moves the bases to `device` (where they are used; a checkpoint loads them on the host).
+  void place_bases(Device device);
 
+  Device device_ = Device::cpu();  // where the Gram statistics live (the layer's tensors)
   int64_t max_tokens_ = 0;  // 0: the token axis needs one L for the whole run
   Settings settings_;
   Basis x_basis_, g_basis_;

@@ -83,9 +83,10 @@ class Strategy {
   virtual nlohmann::json hyperparams() const = 0;
   // A fresh per-layer instance with the same settings (the factory builds a prototype per rule).
   virtual std::unique_ptr<Strategy> clone() const = 0;
-  // Whether its kernels run on the CPU only (then save() refuses device tensors, naming the
-  // layer, instead of handing device memory to CPU code).
-  virtual bool cpu_only() const { return false; }
+  // Whether its Linear (or, with `conv`, its Conv2d) kernels run on the CPU only: then the
+  // save refuses device tensors, naming the layer, instead of handing device memory to CPU
+  // code.
+  virtual bool cpu_only(bool /*conv*/) const { return false; }
 
   // Forward: x (B, L, I) contiguous, w (O, I). Exact-save during calibration. Inside a
   // PackedSequencesScope whose offsets end at L, a (1, L, I) x is a padding-free call: its
@@ -145,10 +146,10 @@ class Strategy {
   const std::string& fallback_reason() const { return fallback_reason_; }
   // The conv save strategy_conv2d uses: the exact image save once the layer fell back.
   SavedState save_conv_checked(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
-    check_device(x);
+    check_device(x, /*conv=*/true);
     return fell_back_ ? save_conv_exact(x, w2d, cg) : save_conv(x, w2d, cg);
   }
-  void check_device(const Tensor& x) const;
+  void check_device(const Tensor& x, bool conv) const;
 
   // ---- gradient-fidelity probe (train.grad_probe_every) ----
   // While probing, strategy_linear / strategy_conv2d keep the exact input next to the
@@ -196,13 +197,15 @@ class Strategy {
   virtual nlohmann::json state_json() const { return nlohmann::json::object(); }
   virtual void load_state_json(const nlohmann::json& /*j*/) {}
 
-  // Identity used in reports and to key random streams.
-  void set_layer(const std::string& name, int64_t id) {
+  // Identity used in reports and to key random streams; `conv` for a Conv2d layer.
+  void set_layer(const std::string& name, int64_t id, bool conv = false) {
     layer_name_ = name;
     layer_id_ = id;
+    conv_ = conv;
   }
   const std::string& layer_name() const { return layer_name_; }
   int64_t layer_id() const { return layer_id_; }
+  bool on_conv() const { return conv_; }
 
  protected:
   virtual SavedState save_impl(const Tensor& x, const Tensor& w) = 0;
@@ -224,6 +227,7 @@ class Strategy {
 
   std::string layer_name_;
   int64_t layer_id_ = 0;
+  bool conv_ = false;
   bool calibrating_ = false;
   bool fell_back_ = false;
   bool probing_ = false;
