@@ -2,7 +2,9 @@
 // device allocator's accounting (its logic: caching_allocator_test). Skips cleanly without a GPU (or without a CUDA build).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <vector>
 
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/nn/backward/factory.h"
@@ -30,6 +32,27 @@ TEST(CudaRuntime, CopyRoundTripAndAccounting) {
     EXPECT_EQ(d.to(Device::cpu()).to_double_vector(), x.transpose(0, 2).to_double_vector());
   }
   EXPECT_EQ(allocator_for(Device::cuda(0)).stats().total_current, before);
+}
+
+// Host-to-device copies go through a ring of pinned staging slots without waiting: more
+// copies than slots, each host source overwritten right after its copy returns, and a copy
+// larger than the staging limit (direct) all arrive intact.
+TEST(CudaRuntime, StagedHostToDeviceCopiesArriveIntact) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::vector<Tensor> on_device;
+  std::vector<std::vector<double>> expected;
+  for (int i = 0; i < 20; ++i) {
+    Tensor host = testing::randn({257 + i, 33}, 100 + static_cast<uint64_t>(i)).to(DType::F32);
+    expected.push_back(host.to_double_vector());
+    on_device.push_back(host.to(Device::cuda(0)));
+    host.fill_(-1.0);  // the copy must already have taken its own snapshot
+  }
+  Tensor big = Tensor::full({(int64_t{65} << 20) / 4}, 3.0, DType::F32);
+  const Tensor big_device = big.to(Device::cuda(0));
+  for (size_t i = 0; i < on_device.size(); ++i)
+    EXPECT_EQ(on_device[i].to(Device::cpu()).to_double_vector(), expected[i]) << "copy " << i;
+  const std::vector<double> back = big_device.to(Device::cpu()).to_double_vector();
+  EXPECT_EQ(std::count(back.begin(), back.end(), 3.0), big.numel());
 }
 
 TEST(CudaRuntime, CpuOnlyStrategiesRejectDeviceTensorsClearly) {
