@@ -18,30 +18,23 @@
 #include <map>
 #include <mutex>
 
+#include "cuda/cublas.h"
 #include "cuda/runtime.h"
 #include "lb/core/checks.h"
 #include "lb/core/precision.h"
 #include "src/backend/gemm.h"
 
-namespace lb::backend {
-namespace {
+namespace lb::cuda {
 
 [[noreturn]] void fail_cublas(cublasStatus_t st, const char* call, const char* file, int line) {
   LB_FAIL("cuBLAS call ", call, " failed at ", file, ":", line, ": ", cublasGetStatusName(st), " (",
           cublasGetStatusString(st), ")");
 }
-#define LB_CUBLAS_CHECK(call)                                                     \
-  do {                                                                            \
-    const cublasStatus_t st_ = (call);                                            \
-    if (st_ != CUBLAS_STATUS_SUCCESS) fail_cublas(st_, #call, __FILE__, __LINE__); \
-  } while (0)
 
-// One handle per device, bound to that device's stream (cuda/runtime.h); the device is made
-// current on every call (a handle must be used on the device it was created on).
-cublasHandle_t handle_for(int device) {
+cublasHandle_t cublas_handle(int device) {
   static std::mutex m;
   static auto* handles = new std::map<int, cublasHandle_t>;  // never destroyed (see caching_allocator.cu)
-  const cudaStream_t s = cuda::stream(device);  // also sets the current device
+  const cudaStream_t s = stream(device);  // also sets the current device
   std::lock_guard<std::mutex> lock(m);
   auto it = handles->find(device);
   if (it != handles->end()) return it->second;
@@ -52,6 +45,11 @@ cublasHandle_t handle_for(int device) {
   handles->emplace(device, h);
   return h;
 }
+
+}  // namespace lb::cuda
+
+namespace lb::backend {
+namespace {
 
 cudaDataType_t cuda_type(DType dt) {
   switch (dt) {
@@ -143,7 +141,7 @@ void gemm_into(Tensor& c, const Tensor& a_in, bool trans_a, const Tensor& b_in, 
     return;
   }
   Call call;
-  call.h = handle_for(c.device().index);
+  call.h = cuda::cublas_handle(c.device().index);
   call.ta = cuda_type(p.A.t.dtype());
   call.tb = cuda_type(p.B.t.dtype());
   call.tc = cuda_type(c.dtype());

@@ -66,13 +66,16 @@ TEST(CudaRuntime, CpuOnlyStrategiesRejectDeviceTensorsClearly) {
       EXPECT_NE(std::string(e.what()).find("run on the CPU only so far"), std::string::npos) << e.what();
     }
   };
-  auto hot = nn::backward::make_strategy({{"type", "hot"}}, "backward.strategies.test");
-  expect_refused([&] { hot->save(x, w); }, "hot");  // HOT's kernels are CPU-only so far
-  auto instant = nn::backward::make_strategy({{"type", "instant"}}, "backward.strategies.test");
-  EXPECT_NO_THROW(instant->save(x, w));  // INSTANT's Linear path runs on CUDA
+  // Linear layers run on CUDA; Conv2d layers and HOT's f64 emulation oracle are CPU code.
   const Tensor image = Tensor::zeros({1, 2, 4, 4}).to(Device::cuda(0)), w2d = Tensor::zeros({3, 18}).to(Device::cuda(0));
   nn::backward::ConvGeometry cg;
-  expect_refused([&] { instant->save_conv_checked(image, w2d, cg); }, "instant on a Conv2d");
+  for (const char* type : {"instant", "hot"}) {
+    auto s = nn::backward::make_strategy({{"type", type}}, "backward.strategies.test");
+    EXPECT_NO_THROW(s->save(x, w)) << type;
+    expect_refused([&] { s->save_conv_checked(image, w2d, cg); }, std::string(type) + " on a Conv2d");
+  }
+  auto emulated = nn::backward::make_strategy({{"type", "hot"}, {"emulate", true}}, "backward.strategies.test");
+  expect_refused([&] { emulated->save(x, w); }, "hot's emulation");
 }
 
 }  // namespace

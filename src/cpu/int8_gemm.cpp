@@ -33,6 +33,7 @@
 #include "lb/core/error.h"
 #include "lb/core/tensor.h"
 
+#include "src/backend/int8_gemm.h"
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/isa_target.h"
 
@@ -412,3 +413,19 @@ void int8_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
 }
 
 }  // namespace lb::cpu
+
+// ---------------------------------------------------------------- the CPU table (src/backend/int8_gemm.h)
+
+namespace lb::backend {
+namespace {
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const Tensor& A, int64_t a_offset,
+              int64_t lda, const Tensor& B, int64_t b_offset, int64_t ldb, Tensor& out, int64_t ldo,
+              const Tensor& row_scale, float alpha, bool accumulate) {
+  cpu::int8_gemm_f32(trans_a, trans_b, M, N, K, A.data<int8_t>() + a_offset, lda, B.data<int8_t>() + b_offset, ldb,
+                     out.data<float>(), ldo, data_or_null<float>(row_scale), alpha, accumulate);
+}
+}  // namespace
+
+const Int8GemmKernels kCpuInt8Gemm{gemm_f32};
+
+}  // namespace lb::backend

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "src/backend/quantize.h"
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/isa_target.h"
 
@@ -36,15 +37,7 @@ int64_t conv_out(int64_t n, int64_t k, int64_t stride, int64_t pad, int64_t dil)
   return (n + 2 * pad - dil * (k - 1) - 1) / stride + 1;
 }
 
-inline void fwht16_scalar(float* a) {
-  for (int h = 1; h < 16; h <<= 1)
-    for (int i = 0; i < 16; ++i)
-      if (!(i & h)) {
-        const float u = a[i], v = a[i + h];
-        a[i] = u + v;
-        a[i + h] = u - v;
-      }
-}
+inline void fwht16_scalar(float* a) { quant::fwht16_block(a); }
 
 inline int8_t quant_one(float x, float inv, const QuantParams& p, uint64_t e) {
   return p.stochastic ? quant::quantize_sr(x, inv, p.qmax, quant::philox_draw(p.key, e))
@@ -1089,3 +1082,101 @@ DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int6
 
 
 }  // namespace lb::cpu
+
+// ---------------------------------------------------------------- the CPU tables (src/backend/quantize.h)
+
+namespace lb::backend {
+namespace {
+
+// The vector kernels (Ref = false) or the scalar references (Ref = true).
+template <bool Ref>
+struct Raw;
+template <>
+struct Raw<false> {
+  static constexpr auto rows_absmax = &cpu::fwht16_rows_absmax;
+  static constexpr auto rows_quantize = &cpu::fwht16_rows_quantize;
+  static constexpr auto rows_quantize_per_row = &cpu::fwht16_rows_quantize_per_row;
+  static constexpr auto rows = &cpu::fwht16_rows;
+  static constexpr auto cols_stats = &cpu::fwht16_cols_stats;
+  static constexpr auto cols_quantize = &cpu::fwht16_cols_quantize;
+  static constexpr auto cols = &cpu::fwht16_cols;
+  static constexpr auto dual_quantize = &cpu::fwht16_dual_quantize;
+};
+template <>
+struct Raw<true> {
+  static constexpr auto rows_absmax = &cpu::ref::fwht16_rows_absmax;
+  static constexpr auto rows_quantize = &cpu::ref::fwht16_rows_quantize;
+  static constexpr auto rows_quantize_per_row = &cpu::ref::fwht16_rows_quantize_per_row;
+  static constexpr auto rows = &cpu::ref::fwht16_rows;
+  static constexpr auto cols_stats = &cpu::ref::fwht16_cols_stats;
+  static constexpr auto cols_quantize = &cpu::ref::fwht16_cols_quantize;
+  static constexpr auto cols = &cpu::ref::fwht16_cols;
+  static constexpr auto dual_quantize = &cpu::ref::fwht16_dual_quantize;
+};
+
+template <bool Ref>
+float rows_absmax(const Tensor& x) {
+  return Raw<Ref>::rows_absmax(x.data<float>(), x.size(0), x.size(1), x.size(1), nullptr);
+}
+template <bool Ref>
+void rows_quantize(const Tensor& x, float inv, const cpu::QuantParams& p, Tensor& q) {
+  Raw<Ref>::rows_quantize(x.data<float>(), x.size(0), x.size(1), x.size(1), nullptr, inv, p, q.data<int8_t>());
+}
+template <bool Ref>
+void rows_quantize_per_row(const Tensor& x, const cpu::QuantParams& p, Tensor& q, Tensor& row_scale) {
+  Raw<Ref>::rows_quantize_per_row(x.data<float>(), x.size(0), x.size(1), x.size(1), p, q.data<int8_t>(),
+                                  row_scale.data<float>());
+}
+template <bool Ref>
+void rows(const Tensor& x, Tensor& y) {
+  Raw<Ref>::rows(x.data<float>(), x.size(0), x.size(1), x.size(1), y.data<float>());
+}
+template <bool Ref>
+cpu::TensorStats cols_stats(const Tensor& x, const cpu::HadamardKeep& keep) {
+  return Raw<Ref>::cols_stats(x.data<float>(), x.size(0), x.size(1), x.size(1), keep);
+}
+template <bool Ref>
+void cols_quantize(const Tensor& x, const cpu::HadamardKeep& keep, float inv, const cpu::QuantParams& p, Tensor& q) {
+  Raw<Ref>::cols_quantize(x.data<float>(), x.size(0), x.size(1), x.size(1), keep, inv, p, q.data<int8_t>());
+}
+template <bool Ref>
+void cols(const Tensor& x, const cpu::HadamardKeep& keep, Tensor& y) {
+  Raw<Ref>::cols(x.data<float>(), x.size(0), x.size(1), x.size(1), keep, y.data<float>());
+}
+template <bool Ref>
+cpu::DualScales dual_quantize(const Tensor& x, const cpu::QuantParams& prow, bool per_row, Tensor& q_rows,
+                              Tensor& row_scale, const cpu::HadamardKeep& keep, const cpu::QuantParams& pcol,
+                              Tensor& q_cols) {
+  return Raw<Ref>::dual_quantize(x.data<float>(), x.size(0), x.size(1), x.size(1), prow, per_row,
+                                 q_rows.data<int8_t>(), data_or_null<float>(row_scale), keep, pcol,
+                                 q_cols.data<int8_t>());
+}
+
+double dequantized_l2_error(const Tensor& q, const Tensor& row_scale, float scale, const Tensor& t) {
+  const int64_t rows = q.size(0), n = q.size(1);
+  const int8_t* qq = q.data<int8_t>();
+  const float* pt = t.data<float>();
+  const float* rs = data_or_null<float>(row_scale);
+  double e = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double s = rs ? rs[r] : scale;
+    for (int64_t c = 0; c < n; ++c) {
+      const double d = qq[r * n + c] * s - pt[r * n + c];
+      e += d * d;
+    }
+  }
+  return std::sqrt(e);
+}
+
+template <bool Ref>
+constexpr QuantizeKernels table() {
+  return {rows_absmax<Ref>, rows_quantize<Ref>, rows_quantize_per_row<Ref>, rows<Ref>, cols_stats<Ref>,
+          cols_quantize<Ref>, cols<Ref>, dual_quantize<Ref>, dequantized_l2_error};
+}
+
+}  // namespace
+
+const QuantizeKernels kCpuQuantize = table<false>();
+const QuantizeKernels kCpuQuantizeReference = table<true>();
+
+}  // namespace lb::backend

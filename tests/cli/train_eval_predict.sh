@@ -83,14 +83,16 @@ check 2 "--device cuda:7: " train "$configs/quickstart.json" --device cuda:7 --o
 check 2 "--device cuda:7: " eval "$configs/quickstart.json" --checkpoint "$tmp" --device cuda:7
 [ ! -e "$tmp/x" ] || fail "a failed run left a run directory behind"
 
-# On a machine with a CUDA device: a short vanilla run there, evaluated there, and one with
-# INSTANT; HOT is refused before any work (its kernels are CPU-only so far).
+# On a machine with a CUDA device: a short vanilla run there, evaluated there, and short
+# INSTANT and HOT runs; HOT's f64 emulation oracle is refused before any work (CPU code).
 if "$lb" info 2>/dev/null | grep -q "CUDA: compiled in, [1-9]"; then
   check 1 "kernels run on the CPU only so far" train "$configs/quickstart.json" --device cuda \
-    --strategy hot --out "$tmp/x"
-  "$lb" train "$configs/quickstart.json" --device cuda --strategy instant --set train.max_steps=20 \
-    --out "$tmp/cuda_instant" --no-progress > /dev/null 2> "$tmp/cuda.err" ||
-    { cat "$tmp/cuda.err"; fail "training with INSTANT on cuda failed"; }
+    --strategy hot --set 'backward.strategies={"hot":{"type":"hot","emulate":true}}' --out "$tmp/x"
+  for strategy in instant hot; do
+    "$lb" train "$configs/quickstart.json" --device cuda --strategy $strategy --set train.max_steps=20 \
+      --out "$tmp/cuda_$strategy" --no-progress > /dev/null 2> "$tmp/cuda.err" ||
+      { cat "$tmp/cuda.err"; fail "training with $strategy on cuda failed"; }
+  done
   "$lb" train "$configs/quickstart.json" --device cuda --set train.max_steps=20 --out "$tmp/cuda_run" \
     --no-progress > /dev/null 2> "$tmp/cuda.err" || { cat "$tmp/cuda.err"; fail "training on cuda failed"; }
   "$lb" eval "$configs/quickstart.json" --checkpoint "$tmp/cuda_run" --device cuda > "$tmp/cuda_eval.json" \

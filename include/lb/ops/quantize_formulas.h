@@ -82,6 +82,19 @@ LB_HD inline uint32_t philox_draw(const PhiloxKey& k, uint64_t e) {
   return out[e & 3];
 }
 
+// Unnormalised 16-point Walsh–Hadamard transform of a[0..15] in place, natural (Sylvester)
+// order: the butterflies a+b / a-b by stage h = 1, 2, 4, 8. The CPU's vector kernels perform
+// the same float operations in the same order, so every backend gets the same bits.
+LB_HD inline void fwht16_block(float* a) {
+  for (int h = 1; h < 16; h <<= 1)
+    for (int i = 0; i < 16; ++i)
+      if (!(i & h)) {
+        const float u = a[i], v = a[i + h];
+        a[i] = u + v;
+        a[i + h] = u - v;
+      }
+}
+
 // Sequency (number of sign changes) of row `row` of the natural-order Sylvester Hadamard
 // matrix of size n: H[row][t] = (-1)^popcount(row & t).
 LB_HD inline int hadamard_sequency(int row, int n) {

@@ -12,7 +12,11 @@
 #include "lb/core/checks.h"
 #include "lb/core/json_reader.h"
 #include "lb/ops/quantize_formulas.h"
-#include "src/cpu/gemm.h"
+#include "lb/autograd/grad_mode.h"
+#include "lb/ops/elementwise.h"
+#include "lb/ops/linalg.h"
+#include "src/backend/int8_gemm.h"
+#include "src/backend/quantize.h"
 #include "src/cpu/int8_gemm.h"
 #include "src/cpu/quantize.h"
 
@@ -33,27 +37,15 @@ cpu::HadamardKeep keep_of(const std::vector<int>& rows) {
 
 const cpu::HadamardKeep kAll16 = keep_of({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
 
-// The vector kernels, or their scalar references for the emulation oracle.
-struct KernelSet {
-  decltype(&cpu::fwht16_rows_absmax) rows_absmax;
-  decltype(&cpu::fwht16_rows_quantize) rows_quantize;
-  decltype(&cpu::fwht16_rows_quantize_per_row) rows_quantize_per_row;
-  decltype(&cpu::fwht16_cols_stats) cols_stats;
-  decltype(&cpu::fwht16_cols_quantize) cols_quantize;
-  decltype(&cpu::fwht16_dual_quantize) dual_quantize;
-  decltype(&cpu::tensor_stats) tensor_stats;
-  decltype(&cpu::quantize) quantize;
-};
-const KernelSet kFast{cpu::fwht16_rows_absmax,  cpu::fwht16_rows_quantize, cpu::fwht16_rows_quantize_per_row,
-                      cpu::fwht16_cols_stats,   cpu::fwht16_cols_quantize, cpu::fwht16_dual_quantize,
-                      cpu::tensor_stats,        cpu::quantize};
-const KernelSet kRef{cpu::ref::fwht16_rows_absmax, cpu::ref::fwht16_rows_quantize,
-                     cpu::ref::fwht16_rows_quantize_per_row, cpu::ref::fwht16_cols_stats,
-                     cpu::ref::fwht16_cols_quantize, cpu::ref::fwht16_dual_quantize,
-                     cpu::ref::tensor_stats, cpu::ref::quantize};
+using backend::QuantizeKernels;
 
-Tensor workspace(const Shape& shape, DType dtype) {
-  return Tensor::empty(shape, dtype, Device::cpu(), MemTag::Workspace);
+// The device's vector kernels, or the CPU's scalar references for the emulation oracle.
+const QuantizeKernels& kernels_for(const HotSettings& s, Device d) {
+  return s.emulate ? backend::kCpuQuantizeReference : backend::quantize_kernels(d);
+}
+
+Tensor workspace(const Shape& shape, DType dtype, Device device = Device::cpu()) {
+  return Tensor::empty(shape, dtype, device, MemTag::Workspace);
 }
 
 void check_f32(const Tensor& t, const std::string& layer, const char* what) {
@@ -66,13 +58,6 @@ bool is_pointwise(const ConvGeometry& cg) {
   const auto& a = cg.args;
   return cg.kH == 1 && cg.kW == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 &&
          a.padding[1] == 0;
-}
-
-// Row-major float GEMM C (m, n) = alpha · op(A) B.
-void sgemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float* c, int64_t ldc) {
-  // cpu::gemm splits over OpenMP threads (OpenBLAS itself is single-threaded: blas_config.h).
-  cpu::gemm(trans_a, false, m, n, k, alpha, a, lda, b, ldb, 0.f, c, ldc);
 }
 
 // Emulation: C (m, n) = op(A) B with A, B the dequantised levels in f64, then ·alpha to f32.
@@ -187,35 +172,33 @@ struct GyQuant {
   float s_g = 0.f, s_gh = 0.f;
 };
 
-GyQuant quantize_grad_output(const KernelSet& k, const HotSettings& st, const cpu::HadamardKeep& keep,
+GyQuant quantize_grad_output(const QuantizeKernels& k, const HotSettings& st, const cpu::HadamardKeep& keep,
                              int64_t layer_id, int64_t micro, bool per_token, const Tensor& g2d,
                              bool for_gx, bool for_gw) {
   const int64_t M = g2d.size(0), O = g2d.size(1), O16 = cpu::round_up16(O);
-  const float* g = g2d.data<float>();
+  const Device dev = g2d.device();
   const cpu::QuantParams pr = qparams(st.gx_bits, true, layer_id, kGxId, micro);
   const cpu::QuantParams pc = qparams(kGwBits, true, layer_id, kGwId, micro);
   GyQuant r;
-  if (for_gx) r.gq = workspace({M, O16}, DType::I8);
-  if (for_gx && per_token) r.row_scale = workspace({M}, DType::F32);
-  if (for_gw) r.ghq = workspace({cpu::cols_out_rows(M, keep), O}, DType::I8);
-  float* rs = r.row_scale.defined() ? r.row_scale.data<float>() : nullptr;
+  if (for_gx) r.gq = workspace({M, O16}, DType::I8, dev);
+  if (for_gx && per_token) r.row_scale = workspace({M}, DType::F32, dev);
+  if (for_gw) r.ghq = workspace({cpu::cols_out_rows(M, keep), O}, DType::I8, dev);
   if (for_gx && for_gw) {  // one fused pair of passes over g_y
-    const cpu::DualScales ds =
-        k.dual_quantize(g, M, O, O, pr, per_token, r.gq.data<int8_t>(), rs, keep, pc, r.ghq.data<int8_t>());
+    const cpu::DualScales ds = k.dual_quantize(g2d, pr, per_token, r.gq, r.row_scale, keep, pc, r.ghq);
     r.s_g = ds.rows;
     r.s_gh = ds.cols;
   } else if (for_gx) {
     if (per_token) {
-      k.rows_quantize_per_row(g, M, O, O, pr, r.gq.data<int8_t>(), rs);
+      k.rows_quantize_per_row(g2d, pr, r.gq, r.row_scale);
     } else {
-      const float m = k.rows_absmax(g, M, O, O, nullptr);
+      const float m = k.rows_absmax(g2d);
       r.s_g = quant::scale_from_absmax(m, pr.qmax);
-      k.rows_quantize(g, M, O, O, nullptr, quant::inv_scale_from_absmax(m, pr.qmax), pr, r.gq.data<int8_t>());
+      k.rows_quantize(g2d, quant::inv_scale_from_absmax(m, pr.qmax), pr, r.gq);
     }
   } else if (for_gw) {
-    const float m = k.cols_stats(g, M, O, O, keep).absmax;
+    const float m = k.cols_stats(g2d, keep).absmax;
     r.s_gh = quant::scale_from_absmax(m, pc.qmax);
-    k.cols_quantize(g, M, O, O, keep, quant::inv_scale_from_absmax(m, pc.qmax), pc, r.ghq.data<int8_t>());
+    k.cols_quantize(g2d, keep, quant::inv_scale_from_absmax(m, pc.qmax), pc, r.ghq);
   }
   return r;
 }
@@ -226,10 +209,10 @@ struct WeightQuant {
   float s_w = 0.f;
 };
 
-WeightQuant quantize_weight(const KernelSet& k, const HotSettings& st, int64_t layer_id, const Tensor& w) {
+WeightQuant quantize_weight(const QuantizeKernels& k, const HotSettings& st, int64_t layer_id, const Tensor& w) {
   const int64_t O = w.size(0), I = w.size(1);
   const int qmax = quant::qmax_for_bits(st.gx_bits);
-  const cpu::TensorStats ws = k.cols_stats(w.data<float>(), O, I, I, kAll16);
+  const cpu::TensorStats ws = k.cols_stats(w, kAll16);
   float clip = ws.absmax;
   if (st.w_scale == "sawb" && ws.count > 0) {
     const float c = quant::sawb_clip(ws.sum_sq / static_cast<double>(ws.count),
@@ -238,9 +221,9 @@ WeightQuant quantize_weight(const KernelSet& k, const HotSettings& st, int64_t l
   }
   WeightQuant r;
   r.s_w = quant::scale_from_absmax(clip, qmax);
-  r.wq = workspace({cpu::round_up16(O), I}, DType::I8);
-  k.cols_quantize(w.data<float>(), O, I, I, kAll16, quant::inv_scale_from_absmax(clip, qmax),
-                  qparams(st.gx_bits, false, layer_id, kGxId), r.wq.data<int8_t>());
+  r.wq = workspace({cpu::round_up16(O), I}, DType::I8, w.device());
+  k.cols_quantize(w, kAll16, quant::inv_scale_from_absmax(clip, qmax), qparams(st.gx_bits, false, layer_id, kGxId),
+                  r.wq);
   return r;
 }
 }  // namespace
@@ -249,20 +232,19 @@ void Hot::compress_tokens(const Tensor& x2d, SavedState& s) const {
   const int64_t M = x2d.size(0), I = x2d.size(1);
   const cpu::HadamardKeep keep = keep_of(rows_);
   const int64_t Kr = cpu::cols_out_rows(M, keep);
-  const float* x = x2d.data<float>();
+  const QuantizeKernels& k = kernels_for(settings_, x2d.device());
   if (!settings_.quantize) {
-    Tensor xh = Tensor::empty({Kr, I});
-    cpu::fwht16_cols(x, M, I, I, keep, xh.data<float>());
+    Tensor xh = Tensor::empty({Kr, I}, DType::F32, x2d.device());
+    k.cols(x2d, keep, xh);
     s.tensors = {xh};
     s.scalars = {1.0};
     return;
   }
-  const KernelSet& k = settings_.emulate ? kRef : kFast;
-  const cpu::TensorStats st = k.cols_stats(x, M, I, I, keep);
+  const cpu::TensorStats st = k.cols_stats(x2d, keep);
   const int qmax = quant::qmax_for_bits(kGwBits);
-  Tensor xq = Tensor::empty({Kr, I}, DType::I8);
-  k.cols_quantize(x, M, I, I, keep, quant::inv_scale_from_absmax(st.absmax, qmax),
-                  qparams(kGwBits, false, layer_id_, kGwId), xq.data<int8_t>());
+  Tensor xq = Tensor::empty({Kr, I}, DType::I8, x2d.device());
+  k.cols_quantize(x2d, keep, quant::inv_scale_from_absmax(st.absmax, qmax), qparams(kGwBits, false, layer_id_, kGwId),
+                  xq);
   s.tensors = {xq};
   s.scalars = {quant::scale_from_absmax(st.absmax, qmax)};
 }
@@ -272,7 +254,8 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
   const int64_t M = g2d.size(0), O = g2d.size(1), O16 = cpu::round_up16(O);
   const cpu::HadamardKeep keep = keep_of(rows_);
   const int64_t Kr = cpu::cols_out_rows(M, keep);
-  const float* g = g2d.data<float>();
+  const Device dev = g2d.device();
+  const QuantizeKernels& k = kernels_for(settings_, dev);
   Tensor w;
   int64_t I = 0;
   if (want_gx) {
@@ -288,55 +271,52 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
   }
   Gradients out;
   if (!settings_.quantize) {  // the same transforms in f32: g_x = (G̃ W̃) / 16, g_w = Ĝᵀ X̂ / 16
+    NoGradGuard no_grad;
     if (want_gx) {
-      Tensor gt = workspace({M, O16}, DType::F32), wt = workspace({O16, I}, DType::F32);
-      cpu::fwht16_rows(g, M, O, O, gt.data<float>());
-      cpu::fwht16_cols(w.data<float>(), O, I, I, kAll16, wt.data<float>());
-      out.grad_input = Tensor::empty({M, I});
-      sgemm(false, M, I, O16, 1.f / 16, gt.data<float>(), O16, wt.data<float>(), I,
-            out.grad_input.data<float>(), I);
+      Tensor gt = workspace({M, O16}, DType::F32, dev), wt = workspace({O16, I}, DType::F32, dev);
+      k.rows(g2d, gt);
+      k.cols(w, kAll16, wt);
+      out.grad_input = matmul(gt, wt);
+      mul_scalar_(out.grad_input, 1.0 / 16);  // a power of two: exact
     }
     if (want_gw) {
-      Tensor gh = workspace({Kr, O}, DType::F32);
-      cpu::fwht16_cols(g, M, O, O, keep, gh.data<float>());
-      out.grad_weight = Tensor::empty({O, I});
-      sgemm(true, O, I, Kr, 1.f / 16, gh.data<float>(), O, xhat.data<float>(), I,
-            out.grad_weight.data<float>(), I);
+      Tensor gh = workspace({Kr, O}, DType::F32, dev);
+      k.cols(g2d, keep, gh);
+      out.grad_weight = matmul(gh, xhat, true, false);
+      mul_scalar_(out.grad_weight, 1.0 / 16);
     }
     return out;
   }
-  const KernelSet& k = settings_.emulate ? kRef : kFast;
   const GyQuant q =
       quantize_grad_output(k, settings_, keep, layer_id_, next_micro(), lqs_ == Lqs::PerToken, g2d, want_gx, want_gw);
-  const float* rs = q.row_scale.defined() ? q.row_scale.data<float>() : nullptr;
+  const backend::Int8GemmKernels& int8 = backend::int8_gemm_kernels(dev);
   // ---- g_x = (q_G q_W) · s_G(row) · s_W / 16
   if (want_gx) {
     const WeightQuant wq = quantize_weight(k, settings_, layer_id_, w);
-    out.grad_input = Tensor::empty({M, I});
+    out.grad_input = Tensor::empty({M, I}, DType::F32, dev);
     if (settings_.emulate) {
+      const float* rs = q.row_scale.defined() ? q.row_scale.data<float>() : nullptr;
       const auto a = dequantize_f64(q.gq.data<int8_t>(), M, O16, rs, q.s_g);
       const auto b = dequantize_f64(wq.wq.data<int8_t>(), O16, I, nullptr, wq.s_w);
       dgemm_to_f32(false, M, I, O16, a, O16, b, I, 1.0 / 16, out.grad_input.data<float>());
     } else {  // the row scale in the epilogue, the rest in alpha
-      cpu::int8_gemm_f32(false, false, M, I, O16, q.gq.data<int8_t>(), O16, wq.wq.data<int8_t>(), I,
-                         out.grad_input.data<float>(), I, rs, (rs ? 1.f : q.s_g) * wq.s_w / 16.f);
+      const float alpha = (q.row_scale.defined() ? 1.f : q.s_g) * wq.s_w / 16.f;
+      int8.gemm_f32(false, false, M, I, O16, q.gq, 0, O16, wq.wq, 0, I, out.grad_input, I, q.row_scale, alpha, false);
     }
   }
   // ---- g_w = (Ĝᵀ X̂) · s_Ĝ · s_X / 16 over the reduced token axis
   if (want_gw) {
-    out.grad_weight = Tensor::empty({O, I});
-    float* gw = out.grad_weight.data<float>();
-    const int8_t* xq = xhat.data<int8_t>();
+    out.grad_weight = Tensor::empty({O, I}, DType::F32, dev);
     if (settings_.emulate) {
       const auto a = dequantize_f64(q.ghq.data<int8_t>(), Kr, O, nullptr, q.s_gh);
-      const auto b = dequantize_f64(xq, Kr, I, nullptr, s_x);
-      dgemm_to_f32(true, O, I, Kr, a, O, b, I, 1.0 / 16, gw);
+      const auto b = dequantize_f64(xhat.data<int8_t>(), Kr, I, nullptr, s_x);
+      dgemm_to_f32(true, O, I, Kr, a, O, b, I, 1.0 / 16, out.grad_weight.data<float>());
     } else {  // int32-safe chunks of the contraction, summed in f32
       const float alpha = q.s_gh * s_x / 16.f;
       if (Kr == 0) out.grad_weight.zero_();
       for (int64_t k0 = 0; k0 < Kr; k0 += kMaxChunk)
-        cpu::int8_gemm_f32(true, false, O, I, std::min(kMaxChunk, Kr - k0), q.ghq.data<int8_t>() + k0 * O, O,
-                           xq + k0 * I, I, gw, I, nullptr, alpha, k0 > 0);
+        int8.gemm_f32(true, false, O, I, std::min(kMaxChunk, Kr - k0), q.ghq, k0 * O, O, xhat, k0 * I, I,
+                      out.grad_weight, I, Tensor(), alpha, k0 > 0);
     }
   }
   return out;
@@ -363,31 +343,19 @@ void Hot::run_lqs(const Tensor& g2d, const char* how) {
     return;
   }
   const int64_t M = g2d.size(0), O = g2d.size(1), O16 = cpu::round_up16(O);
-  const float* g = g2d.data<float>();
+  const Device dev = g2d.device();
+  const QuantizeKernels& k = backend::quantize_kernels(dev);  // LQS uses the vector kernels even when emulating
   const int qmax = quant::qmax_for_bits(settings_.gx_bits);
-  Tensor gt = workspace({M, O16}, DType::F32);
-  cpu::fwht16_rows(g, M, O, O, gt.data<float>());  // the tensor both quantisers see
-  const float* t = gt.data<float>();
+  Tensor gt = workspace({M, O16}, DType::F32, dev);
+  k.rows(g2d, gt);  // the tensor both quantisers see
   const cpu::QuantParams p = qparams(settings_.gx_bits, true, layer_id_, kLqsId);
-  Tensor q = workspace({M, O16}, DType::I8);
-  auto l2_error = [&](const float* row_scale, float scale) {
-    double e = 0;
-    const int8_t* qq = q.data<int8_t>();
-    for (int64_t r = 0; r < M; ++r) {
-      const double s = row_scale ? row_scale[r] : scale;
-      for (int64_t c = 0; c < O16; ++c) {
-        const double d = qq[r * O16 + c] * s - t[r * O16 + c];
-        e += d * d;
-      }
-    }
-    return std::sqrt(e);
-  };
-  const float m = cpu::fwht16_rows_absmax(g, M, O, O, nullptr);
-  cpu::fwht16_rows_quantize(g, M, O, O, nullptr, quant::inv_scale_from_absmax(m, qmax), p, q.data<int8_t>());
-  err_tensor_ = l2_error(nullptr, quant::scale_from_absmax(m, qmax));
-  Tensor rs = workspace({M}, DType::F32);
-  cpu::fwht16_rows_quantize_per_row(g, M, O, O, p, q.data<int8_t>(), rs.data<float>());
-  err_token_ = l2_error(rs.data<float>(), 0.f);
+  Tensor q = workspace({M, O16}, DType::I8, dev);
+  const float m = k.rows_absmax(g2d);
+  k.rows_quantize(g2d, quant::inv_scale_from_absmax(m, qmax), p, q);
+  err_tensor_ = k.dequantized_l2_error(q, Tensor(), quant::scale_from_absmax(m, qmax), gt);
+  Tensor rs = workspace({M}, DType::F32, dev);
+  k.rows_quantize_per_row(g2d, p, q, rs);
+  err_token_ = k.dequantized_l2_error(q, rs, 0.f, gt);
   lqs_ = err_token_ < 0.5 * err_tensor_ ? Lqs::PerToken : Lqs::PerTensor;
   lqs_how_ = how;
   spdlog::debug("hot: layer '{}' LQS chose {} (L2 error per-token {:.4g}, per-tensor {:.4g}; {})",
@@ -465,11 +433,12 @@ SavedState Hot::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry
     s.scalars = {1.0};
   } else {
     const Tensor xc = detail::contiguous_nograd(x);
-    const KernelSet& k = settings_.emulate ? kRef : kFast;
+    const auto stats = settings_.emulate ? cpu::ref::tensor_stats : cpu::tensor_stats;
+    const auto quantize = settings_.emulate ? cpu::ref::quantize : cpu::quantize;
     const int qmax = quant::qmax_for_bits(kGwBits);
-    const float m = k.tensor_stats(xc.data<float>(), xc.numel()).absmax;
+    const float m = stats(xc.data<float>(), xc.numel()).absmax;
     Tensor xq = Tensor::empty(x.shape(), DType::I8);
-    k.quantize(xc.data<float>(), xc.numel(), quant::inv_scale_from_absmax(m, qmax),
+    quantize(xc.data<float>(), xc.numel(), quant::inv_scale_from_absmax(m, qmax),
                qparams(kGwBits, false, layer_id_, kGwId), xq.data<int8_t>());
     s.tensors = {xq};
     s.scalars = {quant::scale_from_absmax(m, qmax)};
@@ -523,7 +492,7 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
   const int64_t Kr = cpu::cols_out_rows(M, keep), Kn = L / 16 * keep.r;  // HLA rows: total, per image
   const Tensor g2d = g_y_tokens.view({M, O});
   if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
-  const GyQuant q = quantize_grad_output(kFast, settings_, keep, layer_id_, next_micro(), lqs_ == Lqs::PerToken, g2d,
+  const GyQuant q = quantize_grad_output(backend::kCpuQuantize, settings_, keep, layer_id_, next_micro(), lqs_ == Lqs::PerToken, g2d,
                                          want_gx, want_gw);
   const int8_t* xq = s.tensors[0].data<int8_t>();
   const float s_in = static_cast<float>(s.scalars[0]);
@@ -534,7 +503,7 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
     const int64_t C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3], chw = C * H * W;
     const Tensor w2d = detail::contiguous_nograd(w2d_in);
     check_f32(w2d, layer_name_, "w");
-    const WeightQuant wq = quantize_weight(kFast, settings_, layer_id_, w2d);
+    const WeightQuant wq = quantize_weight(backend::kCpuQuantize, settings_, layer_id_, w2d);
     const float* rs = q.row_scale.defined() ? q.row_scale.data<float>() : nullptr;
     const float alpha = (rs ? 1.f : q.s_g) * wq.s_w / 16.f;
     Tensor dx = Tensor::zeros(cg.x_shape);
