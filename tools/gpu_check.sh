@@ -45,13 +45,19 @@ for p in bf16 f32; do
   timeout 150 python3 "$root/tools/bench/bert_mini.py" --size base --device cuda $([ $p = bf16 ] && echo --autocast) \
     --json > "$out/gpu_bert_base_${p}_torch.json" 2>> "$out/gpu_bench.log"
 done
-# linear_bwd (Linear 768->3072, x 32x128x768) vanilla: the baseline the strategies' GPU
-# kernels will be measured against, and its PyTorch twin.
-timeout 60 "$build/leanback" bench linear_bwd --device cuda --json > "$out/gpu_linear_bwd.json" 2>> "$out/gpu_bench.log"
+# 4. linear_bwd (Linear 768->3072, x 32x128x768) per strategy — vanilla, INSTANT rank 8 and
+#    HOT — in bf16 and f32 (targets: INSTANT backward >= 4x, HOT >= 1.5x faster than vanilla
+#    in bf16), and PyTorch's f32 twin.
+for p in bf16 f32; do
+  for s in vanilla instant hot; do
+    timeout 60 "$build/leanback" bench linear_bwd --device cuda --precision $p --strategy $s \
+      $([ $s = instant ] && echo --rank 8) --json > "$out/gpu_linear_bwd_${s}_$p.json" 2>> "$out/gpu_bench.log"
+  done
+done
 timeout 60 python3 "$root/tools/bench/linear_bwd.py" --device cuda --json > "$out/gpu_linear_bwd_torch.json" \
   2>> "$out/gpu_bench.log"
 bench_s=$(elapsed)
-# 4. The rest of the suite, while the 6 minutes last.
+# 5. The rest of the suite, while the 6 minutes last.
 left=$(( 330 - $(elapsed) ))
 rest_rc=-1
 if (( left > 30 )); then
@@ -92,16 +98,23 @@ def step(p):
     return r
 def layer():
     r = {}
-    for fw, f in (("leanback", "gpu_linear_bwd.json"), ("pytorch", "gpu_linear_bwd_torch.json")):
+    runs = [(f"{s}_{p}", f"gpu_linear_bwd_{s}_{p}.json") for p in ("bf16", "f32") for s in ("vanilla", "instant", "hot")]
+    for name, f in runs + [("pytorch_f32", "gpu_linear_bwd_torch.json")]:
         try:
             j = json.loads(open(os.path.join(out, f)).read().strip().splitlines()[-1])
-            r[fw] = {k: round(j[k], 3) for k in ("forward_ms", "backward_ms")}
+            r[name] = {k: round(j[k], 3) for k in ("forward_ms", "backward_ms") if k in j}
+            if "saved_bytes" in j: r[name]["saved_mib"] = round(j["saved_bytes"] / 2**20, 2)
         except Exception as e:
-            r[fw + "_error"] = str(e)
+            r[name + "_error"] = str(e)
+    for p in ("bf16", "f32"):
+        v = r.get(f"vanilla_{p}", {}).get("backward_ms")
+        for s in ("instant", "hot"):
+            b = r.get(f"{s}_{p}", {}).get("backward_ms")
+            if v and b: r[f"{s}_{p}"]["backward_speedup_vs_vanilla"] = round(v / b, 2)
     return r
 print(json.dumps({"build_rc": build_rc, "build_s": build_s, "cuda_tests_rc": cuda_rc,
                   "cuda_tests": ctest("gpu_ctest_cuda.log"), "gemm_bf16": gemm("bf16"), "gemm_f32": gemm("f32"),
-                  "bert_base_bf16": step("bf16"), "bert_base_f32": step("f32"), "linear_bwd_f32": layer(),
+                  "bert_base_bf16": step("bf16"), "bert_base_f32": step("f32"), "linear_bwd": layer(),
                   "bench_done_s": bench_s, "rest_rc": rest_rc, "rest_tests": ctest("gpu_ctest_rest.log"),
                   "seconds": total_s}, indent=1))
 PY
