@@ -17,6 +17,7 @@
 #include "lb/nn/layers.h"
 #include "lb/ops.h"
 #include "lb/optim/optimizer.h"
+#include "src/backend/lowrank.h"
 #include "testing/strategies.h"
 #include "testing/testing.h"
 
@@ -319,6 +320,46 @@ TEST(Instant, VariableLengthEqualsZeroExtension) {
 // what the padded (S, Lmax, I) batch with zero rows at the padding gives with fixed-length
 // bases — the same Grams, bases and gradients on the kept rows — on either axis. Widths that
 // exercise both the SIMD tiles and the scalar tails of the segment kernels.
+// The generic low-rank kernels (tensor views + the GEMM table: what a GPU runs) drive the
+// strategy to the CPU kernels' results: calibration, bases, saved projection and gradients,
+// on both axes, padded and padding-free, in f64 and f32.
+TEST(Instant, GenericKernelsGiveTheCpuKernelsResults) {
+  struct GenericOnCpu {
+    GenericOnCpu() { backend::set_generic_lowrank_on_cpu(true); }
+    ~GenericOnCpu() { backend::set_generic_lowrank_on_cpu(false); }
+  };
+  auto offsets = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{0, 5, 13, 16, 17});
+  const int64_t I = 37, O = 35;
+  for (DType dt : {DType::F64, DType::F32})
+    for (const char* axis : {"token", "channel"})
+      for (bool packed : {false, true}) {
+        const std::string what = std::string(dtype_name(dt)) + " " + axis + (packed ? " packed" : " padded");
+        const double tol = dt == DType::F64 ? 1e-10 : 2e-4;
+        const nlohmann::json spec = {{"axis", axis}, {"rank", 3}, {"gram_dtype", dt == DType::F64 ? "f64" : "f32"},
+                                     {"exact_when_no_gain", false}};
+        const Shape xs = packed ? Shape{1, 17, I} : Shape{3, 8, I}, gs = packed ? Shape{1, 17, O} : Shape{3, 8, O};
+        const Tensor w = testing::randn({O, I}, 1).to(dt), b = testing::randn({O}, 2).to(dt);
+        Grads got[2];
+        Tensor proj[2];
+        for (int generic = 0; generic < 2; ++generic) {
+          std::unique_ptr<GenericOnCpu> guard = generic ? std::make_unique<GenericOnCpu>() : nullptr;
+          auto s = instant(spec);
+          s->set_max_tokens(8);
+          std::unique_ptr<PackedSequencesScope> scope = packed ? std::make_unique<PackedSequencesScope>(offsets) : nullptr;
+          calibrate(s, [&] {
+            for (uint64_t i = 0; i < 2; ++i)
+              run_linear(s, testing::randn(xs, 10 + i).to(dt), w, b, testing::randn(gs, 20 + i).to(dt));
+          });
+          got[generic] = run_linear(s, testing::randn(xs, 30).to(dt), w, b, testing::randn(gs, 31).to(dt));
+          proj[generic] = matmul(s->x_basis().proj, s->x_basis().proj, true, false);  // sign-free
+        }
+        EXPECT_LT(testing::rel_error(proj[1], proj[0]), tol) << what << " x basis";
+        EXPECT_LT(testing::rel_error(got[1].gx, got[0].gx), tol) << what << " g_x";
+        EXPECT_LT(testing::rel_error(got[1].gw, got[0].gw), tol) << what << " g_w";
+        EXPECT_LT(testing::rel_error(got[1].gb, got[0].gb), tol) << what << " g_b";
+      }
+}
+
 TEST(Instant, PackedSequencesEqualZeroPaddedBatch) {
   const int64_t Lmax = 8, I = 37, O = 35;
   const std::vector<int64_t> lengths = {5, 8, 3, 1};

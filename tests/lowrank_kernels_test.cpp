@@ -15,9 +15,7 @@ namespace {
 
 using backend::LowrankKernels;
 
-const LowrankKernels kGeneric{backend::generic_lowrank::project, backend::generic_lowrank::expand,
-                              backend::generic_lowrank::gram_add, backend::generic_lowrank::gram_finish,
-                              backend::generic_lowrank::leading_rows};
+const LowrankKernels& kGeneric = backend::kGenericLowrank;
 
 double tolerance(DType dt) { return dt == DType::F32 ? 2e-5 : 1e-12; }
 

@@ -39,7 +39,16 @@ struct LowrankKernels {
 };
 
 // src/cpu/lowrank.cpp, cuda/lowrank.cpp
-LB_KERNEL_TABLES(LowrankKernels, lowrank_kernels, kCpuLowrank, kCudaLowrank, "instant low-rank kernels")
+LB_KERNEL_TABLES(LowrankKernels, lowrank_tables, kCpuLowrank, kCudaLowrank, "instant low-rank kernels")
+
+// Tests only: while set, CPU tensors run the generic versions too, so the CPU suite drives the
+// strategy through the code path a GPU takes (src/backend/lowrank_generic.cpp).
+void set_generic_lowrank_on_cpu(bool on);
+bool generic_lowrank_on_cpu();
+extern const LowrankKernels kGenericLowrank;
+inline const LowrankKernels& lowrank_kernels(Device d) {
+  return d.is_cpu() && generic_lowrank_on_cpu() ? kGenericLowrank : lowrank_tables(d);
+}
 
 // The device-agnostic versions (src/backend/lowrank_generic.cpp).
 namespace generic_lowrank {

@@ -3,6 +3,7 @@
 // the (R, S, C) buffer — no copies — or, for padding-free sequences of different lengths,
 // one GEMM per sequence. The CUDA table uses these; the CPU tests run them against the CPU
 // kernels.
+#include <atomic>
 #include <vector>
 
 #include "lb/autograd/grad_mode.h"
@@ -109,3 +110,17 @@ Tensor leading_rows(const Tensor& v, int64_t R, double scale) {
 }
 
 }  // namespace lb::backend::generic_lowrank
+
+namespace lb::backend {
+
+namespace {
+std::atomic<bool> g_generic_on_cpu{false};
+}  // namespace
+
+void set_generic_lowrank_on_cpu(bool on) { g_generic_on_cpu = on; }
+bool generic_lowrank_on_cpu() { return g_generic_on_cpu; }
+
+const LowrankKernels kGenericLowrank{generic_lowrank::project, generic_lowrank::expand, generic_lowrank::gram_add,
+                                     generic_lowrank::gram_finish, generic_lowrank::leading_rows};
+
+}  // namespace lb::backend
