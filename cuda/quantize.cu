@@ -4,8 +4,9 @@
 // quant::fwht16_block and the quantisers of lb/ops/quantize_formulas.h, each output element
 // taking the Philox draw of its row-major index: the CPU's int8 levels, bit for bit.
 // Maxima go through atomicMax on the float bits (non-negative floats order as integers), so
-// they are exact too; the f64 sums for SAWB and the LQS errors are reduced in another order
-// than the CPU's (rounding-level differences).
+// they are exact too; the sums for SAWB (f64 here, f32 partials in the CPU's vector kernels)
+// and the LQS errors differ from the CPU's at rounding level. The per-thread work is
+// src/backend/quantize_blocks.h, which tests/quantize_blocks_test.cpp runs on the CPU.
 #include <cmath>
 #include <cstring>
 
@@ -14,17 +15,13 @@
 #include "cuda/strided.cuh"
 #include "lb/ops/quantize_formulas.h"
 #include "src/backend/quantize.h"
+#include "src/backend/quantize_blocks.h"
 
 namespace lb::backend {
 namespace {
 
 using cpu::HadamardKeep;
 using cpu::QuantParams;
-
-__device__ inline int8_t quant_one(float x, float inv, const QuantParams& p, uint64_t e) {
-  return p.stochastic ? quant::quantize_sr(x, inv, p.qmax, quant::philox_draw(p.key, e))
-                      : quant::quantize_rtn(x, inv, p.qmax);
-}
 
 __device__ inline void atomic_max_nonneg(float* address, float v) {
   atomicMax(reinterpret_cast<unsigned int*>(address), __float_as_uint(v));
@@ -37,25 +34,18 @@ enum class RowsOp { Absmax, Quantize, Transform };
 template <RowsOp kOp>
 __global__ void rows_kernel(const float* x, int64_t rows, int64_t cols, float* row_absmax, float* absmax,
                             const float* row_inv, float inv, QuantParams p, int8_t* q, float* y) {
-  const int64_t nb = (cols + 15) / 16, c16 = nb * 16;
-  LB_CUDA_FOR_EACH(t, rows * nb) {
-    const int64_t r = t / nb, c0 = (t % nb) * 16;
+  LB_CUDA_FOR_EACH(t, quant_blocks::row_threads(rows, cols)) {
+    int64_t r = 0, c0 = 0;
     float a[16];
-    for (int j = 0; j < 16; ++j) a[j] = c0 + j < cols ? x[r * cols + c0 + j] : 0.f;
-    quant::fwht16_block(a);
+    quant_blocks::row_block(x, cols, t, &r, &c0, a);
     if constexpr (kOp == RowsOp::Absmax) {
-      float m = 0.f;
-      for (int j = 0; j < 16; ++j) m = fmaxf(m, fabsf(a[j]));
+      const float m = quant_blocks::block_absmax(a);
       if (row_absmax) atomic_max_nonneg(row_absmax + r, m);
       if (absmax) atomic_max_nonneg(absmax, m);
     } else if constexpr (kOp == RowsOp::Quantize) {
-      const float ir = row_inv ? row_inv[r] : inv;
-      for (int j = 0; j < 16; ++j) {
-        const int64_t e = r * c16 + c0 + j;
-        q[e] = quant_one(a[j], ir, p, static_cast<uint64_t>(e));
-      }
+      quant_blocks::quantize_row_block(a, r, c0, cols, row_inv ? row_inv[r] : inv, p, q);
     } else {
-      for (int j = 0; j < 16; ++j) y[r * c16 + c0 + j] = a[j];
+      for (int j = 0; j < 16; ++j) y[quant_blocks::row_output(r, c0, j, cols)] = a[j];
     }
   }
 }
@@ -72,7 +62,7 @@ __global__ void row_scales_kernel(float* absmax_to_inv, float* row_scale, int64_
 template <RowsOp kOp>
 void launch_rows(const Tensor& x, float* row_absmax, float* absmax, const float* row_inv, float inv,
                  const QuantParams& p, int8_t* q, float* y) {
-  const int64_t rows = x.size(0), cols = x.size(1), n = rows * ((cols + 15) / 16);
+  const int64_t rows = x.size(0), cols = x.size(1), n = quant_blocks::row_threads(rows, cols);
   if (n == 0) return;
   rows_kernel<kOp><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(x.device().index)>>>(
       x.data<float>(), rows, cols, row_absmax, absmax, row_inv, inv, p, q, y);
@@ -128,23 +118,21 @@ enum class ColsOp { Stats, Quantize, Transform };
 template <ColsOp kOp>
 __global__ void cols_kernel(const float* x, int64_t rows, int64_t cols, HadamardKeep keep, float inv, QuantParams p,
                             int8_t* q, float* y, float* absmax, double* sums) {
-  const int64_t blocks = (rows + 15) / 16;
   float m = 0.f;
   double sq = 0.0, ab = 0.0;
-  LB_CUDA_FOR_EACH(t, blocks * cols) {
-    const int64_t b = t / cols, c = t % cols;
+  LB_CUDA_FOR_EACH(t, quant_blocks::col_threads(rows, cols)) {
+    int64_t b = 0, c = 0;
     float a[16];
-    for (int k = 0; k < 16; ++k) a[k] = 16 * b + k < rows ? x[(16 * b + k) * cols + c] : 0.f;
-    quant::fwht16_block(a);
+    quant_blocks::col_block(x, rows, cols, t, &b, &c, a);
     for (int j = 0; j < keep.r; ++j) {
       const float v = a[keep.idx[j]];
-      const int64_t e = (b * keep.r + j) * cols + c;
+      const int64_t e = quant_blocks::col_output(b, j, keep.r, cols, c);
       if constexpr (kOp == ColsOp::Stats) {
         m = fmaxf(m, fabsf(v));
         sq += static_cast<double>(v) * v;
         ab += fabsf(v);
       } else if constexpr (kOp == ColsOp::Quantize) {
-        q[e] = quant_one(v, inv, p, static_cast<uint64_t>(e));
+        q[e] = quant_blocks::quantize_one(v, inv, p, static_cast<uint64_t>(e));
       } else {
         y[e] = v;
       }
@@ -167,7 +155,7 @@ __global__ void cols_kernel(const float* x, int64_t rows, int64_t cols, Hadamard
 template <ColsOp kOp>
 void launch_cols(const Tensor& x, const HadamardKeep& keep, float inv, const QuantParams& p, int8_t* q, float* y,
                  float* absmax, double* sums) {
-  const int64_t rows = x.size(0), cols = x.size(1), n = (rows + 15) / 16 * cols;
+  const int64_t rows = x.size(0), cols = x.size(1), n = quant_blocks::col_threads(rows, cols);
   if (n == 0) return;
   cols_kernel<kOp><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(x.device().index)>>>(
       x.data<float>(), rows, cols, keep, inv, p, q, y, absmax, sums);

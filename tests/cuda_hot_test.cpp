@@ -1,7 +1,7 @@
 // CPU-vs-CUDA parity of HOT on Linear layers (cuda/quantize.cu, cuda/int8_gemm.cu): every
 // quantisation kernel gives the CPU's int8 levels bit for bit (round-to-nearest and
 // stochastic rounding, which draws the same Philox values on both), the same maxima and
-// scales, and its f64 sums to rounding; the int8 GEMM gives the CPU's f32 values exactly
+// scales, and its sums to the CPU vector kernels' f32 partial-sum rounding; the int8 GEMM gives the CPU's f32 values exactly
 // (exact int32 sums, the same rounded epilogue); and the strategy — LQS, the saved int8 X̂,
 // g_x and g_w — matches the CPU exactly. Skips without a CUDA device.
 #include <gtest/gtest.h>
@@ -78,8 +78,8 @@ TEST(CudaHot, QuantizationKernelsMatchTheCpuBitForBit) {
           const cpu::TensorStats a = cpu_k.cols_stats(x, keep), b = gpu_k.cols_stats(xd, keep);
           EXPECT_EQ(b.absmax, a.absmax) << how << " keep " << r;
           EXPECT_EQ(b.count, a.count) << how << " keep " << r;
-          EXPECT_NEAR(b.sum_sq, a.sum_sq, 1e-12 * a.sum_sq) << how << " keep " << r;
-          EXPECT_NEAR(b.sum_abs, a.sum_abs, 1e-12 * a.sum_abs) << how << " keep " << r;
+          EXPECT_NEAR(b.sum_sq, a.sum_sq, 1e-6 * a.sum_sq) << how << " keep " << r;
+          EXPECT_NEAR(b.sum_abs, a.sum_abs, 1e-6 * a.sum_abs) << how << " keep " << r;
           Tensor cc = Tensor::empty({out_rows, sz.cols}, DType::I8), cg = Tensor::empty({out_rows, sz.cols}, DType::I8, kCuda);
           cpu_k.cols_quantize(x, keep, 0.59f, p, cc);
           gpu_k.cols_quantize(xd, keep, 0.59f, p, cg);
