@@ -6,6 +6,7 @@
 #include "lb/nn/backward/factory.h"
 #include "lb/nn/backward/policy.h"
 #include "lb/nn/layers.h"
+#include "src/backend/conv_tokens.h"
 #include "testing/testing.h"
 
 namespace lb::nn::backward {
@@ -167,6 +168,104 @@ TEST(Strategy, ConvTokensRoundTrip) {
   EXPECT_NEAR(lhs, rhs, 1e-10 * std::abs(lhs));
 }
 
+
+// The generic token view (index-map gather and scatter-add: what a GPU runs) equals the CPU
+// loops, for plain, strided, padded, dilated, 1×1 strided and pointwise convolutions.
+TEST(Strategy, GenericConvTokensMatchTheCpuLoops) {
+  struct Case {
+    int64_t C, H, k, stride, pad, dil;
+  };
+  for (const Case& c : {Case{3, 7, 3, 1, 1, 1}, Case{3, 8, 3, 2, 1, 1}, Case{2, 9, 3, 1, 2, 2}, Case{4, 6, 1, 2, 0, 1},
+                        Case{4, 5, 1, 1, 0, 1}}) {
+    ConvGeometry cg;
+    cg.x_shape = {2, c.C, c.H, c.H};
+    cg.kH = cg.kW = c.k;
+    cg.args.padding = {c.pad, c.pad};
+    cg.args.stride = {c.stride, c.stride};
+    cg.args.dilation = {c.dil, c.dil};
+    cg.Ho = cg.Wo = (c.H + 2 * c.pad - c.dil * (c.k - 1) - 1) / c.stride + 1;
+    const int64_t L = cg.Ho * cg.Wo, I = c.C * c.k * c.k;
+    const std::string what = "C " + std::to_string(c.C) + " k " + std::to_string(c.k) + " stride " +
+                             std::to_string(c.stride) + " pad " + std::to_string(c.pad) + " dil " + std::to_string(c.dil);
+    const Tensor x = testing::randn(cg.x_shape, 50), t = testing::randn({2, L, I}, 51);
+    const Tensor want_t = conv_to_tokens(x, cg), want_x = conv_from_tokens(t, cg);
+    const Tensor want_tr = backend::kCpuConvTokens.transpose_last2(t);
+    backend::set_generic_conv_tokens_on_cpu(true);
+    const Tensor got_t = conv_to_tokens(x, cg), got_x = conv_from_tokens(t, cg);
+    const Tensor got_tr = backend::conv_token_kernels(Device::cpu()).transpose_last2(t);
+    backend::set_generic_conv_tokens_on_cpu(false);
+    EXPECT_EQ(got_t.to_double_vector(), want_t.to_double_vector()) << what << " tokens";
+    EXPECT_LT(testing::rel_error(got_x, want_x), 1e-14) << what << " adjoint";
+    EXPECT_EQ(got_tr.to_double_vector(), want_tr.to_double_vector()) << what << " transpose";
+  }
+}
+
+// On a GPU every strategy runs a convolution through the token view (save_conv_checked); on
+// the CPU, with that route forced: INSTANT's gradients equal its image-layout path's, and
+// HOT's equal HOT's Linear path on the tokens (same draws), bit for bit.
+TEST(Strategy, ConvTokenViewRouteMatchesTheImagePaths) {
+  Conv2dArgs a;
+  a.padding = {1, 1};
+  struct Route {
+    Route() {
+      set_conv_token_view_on_cpu(true);
+      backend::set_generic_conv_tokens_on_cpu(true);
+    }
+    ~Route() {
+      set_conv_token_view_on_cpu(false);
+      backend::set_generic_conv_tokens_on_cpu(false);
+    }
+  };
+  auto run = [&](const std::shared_ptr<Strategy>& s, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g) {
+    Tensor xi = x.clone(), wi = w.clone(), bi = b.clone();
+    xi.set_requires_grad();
+    wi.set_requires_grad();
+    bi.set_requires_grad();
+    strategy_conv2d(xi, wi, bi, a, s).backward(g);
+    return std::vector<Tensor>{xi.grad(), wi.grad(), bi.grad()};
+  };
+  {  // INSTANT, f64 Grams, fixed rank, calibrated on two batches then one training step
+    const Tensor w = testing::randn({6, 4, 3, 3}, 1), b = testing::randn({6}, 2);
+    std::vector<Tensor> got[2];
+    for (int token_view = 0; token_view < 2; ++token_view) {
+      std::unique_ptr<Route> route = token_view ? std::make_unique<Route>() : nullptr;
+      std::shared_ptr<Strategy> s = make_strategy(
+          {{"type", "instant"}, {"rank", 3}, {"gram_dtype", "f64"}, {"exact_when_no_gain", false}}, "test");
+      s->begin_calibration();
+      for (uint64_t i = 0; i < 2; ++i) run(s, testing::randn({3, 4, 6, 6}, 10 + i), w, b, testing::randn({3, 6, 6, 6}, 20 + i));
+      s->finish_calibration();
+      got[token_view] = run(s, testing::randn({3, 4, 6, 6}, 30), w, b, testing::randn({3, 6, 6, 6}, 31));
+    }
+    for (int i = 0; i < 3; ++i) EXPECT_LT(testing::rel_error(got[1][i], got[0][i]), 1e-8) << "instant grad " << i;
+  }
+  {  // HOT (f32): the token route is HOT's Linear path on conv_to_tokens(x)
+    const Tensor x = testing::randn({3, 4, 8, 8}, 3).to(DType::F32), w = testing::randn({6, 4, 3, 3}, 4).to(DType::F32);
+    const Tensor b = testing::randn({6}, 5).to(DType::F32), g = testing::randn({3, 6, 8, 8}, 6).to(DType::F32);
+    ConvGeometry cg;
+    cg.x_shape = x.shape();
+    cg.kH = cg.kW = 3;
+    cg.args = a;
+    cg.Ho = cg.Wo = 8;
+    run_context().seed = 7;
+    run_context().step = 1;
+    std::shared_ptr<Strategy> conv = make_strategy({{"type", "hot"}, {"lqs", false}}, "test");
+    std::shared_ptr<Strategy> lin = make_strategy({{"type", "hot"}, {"lqs", false}}, "test");
+    std::vector<Tensor> via_conv;
+    {
+      Route route;
+      via_conv = run(conv, x, w, b, g);
+    }
+    Tensor tokens = conv_to_tokens(x, cg), w2d = w.reshape({6, 36}).clone();
+    tokens.set_requires_grad();
+    w2d.set_requires_grad();
+    strategy_linear(tokens, w2d, Tensor(), lin).backward(g.reshape({3, 6, 64}).transpose(1, 2).contiguous());
+    EXPECT_EQ(via_conv[1].reshape({6, 36}).to_double_vector(), w2d.grad().to_double_vector()) << "hot g_w";
+    backend::set_generic_conv_tokens_on_cpu(true);  // the route's col2im (its summation order)
+    const Tensor gx = conv_from_tokens(tokens.grad(), cg);
+    backend::set_generic_conv_tokens_on_cpu(false);
+    EXPECT_EQ(via_conv[0].to_double_vector(), gx.to_double_vector()) << "hot g_x";
+  }
+}
 
 // The gradient-fidelity probe: while probing, the ops pass on the exact gradients (equal to
 // the plain op's) and record the strategy's own against them, for Linear and Conv2d.

@@ -6,6 +6,7 @@
 // g_x and g_w — matches the CPU exactly. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "lb/core/cuda_runtime_info.h"
@@ -14,6 +15,7 @@
 #include "lb/nn/backward/hot.h"
 #include "lb/ops.h"
 #include "lb/ops/quantize_formulas.h"
+#include "src/backend/conv_tokens.h"
 #include "src/backend/int8_gemm.h"
 #include "src/backend/quantize.h"
 #include "testing/testing.h"
@@ -161,6 +163,37 @@ TEST(CudaHot, LinearStrategyMatchesTheCpuExactly) {
     ASSERT_EQ(gb[1].size(), gb[0].size());
     for (size_t i = 0; i < gb[0].size(); ++i) EXPECT_NEAR(gb[1][i], gb[0][i], 1e-4) << "g_b " << i;
   }
+}
+
+// A Conv2d through HOT on CUDA (the token view) against the CPU taking the same route.
+TEST(CudaHot, ConvTokenViewMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (CUDA built: " << cuda_compiled() << ")";
+  Conv2dArgs a;
+  a.padding = {1, 1};
+  const Tensor x = testing::randn({3, 4, 8, 8}, 3).to(DType::F32), w = testing::randn({6, 4, 3, 3}, 4).to(DType::F32);
+  const Tensor b = testing::randn({6}, 5).to(DType::F32), g = testing::randn({3, 6, 8, 8}, 6).to(DType::F32);
+  std::vector<double> gx[2], gw[2];
+  for (int side = 0; side < 2; ++side) {
+    const Device d = side == 0 ? Device::cpu() : kCuda;
+    nn::backward::set_conv_token_view_on_cpu(side == 0);
+    backend::set_generic_conv_tokens_on_cpu(side == 0);
+    nn::backward::run_context().seed = 7;
+    nn::backward::run_context().step = 1;
+    std::shared_ptr<nn::backward::Strategy> s = nn::backward::make_strategy({{"type", "hot"}, {"lqs", false}}, "test");
+    Tensor xi = x.to(d), wi = w.to(d), bi = b.to(d);
+    xi.set_requires_grad();
+    wi.set_requires_grad();
+    bi.set_requires_grad();
+    nn::backward::strategy_conv2d(xi, wi, bi, a, s).backward(g.to(d));
+    gx[side] = host(xi.grad());
+    gw[side] = host(wi.grad());
+  }
+  nn::backward::set_conv_token_view_on_cpu(false);
+  backend::set_generic_conv_tokens_on_cpu(false);
+  EXPECT_EQ(gw[1], gw[0]) << "g_w";
+  ASSERT_EQ(gx[1].size(), gx[0].size());
+  for (size_t i = 0; i < gx[0].size(); ++i)  // col2im's scatter-add order differs (atomics)
+    EXPECT_NEAR(gx[1][i], gx[0][i], 1e-5 * (1 + std::abs(gx[0][i]))) << "g_x " << i;
 }
 
 }  // namespace

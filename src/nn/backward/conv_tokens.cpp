@@ -8,76 +8,16 @@
 #include "lb/core/dispatch.h"
 #include "lb/nn/backward/strategy.h"
 #include "lb/ops/reduce.h"
+#include "src/backend/conv_tokens.h"
 
 namespace lb::nn::backward {
 
-namespace {
-// (B, R, C) contiguous -> (B, C, R) contiguous, in 32x32 tiles (the generic strided copy is
-// several times slower, and these layouts are moved on every strategy-driven conv call).
-Tensor transpose_last2(const Tensor& t_in) {
-  const Tensor t = detail::contiguous_nograd(t_in);
-  const int64_t B = t.size(0), R = t.size(1), C = t.size(2);
-  Tensor out = Tensor::empty({B, C, R}, t.dtype());
-  detail::dispatch_float(t.dtype(), "transpose_last2", [&](auto tag) {
-    using T = decltype(tag);
-    const T* src = t.data<T>();
-    T* dst = out.data<T>();
-    constexpr int64_t kTile = 32;
-    const int64_t rt = (R + kTile - 1) / kTile, ct = (C + kTile - 1) / kTile;
-#pragma omp parallel for collapse(2) if (B * R * C > (1 << 16)) schedule(static)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t tile = 0; tile < rt * ct; ++tile) {
-        const int64_t r0 = tile / ct * kTile, c0 = tile % ct * kTile;
-        const int64_t r1 = std::min(R, r0 + kTile), c1 = std::min(C, c0 + kTile);
-        const T* s = src + b * R * C;
-        T* d = dst + b * R * C;
-        for (int64_t c = c0; c < c1; ++c)
-          for (int64_t r = r0; r < r1; ++r) d[c * R + r] = s[r * C + c];
-      }
-  });
-  return out;
-}
-
-bool is_pointwise(const ConvGeometry& cg) {
-  const auto& a = cg.args;
-  return cg.kH == 1 && cg.kW == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 &&
-         a.padding[1] == 0;
-}
-}  // namespace
-
 Tensor conv_to_tokens(const Tensor& x, const ConvGeometry& cg) {
-  const int64_t N = cg.x_shape[0], C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3];
-  const int64_t L = cg.Ho * cg.Wo, I = C * cg.kH * cg.kW;
-  if (is_pointwise(cg)) return transpose_last2(x.reshape({N, C, H * W}));
-  const Tensor xc = detail::contiguous_nograd(x);
-  Tensor cols = Tensor::empty({N, I, L}, x.dtype());
-  detail::dispatch_float(x.dtype(), "conv_to_tokens", [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = xc.data<T>();
-    T* pc = cols.data<T>();
-#pragma omp parallel for if (N > 1) schedule(static)
-    for (int64_t n = 0; n < N; ++n)
-      im2col(px + n * C * H * W, C, H, W, cg.kH, cg.kW, cg.args, pc + n * I * L);
-  });
-  return transpose_last2(cols);  // (N, L, I)
+  return backend::conv_token_kernels(x.device()).to_tokens(x, cg);
 }
 
 Tensor conv_from_tokens(const Tensor& tokens, const ConvGeometry& cg) {
-  const int64_t N = cg.x_shape[0], C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3];
-  const int64_t L = cg.Ho * cg.Wo, I = C * cg.kH * cg.kW;
-  if (is_pointwise(cg))
-    return transpose_last2(tokens).reshape({N, C, H, W});
-  const Tensor cols = transpose_last2(tokens);  // (N, I, L)
-  Tensor dx = Tensor::zeros(cg.x_shape, tokens.dtype());
-  detail::dispatch_float(tokens.dtype(), "conv_from_tokens", [&](auto tag) {
-    using T = decltype(tag);
-    const T* pc = cols.data<T>();
-    T* pd = dx.data<T>();
-#pragma omp parallel for if (N > 1) schedule(static)
-    for (int64_t n = 0; n < N; ++n)
-      col2im(pc + n * I * L, C, H, W, cg.kH, cg.kW, cg.args, pd + n * C * H * W);
-  });
-  return dx;
+  return backend::conv_token_kernels(tokens.device()).from_tokens(tokens, cg);
 }
 
 SavedState Strategy::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
@@ -125,7 +65,7 @@ Gradients Strategy::backward_conv_image(const SavedState& s, const Tensor& g_y, 
   }
   const int64_t N = g_y.size(0), O = g_y.size(1), L = cg.Ho * cg.Wo;
   // g_y (N, O, Ho, Wo) -> tokens (N, L, O)
-  const Tensor gt = transpose_last2(g_y.reshape({N, O, L}));
+  const Tensor gt = backend::conv_token_kernels(g_y.device()).transpose_last2(g_y.reshape({N, O, L}));
   return backward_conv(s, gt, w2d, want_gx, want_gw, cg);
 }
 
@@ -168,7 +108,7 @@ Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const 
         st.tensors.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_state));
         const Tensor w2d = s.back().defined() ? s.back().reshape({O, -1}) : Tensor();
         const Tensor gc = detail::contiguous_nograd(g);
-        Gradients gr = strategy->backward_conv_image(st, gc, w2d, need[0], need[1], cg);
+        Gradients gr = strategy->backward_conv_checked(st, gc, w2d, need[0], need[1], cg);
         if (need[0] && gr.grad_input.dim() != 4) gr.grad_input = conv_from_tokens(gr.grad_input, cg);
         if (probe && (need[0] || need[1])) {
           SavedState ex = exact_state;

@@ -3,6 +3,7 @@
 #include "lb/nn/backward/strategy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include "lb/autograd/node.h"
@@ -16,6 +17,12 @@ RunContext& run_context() {
   static RunContext ctx;
   return ctx;
 }
+
+namespace {
+std::atomic<bool> g_conv_token_view_on_cpu{false};
+}  // namespace
+void set_conv_token_view_on_cpu(bool on) { g_conv_token_view_on_cpu = on; }
+bool conv_token_view_on_cpu() { return g_conv_token_view_on_cpu; }
 
 void Strategy::check_device(const Tensor& x, bool conv) const {
   LB_CHECK(x.device().is_cpu() || !cpu_only(conv), "backward strategy '", type(), "' (", layer_name_,

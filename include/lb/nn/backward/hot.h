@@ -63,9 +63,10 @@ class Hot : public Strategy {
  public:
   explicit Hot(HotSettings s = {});
   std::string type() const override { return "hot"; }
-  // Linear layers run on either device (src/backend/quantize.h, int8_gemm.h); the Conv2d
-  // paths (int8 raw images, im2col HLA) and the f64 emulation oracle are CPU code so far.
-  bool cpu_only(bool conv) const override { return conv || settings_.emulate; }
+  // Runs on either device (src/backend/quantize.h, int8_gemm.h); on a GPU a Conv2d takes the
+  // token view (Strategy::save_conv_checked: its int8 raw-image path is CPU code), and the
+  // f64 emulation oracle is CPU code.
+  bool cpu_only(bool /*conv*/) const override { return settings_.emulate; }
   nlohmann::json hyperparams() const override;
   std::unique_ptr<Strategy> clone() const override { return std::make_unique<Hot>(settings_); }
   const HotSettings& settings() const { return settings_; }

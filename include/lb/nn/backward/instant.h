@@ -100,9 +100,9 @@ class Instant : public Strategy {
   Instant();  // default settings
   explicit Instant(Settings s);
   std::string type() const override { return "instant"; }
-  // Linear layers run on either device (src/backend/lowrank.h); the Conv2d path's im2col
-  // column kernels are CPU code so far.
-  bool cpu_only(bool conv) const override { return conv; }
+  // Runs on either device (src/backend/lowrank.h); on a GPU a Conv2d takes the token view
+  // (Strategy::save_conv_checked), the image-layout path below being CPU code.
+  bool cpu_only(bool /*conv*/) const override { return false; }
   nlohmann::json hyperparams() const override;
   std::unique_ptr<Strategy> clone() const override { return std::make_unique<Instant>(settings_); }
   const Settings& settings() const { return settings_; }

@@ -43,6 +43,7 @@ struct SavedState {
   LayerGeometry geom;
   bool exact = false;  // tensors = {x}: backward is the exact one
   bool conv_image = false;  // with exact, for a conv: x is the image (N, C, H, W), not tokens
+  bool token_view = false;  // a conv saved through the generic token view (save_conv_checked)
   std::vector<Tensor> tensors;
   std::vector<double> scalars;
   SequenceOffsets sequences;  // a padding-free call's sequences (null: not packed)
@@ -74,6 +75,10 @@ struct RunContext {
   int64_t step = 0;
 };
 RunContext& run_context();
+
+// Tests only: while set, CPU convolutions take the token view a GPU takes (save_conv_checked).
+void set_conv_token_view_on_cpu(bool on);
+bool conv_token_view_on_cpu();
 
 class Strategy {
  public:
@@ -144,10 +149,24 @@ class Strategy {
   }
   bool fell_back() const { return fell_back_; }
   const std::string& fallback_reason() const { return fallback_reason_; }
-  // The conv save strategy_conv2d uses: the exact image save once the layer fell back.
+  // The conv save strategy_conv2d uses: the exact image save once the layer fell back. The
+  // strategies' image-layout convolution kernels (their save_conv / backward_conv_image
+  // overrides) are CPU code; on another device every strategy takes the token view (the
+  // base save_conv: conv_to_tokens, then its Linear path), marked token_view so the backward
+  // takes the base route too. This is the one place a device decides a conv's route.
   SavedState save_conv_checked(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
     check_device(x, /*conv=*/true);
-    return fell_back_ ? save_conv_exact(x, w2d, cg) : save_conv(x, w2d, cg);
+    if (fell_back_) return save_conv_exact(x, w2d, cg);
+    if (x.device().is_cpu() && !conv_token_view_on_cpu()) return save_conv(x, w2d, cg);
+    SavedState s = Strategy::save_conv(x, w2d, cg);
+    s.token_view = true;
+    return s;
+  }
+  // The matching backward: backward_conv_image, or the base's for a token-view state.
+  Gradients backward_conv_checked(const SavedState& s, const Tensor& g_y, const Tensor& w2d, bool want_gx,
+                                  bool want_gw, const ConvGeometry& cg) {
+    return s.token_view ? Strategy::backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg)
+                        : backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg);
   }
   void check_device(const Tensor& x, bool conv) const;
 
