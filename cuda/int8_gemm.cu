@@ -97,8 +97,10 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const
   LB_CUDA_CHECK_LAUNCH("dequantize_epilogue");
 }
 
+const char* name() { return "cublas-int8 (CUBLAS_COMPUTE_32I)"; }
+
 }  // namespace
 
-const Int8GemmKernels kCudaInt8Gemm{gemm_f32};
+const Int8GemmKernels kCudaInt8Gemm{gemm_f32, name};
 
 }  // namespace lb::backend

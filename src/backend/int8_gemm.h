@@ -14,6 +14,7 @@ struct Int8GemmKernels {
   void (*gemm_f32)(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const Tensor& A, int64_t a_offset,
                    int64_t lda, const Tensor& B, int64_t b_offset, int64_t ldb, Tensor& out, int64_t ldo,
                    const Tensor& row_scale, float alpha, bool accumulate);
+  const char* (*name)();  // the kernel that runs, for reports
 };
 
 // src/cpu/int8_gemm.cpp, cuda/int8_gemm.cu

@@ -395,6 +395,7 @@ void Hot::load_state_json(const nlohmann::json& j) {
 
 SavedState Hot::save_impl(const Tensor& x, const Tensor&) {
   check_f32(x, layer_name_, "x");
+  device_ = x.device();
   last_conv_raw_ = false;
   SavedState s;
   compress_tokens(x.view({x.size(0) * x.size(1), x.size(2)}), s);
@@ -600,7 +601,7 @@ nlohmann::json Hot::report() const {
                        {"decided_by", lqs_how_}}},
               {"hla_rows", rows_},
               {"saved", last_conv_raw_ ? "int8 raw conv input" : settings_.quantize ? "int8 HLA tokens" : "f32 HLA tokens"},
-              {"int8_gemm_kernel", cpu::int8_gemm_kernel()},
+              {"int8_gemm_kernel", backend::int8_gemm_kernels(device_).name()},
               {"paper_backward_gbops_per_sample", paper_backward_bops(last_geom_) / 1e9}};
   return j;
 }

@@ -119,6 +119,7 @@ class Hot : public Strategy {
   double err_token_ = 0, err_tensor_ = 0;
   std::string lqs_how_;
   bool last_conv_raw_ = false;
+  Device device_ = Device::cpu();  // where the last Linear call ran (for the report)
 };
 
 }  // namespace lb::nn::backward
