@@ -20,8 +20,8 @@ while IFS= read -r obj; do
 done < <(find "$build/CMakeFiles/leanback_lib.dir" -name '*.o')
 [ "$bad" = 0 ] || exit 1
 "$build/leanback" info
-for isa in portable avx2 avx512 avx512-vnni avx512-bf16; do
-  for t in cpu_features_test gemm_serial_test sgemm_bf16_test int8_gemm_test hot_quantize_test hot_test nn_ops_test; do
+for isa in portable avx2 avx512 avx512-vnni avx512-bf16 amx; do
+  for t in cpu_features_test gemm_serial_test sgemm_bf16_test int8_gemm_test amx_gemm_test hot_quantize_test hot_test nn_ops_test; do
     LEANBACK_ISA=$isa "$build/tests/$t" --gtest_brief=1 >/tmp/lb_portable_$$.log 2>&1 ||
       { echo "error: $t failed with LEANBACK_ISA=$isa" >&2; tail -20 /tmp/lb_portable_$$.log >&2; exit 1; }
   done

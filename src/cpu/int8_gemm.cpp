@@ -34,6 +34,7 @@
 #include "lb/core/tensor.h"
 
 #include "src/backend/int8_gemm.h"
+#include "src/cpu/amx_gemm.h"
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/isa_target.h"
 
@@ -78,17 +79,8 @@ constexpr int64_t kMC = 96;     // rows of an A block (multiple of kMR and of 16
 constexpr int64_t kBPackBudget = int64_t{16} << 20;  // bytes of packed B held at once
 static_assert(kMC % kMR == 0 && kMC % 16 == 0);
 
-// Where the finished tile goes.
-struct Epilogue {
-  bool to_f32 = false;
-  bool accumulate = false;
-  int32_t* c = nullptr;  // int32 output
-  float* out = nullptr;  // f32 output
-  int64_t ld = 0;
-  const float* row_scale = nullptr;
-  const float* col_scale = nullptr;
-  float alpha = 1.f;
-};
+// Where the finished tile goes (the AMX kernel takes the same description).
+using Epilogue = AmxInt8Output;
 
 // B block [k0, k0 + kc) packed (see the file comment). comp[n] = -128·Σ_k b[k, n].
 // Panel p of the B block [k0, k0 + kc).
@@ -361,23 +353,38 @@ bool vnni_enabled() {
 }
 }  // namespace
 
-const char* int8_gemm_kernel() { return vnni_enabled() ? "avx512-vnni" : "portable"; }
+const char* int8_gemm_kernel() {
+  return amx_int8_available() ? "amx-int8" : vnni_enabled() ? "avx512-vnni" : "portable";
+}
+
+namespace {
+// The tile or vector kernel for `o`, where the CPU has one; false: the caller runs the loop.
+bool int8_gemm_vector(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const int8_t* A, int64_t lda,
+                      const int8_t* B, int64_t ldb, const AmxInt8Output& o) {
+  if (amx_int8_available()) {
+    amx_int8_gemm(AmxRun::Hardware, trans_a, trans_b, M, N, K, A, lda, B, ldb, o);
+    return true;
+  }
+#if LB_INT8_GEMM_VNNI
+  if (vnni_enabled()) {
+    gemm_vnni(trans_a, trans_b, M, N, K, A, lda, B, ldb, o);
+    return true;
+  }
+#endif
+  return false;
+}
+}  // namespace
 
 void int8_gemm_s32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const int8_t* A,
                    int64_t lda, const int8_t* B, int64_t ldb, int32_t* C, int64_t ldc,
                    bool accumulate) {
   LB_CHECK(M >= 0 && N >= 0 && K >= 0, "int8_gemm: negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
-#if LB_INT8_GEMM_VNNI
-  if (vnni_enabled()) {
-    Epilogue ep;
-    ep.c = C;
-    ep.ld = ldc;
-    ep.accumulate = accumulate;
-    gemm_vnni(trans_a, trans_b, M, N, K, A, lda, B, ldb, ep);
-    return;
-  }
-#endif
+  AmxInt8Output ep;
+  ep.c = C;
+  ep.ld = ldc;
+  ep.accumulate = accumulate;
+  if (int8_gemm_vector(trans_a, trans_b, M, N, K, A, lda, B, ldb, ep)) return;
   int8_gemm_s32_portable(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
@@ -386,20 +393,15 @@ void int8_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
                    const float* row_scale, float alpha, bool accumulate, const float* col_scale) {
   LB_CHECK(M >= 0 && N >= 0 && K >= 0, "int8_gemm: negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
-#if LB_INT8_GEMM_VNNI
-  if (vnni_enabled()) {
-    Epilogue ep;
-    ep.to_f32 = true;
-    ep.out = out;
-    ep.ld = ldo;
-    ep.row_scale = row_scale;
-    ep.col_scale = col_scale;
-    ep.alpha = alpha;
-    ep.accumulate = accumulate;
-    gemm_vnni(trans_a, trans_b, M, N, K, A, lda, B, ldb, ep);
-    return;
-  }
-#endif
+  AmxInt8Output ep;
+  ep.to_f32 = true;
+  ep.out = out;
+  ep.ld = ldo;
+  ep.row_scale = row_scale;
+  ep.col_scale = col_scale;
+  ep.alpha = alpha;
+  ep.accumulate = accumulate;
+  if (int8_gemm_vector(trans_a, trans_b, M, N, K, A, lda, B, ldb, ep)) return;
   std::vector<int32_t> c(static_cast<size_t>(M * N));
   int8_gemm_s32_portable(trans_a, trans_b, M, N, K, A, lda, B, ldb, c.data(), N, false);
   for (int64_t m = 0; m < M; ++m) {

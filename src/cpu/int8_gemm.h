@@ -9,7 +9,8 @@
 // On CPUs with AVX-512 VNNI the kernel is ours: vpdpbusd multiplies u8 by s8, so A is packed
 // as a + 128 (a byte XOR) and the surplus 128·Σ_k b[k, n] is subtracted from the start value
 // of each column (computed from the packed B with vpdpbusd against ones). Without VNNI a
-// portable loop runs instead (same results, slow). See int8_gemm.cpp for the blocking.
+// portable loop runs instead (same results, slow). See int8_gemm.cpp for the blocking. Where
+// the CPU has AMX-INT8 (and LEANBACK_ISA allows amx) the tile kernel of amx_gemm.h runs instead.
 #pragma once
 #include <cstdint>
 
@@ -28,7 +29,7 @@ void int8_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
                    const float* row_scale, float alpha, bool accumulate = false,
                    const float* col_scale = nullptr);
 
-// Which kernel runs: "avx512-vnni" or "portable".
+// Which kernel runs: "amx-int8" (AMX tiles, amx_gemm.h), "avx512-vnni" or "portable".
 const char* int8_gemm_kernel();
 
 // The portable loop, always compiled (the exactness tests compare the two).

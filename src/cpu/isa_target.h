@@ -7,6 +7,7 @@
 //   LB_ISA_BEGIN_AVX512 ... LB_ISA_END       AVX-512 F/BW/DQ/VL + AVX2/FMA
 //   LB_ISA_BEGIN_AVX512_VNNI ... LB_ISA_END  + VNNI
 //   LB_ISA_BEGIN_AVX512_BF16 ... LB_ISA_END  + AVX512-BF16
+//   LB_ISA_BEGIN_AMX ... LB_ISA_END          AMX tiles (TILE, BF16, INT8) only
 #pragma once
 
 #if defined(__clang__)
@@ -26,3 +27,4 @@
   LB_ISA_BEGIN("avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")
 #define LB_ISA_BEGIN_AVX512_BF16 \
   LB_ISA_BEGIN("avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512bf16")
+#define LB_ISA_BEGIN_AMX LB_ISA_BEGIN("amx-tile,amx-bf16,amx-int8")

@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/cpu/amx_gemm.h"
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/gemm_blocking.h"
 #include "src/cpu/isa_target.h"
@@ -433,6 +434,7 @@ double bf16_dot_speedup() {
 
 bool sgemm_bf16_preferred() {
   if (!sgemm_bf16_available()) return false;
+  if (amx_bf16_available()) return true;  // the tiles: several times any vector kernel
   static const int forced = [] {
     const char* v = std::getenv("LEANBACK_BF16_KERNEL");
     return v && *v ? (std::string(v) == "0" ? 0 : 1) : -1;
@@ -449,7 +451,10 @@ bool sgemm_bf16_available() {
 #endif
 }
 
-const char* sgemm_bf16_kernel_name() { return sgemm_bf16_available() ? "avx512-bf16 (8x48)" : "none"; }
+const char* sgemm_bf16_kernel_name() {
+  if (!sgemm_bf16_available()) return "none";
+  return amx_bf16_available() ? "amx-bf16 (32x32 tiles)" : "avx512-bf16 (8x48)";
+}
 
 namespace {
 
@@ -459,6 +464,10 @@ void sgemm_bf16_entry(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
                       int64_t ldc) {
 #if LB_SGEMM_BF16
   if (!sgemm_bf16_available()) std::abort();  // callers check sgemm_bf16_available()
+  if (amx_bf16_available()) {
+    amx_sgemm_bf16(AmxRun::Hardware, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   sgemm_bf16_impl(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #else
   (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda;

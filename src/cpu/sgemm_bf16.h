@@ -13,7 +13,7 @@ namespace lb::cpu {
 // True when this CPU has AVX512-BF16 and LEANBACK_ISA allows it (cpu_features.h).
 bool sgemm_bf16_available();
 
-// Name of the bf16 kernel ("avx512-bf16 (8x48)"), or "none".
+// Name of the bf16 kernel ("amx-bf16 (32x32 tiles)", "avx512-bf16 (8x48)"), or "none".
 const char* sgemm_bf16_kernel_name();
 
 // vdpbf16ps's multiply-add rate over vfmadd231ps's on this CPU (zmm, independent chains),
@@ -27,7 +27,8 @@ double bf16_dot_speedup();
 // numbers up to f32 summation order). LEANBACK_BF16_KERNEL=1 / 0 overrides the measurement.
 bool sgemm_bf16_preferred();
 
-// Callers check sgemm_bf16_available() first.
+// Callers check sgemm_bf16_available() first. Where the CPU has AMX-BF16 (and LEANBACK_ISA
+// allows amx) the product runs on the tiles (amx_gemm.h), same contract.
 void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                 int64_t ldc);
