@@ -1,6 +1,7 @@
 // `leanback compare` through the library: three strategies on the synthetic task, the report's
-// fields, same seed -> same numbers, reuse of finished runs, resume of an interrupted one, and
-// a directory of another config refused.
+// fields, same seed -> same numbers, reuse of finished runs, resume of an interrupted one, a
+// change of one strategy's settings rerunning that strategy only, and a directory of another
+// config refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -138,6 +139,29 @@ TEST(Compare, ReusesFinishedRunsAndResumesAnInterruptedOne) {
     EXPECT_NE(std::string(e.what()).find("different config (first difference at /optimizer/lr)"), std::string::npos)
         << e.what();
   }
+  // A change of one strategy's settings only: the others' runs stay valid; the changed one's
+  // old runs are refused until moved aside (never overwritten), then it runs alone.
+  nlohmann::json tuned = lb::testing::tiny_bert_config(6, 0.0);
+  tuned["train"]["eval_every"] = 3;
+  tuned["train"]["grad_probe_every"] = 3;
+  tuned["backward"]["strategies"]["hot"]["full_basis"] = true;
+  try {
+    compare(Config::from_json(tuned, "tiny.json"), o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds hot runs made with other backward.strategies.hot settings"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(fs::last_write_time(tmp.sub("cmp") + "/hot/seed-7/metrics.jsonl"), stamp);
+  fs::rename(tmp.sub("cmp") + "/hot", tmp.sub("hot-before"));
+  const auto vanilla_stamp = fs::last_write_time(tmp.sub("cmp") + "/vanilla/seed-7/metrics.jsonl");
+  const CompareResult retuned = compare(Config::from_json(tuned, "tiny.json"), o);
+  EXPECT_EQ(fs::last_write_time(tmp.sub("cmp") + "/vanilla/seed-7/metrics.jsonl"), vanilla_stamp);
+  EXPECT_TRUE(fs::exists(tmp.sub("cmp") + "/hot/seed-7/eval_results.json"));
+  EXPECT_EQ(strategy(retuned.report, "vanilla")["metrics"], strategy(more.report, "vanilla")["metrics"]);
+  EXPECT_EQ(read(tmp.sub("cmp") + "/compare.json")["config"]["backward"]["strategies"]["hot"]["full_basis"], true);
+
   // A directory that is not a comparison is never written into.
   fs::create_directories(tmp.sub("mine"));
   std::ofstream(tmp.sub("mine") + "/notes.txt") << "mine";

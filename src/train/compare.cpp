@@ -8,6 +8,8 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "lb/core/error.h"
@@ -254,6 +256,30 @@ std::vector<std::vector<std::string>> table_rows(const nlohmann::json& report) {
   return rows;
 }
 
+
+// A run trained with --strategy S reads backward.strategies.S and nothing else of that map
+// (Policy uses the map only for the override), so a config that differs from a directory's
+// only there leaves the other strategies' runs valid. Returns the strategy names whose
+// settings differ, or nullopt when anything else differs.
+std::optional<std::set<std::string>> changed_strategy_settings(const nlohmann::json& a, const nlohmann::json& b) {
+  auto settings = [](const nlohmann::json& c) {
+    const auto bw = c.find("backward");
+    if (bw == c.end() || !bw->is_object() || !bw->contains("strategies")) return nlohmann::json::object();
+    return (*bw)["strategies"];
+  };
+  auto rest = [](nlohmann::json c) {
+    if (c.contains("backward") && c["backward"].is_object()) c["backward"].erase("strategies");
+    return c;
+  };
+  if (rest(a) != rest(b)) return std::nullopt;
+  const nlohmann::json sa = settings(a), sb = settings(b);
+  if (!sa.is_object() || !sb.is_object()) return std::nullopt;
+  std::set<std::string> changed;
+  for (const auto* m : {&sa, &sb})
+    for (auto it = m->begin(); it != m->end(); ++it)
+      if (sa.value(it.key(), nlohmann::json()) != sb.value(it.key(), nlohmann::json())) changed.insert(it.key());
+  return changed;
+}
 }  // namespace
 
 nlohmann::json build_report(const std::string& compare_dir) {
@@ -448,10 +474,19 @@ CompareResult compare(const Config& config, const CompareOptions& opt) {
     const nlohmann::json old = read_json_file(cmp_path);
     LB_CHECK(old.is_object() && old.contains("config"), cmp_path.string(), ": not a compare file");
     if (old["config"] != config_j) {
-      const auto patch = nlohmann::json::diff(old["config"], config_j);
-      LB_FAIL(dir, " holds a comparison of a different config (first difference at ",
-              patch.empty() ? std::string("?") : patch[0].value("path", std::string("?")),
-              "); its runs cannot be reused: pass another --out");
+      // Only some strategies' settings changed: the others' runs stay valid, and the changed
+      // ones may run here once the user has moved their old runs aside (never overwritten).
+      const auto changed = changed_strategy_settings(old["config"], config_j);
+      if (!changed) {
+        const auto patch = nlohmann::json::diff(old["config"], config_j);
+        LB_FAIL(dir, " holds a comparison of a different config (first difference at ",
+                patch.empty() ? std::string("?") : patch[0].value("path", std::string("?")),
+                "); its runs cannot be reused: pass another --out");
+      }
+      for (const auto& s : *changed)
+        LB_CHECK(!fs::exists(root / s) || fs::is_empty(root / s), dir, " holds ", s,
+                 " runs made with other backward.strategies.", s, " settings; move ", (root / s).string(),
+                 " aside to run ", s, " with these (the other strategies' runs are reused)");
     }
   } else {
     LB_CHECK(!fs::exists(root) || fs::is_empty(root), dir,
