@@ -1,8 +1,9 @@
 // The one reader for JSON that comes from users and files (configs, Hugging Face
 // config.json / tokenizer_config.json, trainer_state.json, run and compare files): a size
 // limit, a nesting-depth limit (deep input would overflow the stack of the recursive code
-// that later copies, prints or destroys it), and errors that name the source and, for
-// syntax errors, line:column.
+// that later copies, prints or destroys it), no duplicate keys (nlohmann would keep the last
+// silently; the error names the key, both lines and the object's JSON pointer), and errors
+// that name the source and, for syntax errors, line:column. A leading UTF-8 BOM is skipped.
 #pragma once
 #include <cstddef>
 #include <string>
