@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -123,7 +124,10 @@ TEST_F(GlueRealData, RowCountsAndLabelsOfEveryFile) {
   for (const auto& [task, counts] : rows) {
     const std::vector<std::string> splits{"train", "dev", "test"};
     for (size_t i = 0; i < 3; ++i) {
+      ::testing::internal::CaptureStderr();
       const GlueSplit s = read(task, splits[i]);
+      // No row of the real files is skipped or warned about.
+      EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << task << " " << splits[i];
       EXPECT_EQ(s.examples.size(), counts[i]) << task << " " << splits[i];
       const bool labeled = splits[i] != "test";
       EXPECT_EQ(s.labeled, labeled) << task << " " << splits[i];
@@ -235,21 +239,42 @@ class GlueFiles : public ::testing::Test {
   std::string path(const std::string& split) const { return (dir_ / (split + ".tsv")).string(); }
 };
 
+// A QQP train file of n data rows; those on the lines `truncated` picks lack their second
+// question and label, as a few rows of Quora's release do.
+std::string qqp_rows(int64_t n, const std::function<bool(int64_t)>& truncated) {
+  std::string text = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n";
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t line = i + 2;
+    text += std::to_string(100 + i) + "\t1\t2\tHow do I control my horny emotions?";
+    text += truncated(line) ? "\n" : "\tWhat can cause stool to come out as little balls?\t" + std::to_string(i % 2) + "\n";
+  }
+  return text;
+}
+
 TEST_F(GlueFiles, QqpWithMalformedRowsSkipped) {
+  const std::string more = qqp_rows(97, [](int64_t) { return false; });
   write("train",
         "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
         "133273\t213221\t213222\tHow is the life of a math student?\tWhich level of prepration is enough?\t0\n"
         "402555\t536040\t536041\tHow do I control my horny emotions?\n"  // truncated, as in Quora's release
-        "360472\t364011\t490273\tWhat causes stool color to change?\tWhat can cause stool to come out as little balls?\t1\n");
+        "360472\t364011\t490273\tWhat causes stool color to change?\tWhat can cause stool to come out as little balls?\t1\n" +
+            more.substr(more.find('\n') + 1));
+  ::testing::internal::CaptureStderr();
   const auto s = read("qqp", "train");
-  ASSERT_EQ(s.examples.size(), 2u);
+  const std::string warning = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(s.examples.size(), 99u);
   EXPECT_TRUE(s.labeled);
   EXPECT_EQ(s.skipped_lines, (std::vector<int64_t>{3}));
   EXPECT_EQ(s.examples[0].index, 133273);
   EXPECT_EQ(s.examples[0].text_b, "Which level of prepration is enough?");
   EXPECT_EQ(s.examples[1].label, 1);
   EXPECT_EQ(s.examples[1].line, 4);
-
+  // Skipping is said, naming the file, the count and the line.
+  EXPECT_NE(warning.find("warning: " + path("train") +
+                         ": skipped 1 of 100 data rows with a tab-separated field count other than the "
+                         "header's 6 (lines 3)"),
+            std::string::npos)
+      << warning;
   write("test", "id\tquestion1\tquestion2\n0\tWhy am I mentally very lonely?\tFind the remainder when 23^24 is divided by 24,23?\n");
   const auto t = read("qqp", "test");
   EXPECT_FALSE(t.labeled);
@@ -259,6 +284,26 @@ TEST_F(GlueFiles, QqpWithMalformedRowsSkipped) {
   // A dev split must have its label column.
   write("dev", "id\tquestion1\tquestion2\n0\ta\tb\n");
   EXPECT_ERROR(read("qqp", "dev"), path("dev") + ":1: header has no column 'is_duplicate'");
+}
+
+// Half of QQP's rows malformed trained on the other half without a word; past 1% of the
+// data rows it is an error listing the first lines.
+TEST_F(GlueFiles, QqpRefusesMoreThanOnePercentMalformedRows) {
+  write("train", qqp_rows(100, [](int64_t line) { return line % 2 == 1; }));
+  EXPECT_ERROR(read("qqp", "train"), path("train") + ": 50 of 100 data rows with a tab-separated field count other "
+                                     "than the header's 6 (lines 3, 5, 7, 9, 11, ...) are more than 1% of the rows");
+  write("train", qqp_rows(100, [](int64_t line) { return line == 50 || line == 90; }));
+  EXPECT_ERROR(read("qqp", "train"), "2 of 100 data rows with a tab-separated field count other than the header's 6 "
+                                     "(lines 50, 90) are more than 1% of the rows");
+  // 1% passes, with the warning; a clean file says nothing.
+  write("train", qqp_rows(200, [](int64_t line) { return line == 50 || line == 90; }));
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(read("qqp", "train").examples.size(), 198u);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("skipped 2 of 200 data rows"), std::string::npos);
+  write("train", qqp_rows(10, [](int64_t) { return false; }));
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(read("qqp", "train").examples.size(), 10u);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 TEST_F(GlueFiles, MnliColumnsByName) {
@@ -376,6 +421,12 @@ TEST_F(GlueFiles, ErrorsNameFileAndLine) {
   EXPECT_ERROR(read("cola", "train"), path("train") + ":2: malformed row: 3 tab-separated fields, expected 4 (CoLA");
   write("train", "gj04\t2\t\tbad label\n");
   EXPECT_ERROR(read("cola", "train"), path("train") + ":1: unknown cola label '2'; valid: 0, 1");
+  // A NUL or control byte in quoted data is shown escaped; it cut the message short.
+  const char nul_row[] = "gj04\t1\0x\t\tbad label\n";
+  write("train", std::string(nul_row, sizeof nul_row - 1));
+  EXPECT_ERROR(read("cola", "train"), path("train") + ":1: unknown cola label '1\\x00x'; valid: 0, 1");
+  write("train", rte_header + "0\ta\tb\tnot\x1b[31m\n");
+  EXPECT_ERROR(read("rte", "train"), "unknown rte label 'not\\x1b[31m'; valid: entailment, not_entailment");
   // QQP skips short rows, but a bad label is still an error.
   write("train", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t2\t3\ta\tb\tyes\n");
   EXPECT_ERROR(read("qqp", "train"), path("train") + ":2: unknown qqp label 'yes'");

@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 
 #include "lb/core/error.h"
 #include "lb/io/atomic_file.h"
+#include "lb/io/printable.h"
 
 namespace lb::data {
 
@@ -127,7 +129,7 @@ Columns columns_from_header(const std::vector<std::string>& header, const Layout
     const auto it = std::find(header.begin(), header.end(), name);
     if (it == header.end()) {
       LB_CHECK(!required, path, ":1: header has no column '", name, "' (columns: ",
-               join(header), "); expected the GLUE ", task.dir_name, " layout");
+               io::printable(join(header)), "); expected the GLUE ", task.dir_name, " layout");
       return -1;
     }
     LB_CHECK(std::find(it + 1, header.end(), name) == header.end(), path, ":1: column '", name,
@@ -145,7 +147,7 @@ int64_t parse_index(const std::string& s, const std::string& where) {
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   LB_CHECK(ec == std::errc() && end == s.data() + s.size() && !s.empty(), where,
-           ": index '", s, "' is not an integer");
+           ": index '", io::printable(s), "' is not an integer");
   return v;
 }
 
@@ -153,14 +155,14 @@ float parse_score(const std::string& s, const std::string& where) {
   double v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   LB_CHECK(ec == std::errc() && end == s.data() + s.size() && !s.empty() && std::isfinite(v),
-           where, ": score '", s, "' is not a finite number");
+           where, ": score '", io::printable(s), "' is not a finite number");
   return static_cast<float>(v);
 }
 
 int64_t parse_label(const GlueTask& task, const std::string& s, const std::string& where) {
   const auto& names = task.label_names;
   const auto it = std::find(names.begin(), names.end(), s);
-  LB_CHECK(it != names.end(), where, ": unknown ", task.name, " label '", s, "'; valid: ",
+  LB_CHECK(it != names.end(), where, ": unknown ", task.name, " label '", io::printable(s), "'; valid: ",
            join(names));
   return it - names.begin();
 }
@@ -171,6 +173,30 @@ std::string canonical_name(const std::string& name) {
     if (ch != '-' && ch != '_')
       out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return out;
+}
+
+// "3, 17, 20, 31, 44, ..." : the first few of `lines`.
+std::string first_lines(const std::vector<int64_t>& lines, size_t shown = 5) {
+  std::string out;
+  for (size_t i = 0; i < lines.size() && i < shown; ++i) out += (i ? ", " : "") + std::to_string(lines[i]);
+  if (lines.size() > shown) out += ", ...";
+  return out;
+}
+
+// Rows skipped for a wrong field count (QQP) are said on stderr, and refused past
+// kMaxSkippedRowsPercent of the data rows: a few are the original release's quirks, many
+// mean a broken file that would otherwise train on what is left without a word.
+void report_skipped_rows(const GlueSplit& s, int64_t expected_fields) {
+  if (s.skipped_lines.empty()) return;
+  const auto skipped = static_cast<int64_t>(s.skipped_lines.size());
+  const int64_t rows = skipped + static_cast<int64_t>(s.examples.size());
+  const std::string what = std::to_string(skipped) + " of " + std::to_string(rows) +
+                           " data rows with a tab-separated field count other than the header's " +
+                           std::to_string(expected_fields) + " (lines " + first_lines(s.skipped_lines) + ")";
+  LB_CHECK(skipped * 100 <= rows * kMaxSkippedRowsPercent, s.path, ": ", what, " are more than ",
+           kMaxSkippedRowsPercent, "% of the rows, so the file looks broken, not quirky (HINT: check its "
+           "tabs and line breaks against the GLUE download)");
+  std::cerr << "leanback: warning: " << s.path << ": skipped " << what << "\n";
 }
 
 std::vector<GlueTask> make_tasks() {
@@ -287,6 +313,7 @@ GlueSplit read_glue(const GlueTask& task, const std::string& dir, const std::str
     }
     out.examples.push_back(std::move(ex));
   }
+  report_skipped_rows(out, static_cast<int64_t>(cols.num_fields));
   LB_CHECK(!out.examples.empty(), path, ": no data rows");
   return out;
 }

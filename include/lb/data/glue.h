@@ -5,13 +5,19 @@
 // Files are tab-separated with no quoting (fields may contain '"'), UTF-8, LF or CRLF, with
 // or without a final newline; a UTF-8 BOM at the start of a file is dropped. Where a file has
 // a header, columns are found by name, so extra columns (MNLI's parses, STS-B's genre) are
-// ignored. Every bad row is an lb::Error naming file:line.
+// ignored. Every bad row is an lb::Error naming file:line, except QQP's rows with the wrong
+// number of fields: those are skipped (see GlueSplit::skipped_lines), said on stderr with
+// their count and first line numbers, and refused past kMaxSkippedRowsPercent of the rows.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace lb::data {
+
+// The most of a file's data rows that may be skipped as malformed (QQP), in percent; more
+// is an error listing them.
+constexpr int64_t kMaxSkippedRowsPercent = 1;
 
 enum class GlueMetric { Matthews, Accuracy, AccuracyF1, PearsonSpearman };  // official metric per task
 
@@ -52,7 +58,8 @@ struct GlueSplit {
   bool labeled = false;  // every example has a label (train/dev; test splits of GLUE have none)
   // QQP only: 1-based lines skipped because their field count differs from the header's.
   // The original Quora release has a few such rows in train.tsv; Hugging Face's QqpProcessor
-  // skips them too. Every other task treats such a row as an error.
+  // skips them too. Every other task treats such a row as an error. read_glue warns on
+  // stderr about them and refuses more than kMaxSkippedRowsPercent of the data rows.
   std::vector<int64_t> skipped_lines;
 };
 
