@@ -299,6 +299,28 @@ TEST_F(TokenizerTest, FromDirReadsTokenizerConfig) {
             std::string::npos);
 }
 
+// A vocab.txt saved with a UTF-8 BOM said "has no [PAD] token" (the first token was
+// "\uFEFF[PAD]"); the BOM is dropped, in tokenizer_config.json too. Tokens quoted in errors
+// show control bytes escaped.
+TEST_F(TokenizerTest, BomAtTheStartOfVocabAndConfigIsDropped) {
+  std::string text;
+  for (const auto& t : kTinyVocab) text += t + "\r\n";
+  write("vocab.txt", "\xEF\xBB\xBF" + text);
+  write("tokenizer_config.json", "\xEF\xBB\xBF{\"do_lower_case\": false}");
+  const auto t = WordPieceTokenizer::from_dir(dir_.string());
+  EXPECT_EQ(t.pad_id(), 0);
+  EXPECT_EQ(t.token_to_id("[PAD]"), 0);
+  EXPECT_FALSE(t.options().lowercase);
+  EXPECT_EQ(t.vocab_size(), static_cast<int64_t>(kTinyVocab.size()));
+  // Only at the start of the file: a BOM further on is part of its token.
+  const std::string later = write("later.txt", "[PAD]\n\xEF\xBB\xBF[UNK]\n[CLS]\n[SEP]\n");
+  EXPECT_NE(error_of([&] { WordPieceTokenizer::from_vocab_file(later); }).find("later.txt has no [UNK]"),
+            std::string::npos);
+  const std::string dup = write("dup.txt", std::string("[PAD]\n[UNK]\n[CLS]\n[SEP]\na\x01\na\x01\n"));
+  const std::string m = error_of([&] { WordPieceTokenizer::from_vocab_file(dup); });
+  EXPECT_NE(m.find("dup.txt:6: duplicate token 'a\\x01' (first on line 5)"), std::string::npos) << m;
+}
+
 TEST_F(TokenizerTest, ThreadsShareOneTokenizer) {
   const auto t = tiny();
   const std::string text = "Hello, world! unaffable cats sat on the mat. 中文 ÜBER";

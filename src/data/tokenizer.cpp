@@ -3,7 +3,6 @@
 // tokenizer.h). Vocab lookups are flat hash tables of views into the token strings
 // (vocab_table.h), one for word-initial pieces and one for "##" pieces keyed without the
 // prefix, so WordPiece looks up substrings of the word in place.
-#include "lb/io/json_file.h"
 #include "lb/data/tokenizer.h"
 
 #include <utf8proc.h>
@@ -19,6 +18,8 @@
 #include "basic_tokenizer.h"
 #include "vocab_table.h"
 #include "lb/core/error.h"
+#include "lb/io/json_file.h"
+#include "lb/io/printable.h"
 
 namespace lb::data {
 
@@ -30,7 +31,8 @@ constexpr uint32_t kMaxInputCharsPerWord = 100;  // HF WordPiece's max_input_cha
 thread_local WordSpans t_words;
 
 // The file's lines, id = line number (0-based); "\n" and a trailing "\r" are not part of a
-// token. Each line must be valid UTF-8 and unique.
+// token, nor is a UTF-8 BOM at the start of the file (an editor's, which made "[PAD]" the
+// unknown "\uFEFF[PAD]"). Each line must be valid UTF-8 and unique.
 std::vector<std::string> read_vocab_lines(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   LB_CHECK(in.good(), "cannot open vocab file ", path,
@@ -38,6 +40,7 @@ std::vector<std::string> read_vocab_lines(const std::string& path) {
   std::vector<std::string> tokens;
   std::string line;
   while (std::getline(in, line)) {
+    if (tokens.empty() && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(line.data());
     for (size_t i = 0; i < line.size();) {
@@ -71,7 +74,7 @@ struct WordPieceTokenizer::Impl {
     for (size_t id = 0; id < tokens.size(); ++id) {
       const std::string_view t = tokens[id];
       const auto [it, fresh] = all.emplace(t, static_cast<int32_t>(id));
-      LB_CHECK(fresh, path, ":", id + 1, ": duplicate token '", t, "' (first on line ",
+      LB_CHECK(fresh, path, ":", id + 1, ": duplicate token '", io::printable(t), "' (first on line ",
                it->second + 1, ")");
       if (t.size() > kContinuation.size() && t.substr(0, kContinuation.size()) == kContinuation)
         continuation_keys.emplace_back(t.substr(kContinuation.size()), static_cast<int32_t>(id));
