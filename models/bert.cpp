@@ -7,10 +7,31 @@
 #include "lb/nn/backward/packed_sequences.h"
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
+#include "models/model_size.h"
 
 namespace lb::models {
 
 namespace {
+
+// The parameters BertForSequenceClassification(c) allocates, counted before it does.
+ParamCount parameter_count(const BertConfig& c) {
+  const int64_t h = c.hidden_size, i = c.intermediate_size;
+  ParamCount layer;
+  layer.add({4, h, h}).add({4, h}).add({h, i}).add({i}).add({i, h}).add({h}).add({4, h});
+  ParamCount n;
+  n.add({c.vocab_size, h}).add({c.max_position_embeddings, h}).add({c.type_vocab_size, h}).add({2, h});
+  n.add_times(layer, c.num_hidden_layers);
+  n.add({h, h}).add({h}).add({h, c.num_labels}).add({c.num_labels});
+  return n;
+}
+
+std::string sizes_of(const BertConfig& c) {
+  return "vocab_size " + std::to_string(c.vocab_size) + ", hidden_size " + std::to_string(c.hidden_size) +
+         ", num_hidden_layers " + std::to_string(c.num_hidden_layers) + ", intermediate_size " +
+         std::to_string(c.intermediate_size) + ", max_position_embeddings " +
+         std::to_string(c.max_position_embeddings) + ", type_vocab_size " + std::to_string(c.type_vocab_size) +
+         ", num_labels " + std::to_string(c.num_labels);
+}
 
 // Hugging Face BertPreTrainedModel._init_weights: N(0, initializer_range) for Linear and
 // Embedding weights, zero biases, LayerNorm (1, 0).
@@ -43,11 +64,27 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& pat
   c.initializer_range = hf::get_num(j, path, "initializer_range", c.initializer_range, 0.0, 10.0);
   LB_CHECK(c.hidden_size % c.num_attention_heads == 0, path, ": hidden_size ", c.hidden_size,
            " is not divisible by num_attention_heads ", c.num_attention_heads);
+  // HF BertForSequenceClassification: classifier_dropout, or hidden_dropout_prob when null.
+  if (j.contains("classifier_dropout") && !j.at("classifier_dropout").is_null())
+    c.classifier_dropout = hf::get_num(j, path, "classifier_dropout", 0.0, 0.0, 0.999);
+  // Settings that would build another model from the same weights are refused, not ignored.
+  hf::require_string(j, path, "model_type", "bert", "another architecture than BERT");
+  hf::require_string(j, path, "position_embedding_type", "absolute",
+                     "relative position scores inside attention");
+  hf::require_false(j, path, "is_decoder", "a causal attention mask");
+  hf::require_false(j, path, "add_cross_attention", "cross-attention layers of a decoder");
+  if (j.contains("problem_type") && !j.at("problem_type").is_null()) {
+    const auto& v = j.at("problem_type");
+    LB_CHECK(v.is_string() && v.get<std::string>() != "multi_label_classification", path,
+             ".problem_type: ", v.dump(), " is not implemented (a sigmoid loss per label); valid: "
+             "\"single_label_classification\", \"regression\" or null");
+  }
+  check_parameters_fit(parameter_count(c), path, sizes_of(c));
   return c;
 }
 
 nlohmann::json BertConfig::to_json() const {
-  return {{"model_type", "bert"},
+  nlohmann::json j = {{"model_type", "bert"},
           {"vocab_size", vocab_size},
           {"hidden_size", hidden_size},
           {"num_hidden_layers", num_hidden_layers},
@@ -61,6 +98,8 @@ nlohmann::json BertConfig::to_json() const {
           {"attention_probs_dropout_prob", attention_probs_dropout_prob},
           {"initializer_range", initializer_range},
           {"num_labels", num_labels}};
+  if (classifier_dropout) j["classifier_dropout"] = *classifier_dropout;
+  return j;
 }
 
 BertEmbeddings::BertEmbeddings(const BertConfig& c) {
@@ -117,7 +156,8 @@ BertForSequenceClassification::BertForSequenceClassification(const BertConfig& c
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers_->push_back(std::make_shared<BertLayer>(c));
   auto pooler = bert->add("pooler", std::make_shared<nn::Container>("BertPooler"));
   pooler_ = pooler->add("dense", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size));
-  dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(c.hidden_dropout_prob));
+  dropout_ = register_module("dropout",
+                             std::make_shared<nn::Dropout>(c.classifier_dropout.value_or(c.hidden_dropout_prob)));
   classifier_ = register_module("classifier", std::make_shared<nn::Linear>(c.hidden_size, c.num_labels));
   init_bert_weights(*this, c.initializer_range);
 }

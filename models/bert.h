@@ -3,6 +3,8 @@
 // embeddings (word + position + token type, LayerNorm), post-LN encoder, tanh pooler on the
 // first token, classifier. num_labels = 1 means regression (MSE), else cross-entropy.
 #pragma once
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "lb/nn/attention.h"
@@ -23,8 +25,12 @@ struct BertConfig {
   double attention_probs_dropout_prob = 0.1;
   double initializer_range = 0.02;
   int64_t num_labels = 2;
+  std::optional<double> classifier_dropout;  // the head's dropout; unset: hidden_dropout_prob (as HF)
   // Reads a Hugging Face config.json object; unknown keys are ignored (HF configs carry
-  // many), wrong types and out-of-range values are errors naming `path`.key.
+  // many), wrong types and out-of-range values are errors naming `path`.key, and so are
+  // settings that change the maths in ways not implemented (position_embedding_type other
+  // than "absolute", is_decoder, add_cross_attention, model_type other than "bert", a
+  // multi-label problem_type) and sizes whose parameters would not fit in memory.
   static BertConfig from_json(const nlohmann::json& j, const std::string& path);
   nlohmann::json to_json() const;
 };

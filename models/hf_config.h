@@ -1,11 +1,15 @@
 // Reading Hugging Face config.json values with errors that name the JSON path.
-// Absent keys keep the default; present keys must have the right type and range.
+// Absent keys keep the default; present keys must have the right type and range. Keys whose
+// values would change the model's maths in a way not implemented here (relative position
+// embeddings, a causal decoder) are refused, never ignored: the same file would build a
+// different model in Hugging Face.
 #pragma once
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "lb/core/error.h"
+#include "lb/io/printable.h"
 #include "lb/nn/layers.h"
 
 namespace lb::models::hf {
@@ -44,14 +48,36 @@ inline int64_t get_num_labels(const nlohmann::json& j, const std::string& path, 
 inline std::string get_activation(const nlohmann::json& j, const std::string& path,
                                   const std::string& def) {
   if (!j.contains("hidden_act")) return def;
-  LB_CHECK(j.at("hidden_act").is_string(), path, ".hidden_act: expected a string");
+  LB_CHECK(j.at("hidden_act").is_string(), path, ".hidden_act: expected a string, got ", j.at("hidden_act").dump());
   const std::string name = j.at("hidden_act").get<std::string>();
   try {
     nn::activation_from_name(name);
-  } catch (const Error& e) {
-    LB_FAIL(path, ".hidden_act: ", e.what());
+  } catch (const Error&) {  // its message names our source file, not the user's
+    LB_FAIL(path, ".hidden_act: '", io::printable(name),
+            "' is not implemented; valid: relu, gelu, gelu_new, gelu_pytorch_tanh, tanh");
   }
   return name;
+}
+
+// A string key that must be absent, null or `implemented` (e.g. position_embedding_type
+// "absolute"); `what` says what the others would change.
+inline void require_string(const nlohmann::json& j, const std::string& path, const char* key,
+                           const std::string& implemented, const char* what) {
+  if (!j.contains(key) || j.at(key).is_null()) return;
+  const auto& v = j.at(key);
+  LB_CHECK(v.is_string(), path, ".", key, ": expected a string, got ", v.dump());
+  LB_CHECK(v.get<std::string>() == implemented, path, ".", key, ": '", io::printable(v.get<std::string>()),
+           "' is not implemented (", what, "); only '", implemented,
+           "' is. HINT: leanback cannot load this model faithfully");
+}
+
+// A boolean key that must be absent, null or false (e.g. is_decoder).
+inline void require_false(const nlohmann::json& j, const std::string& path, const char* key, const char* what) {
+  if (!j.contains(key) || j.at(key).is_null()) return;
+  const auto& v = j.at(key);
+  LB_CHECK(v.is_boolean(), path, ".", key, ": expected true or false, got ", v.dump());
+  LB_CHECK(!v.get<bool>(), path, ".", key, ": true is not implemented (", what,
+           "). HINT: leanback cannot load this model faithfully");
 }
 
 }  // namespace lb::models::hf

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "lb/io/printable.h"
 #include "lb/io/safetensors.h"
 
 namespace lb::models {
@@ -83,7 +84,10 @@ nlohmann::json read_hf_config(const std::string& dir) {
   LB_CHECK(fs::is_directory(dir), "Hugging Face model directory ", dir, " does not exist");
   LB_CHECK(fs::exists(p), dir, " has no config.json; a Hugging Face model directory holds "
            "config.json and model.safetensors");
-  return read_json(p);
+  nlohmann::json j = read_json(p);
+  LB_CHECK(j.is_object(), p.string(), ": expected a JSON object (a Hugging Face model config), got ",
+           j.type_name());
+  return j;
 }
 
 std::map<std::string, Tensor> read_hf_weights(const std::string& dir) {
@@ -100,7 +104,11 @@ std::map<std::string, Tensor> read_hf_weights(const std::string& dir) {
     LB_CHECK(j.contains("weight_map") && j.at("weight_map").is_object(), index.string(),
              ": no weight_map object");
     std::set<std::string> shards;
-    for (auto& [_, v] : j.at("weight_map").items()) shards.insert(v.get<std::string>());
+    for (auto& [k, v] : j.at("weight_map").items()) {
+      LB_CHECK(v.is_string(), index.string(), ": weight_map.", io::printable(k), ": expected a file name, got ",
+               v.dump());
+      shards.insert(v.get<std::string>());
+    }
     for (const auto& s : shards) add_file(fs::path(dir) / s);
   } else {
     const bool has_bin = fs::exists(fs::path(dir) / "pytorch_model.bin");

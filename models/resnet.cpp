@@ -3,6 +3,7 @@
 
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
+#include "models/model_size.h"
 
 namespace lb::models {
 
@@ -12,6 +13,30 @@ std::shared_ptr<nn::Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t str
   a.stride = {stride, stride};
   a.padding = {pad, pad};
   return std::make_shared<nn::Conv2d>(in, out, k, a, /*bias=*/false);
+}
+
+// The parameters and BatchNorm statistics ResNet(c) allocates, counted before it does, as
+// the constructor builds them (a base_width of 2^40 must be an error, not a wrapped size).
+ParamCount parameter_count(const ResNetConfig& c) {
+  const int64_t w = c.base_width;
+  const bool bottleneck = c.depth == 50;
+  const int64_t expansion = bottleneck ? 4 : 1;
+  const int64_t counts[4] = {c.depth == 18 ? 2 : 3, c.depth == 18 ? 2 : 4, c.depth == 18 ? 2 : 6,
+                             c.depth == 18 ? 2 : 3};
+  ParamCount n;
+  n.add({3, w, c.cifar_stem ? 9 : 49}).add({4, w});
+  int64_t in = w;
+  for (int64_t stage = 0; stage < 4; ++stage) {
+    if (w > (int64_t{1} << 40)) return n.add({INT64_MAX, INT64_MAX});  // planes would overflow
+    const int64_t planes = w << stage, out = planes * expansion;
+    ParamCount block;
+    if (bottleneck) block.add({in, planes}).add({planes, planes, 9}).add({planes, out}).add({8, planes}).add({4, out});
+    else block.add({in, planes, 9}).add({planes, planes, 9}).add({8, planes});
+    block.add({in, out}).add({4, out});  // downsample, counted for every block: an upper bound
+    n.add_times(block, counts[stage]);
+    in = out;
+  }
+  return n.add({in, c.num_classes}).add({c.num_classes});
 }
 }  // namespace
 
@@ -31,6 +56,9 @@ ResNetConfig ResNetConfig::from_json(const nlohmann::json& j, const std::string&
     LB_CHECK(j.at("cifar_stem").is_boolean(), path, ".cifar_stem: expected true or false");
     c.cifar_stem = j.at("cifar_stem").get<bool>();
   }
+  check_parameters_fit(parameter_count(c), path,
+                       "depth " + std::to_string(c.depth) + ", base_width " + std::to_string(c.base_width) +
+                           ", num_classes " + std::to_string(c.num_classes));
   return c;
 }
 

@@ -3,8 +3,31 @@
 
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
+#include "models/model_size.h"
 
 namespace lb::models {
+
+namespace {
+// The parameters ViTForImageClassification(c) allocates, counted before it does (the patch
+// count in checked arithmetic: image_size 2^40 would wrap num_patches()).
+ParamCount parameter_count(const ViTConfig& c) {
+  const int64_t h = c.hidden_size, i = c.intermediate_size, g = c.image_size / c.patch_size;
+  ParamCount layer;
+  layer.add({4, h, h}).add({c.qkv_bias ? 3 : 0, h}).add({h}).add({h, i}).add({i}).add({i, h}).add({h}).add({4, h});
+  ParamCount n;
+  n.add({c.num_channels, h, c.patch_size, c.patch_size}).add({h}).add({h}).add({g, g, h}).add({h});
+  n.add_times(layer, c.num_hidden_layers);
+  n.add({2, h}).add({h, c.num_labels}).add({c.num_labels});
+  return n;
+}
+
+std::string sizes_of(const ViTConfig& c) {
+  return "image_size " + std::to_string(c.image_size) + ", patch_size " + std::to_string(c.patch_size) +
+         ", num_channels " + std::to_string(c.num_channels) + ", hidden_size " + std::to_string(c.hidden_size) +
+         ", num_hidden_layers " + std::to_string(c.num_hidden_layers) + ", intermediate_size " +
+         std::to_string(c.intermediate_size) + ", num_labels " + std::to_string(c.num_labels);
+}
+}  // namespace
 
 ViTConfig ViTConfig::from_json(const nlohmann::json& j, const std::string& path) {
   LB_CHECK(j.is_object(), path, ": expected a JSON object");
@@ -31,6 +54,8 @@ ViTConfig ViTConfig::from_json(const nlohmann::json& j, const std::string& path)
            " is not divisible by patch_size ", c.patch_size);
   LB_CHECK(c.hidden_size % c.num_attention_heads == 0, path, ": hidden_size ", c.hidden_size,
            " is not divisible by num_attention_heads ", c.num_attention_heads);
+  hf::require_string(j, path, "model_type", "vit", "another architecture than ViT");
+  check_parameters_fit(parameter_count(c), path, sizes_of(c));
   return c;
 }
 

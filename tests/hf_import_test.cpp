@@ -3,9 +3,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+
+#include <nlohmann/json.hpp>
 
 #include "lb/io/safetensors.h"
 #include "models/hf_import.h"
+#include "models/resnet.h"
 #include "testing/testing.h"
 
 namespace lb::models {
@@ -101,9 +105,129 @@ TEST(HfImport, LegacyGammaBetaNamesAndBadDirectories) {
   std::string m = load_error(R"({"vocab_size": 18446744073709551615})");
   EXPECT_NE(m.find("config.json.vocab_size: 18446744073709551615 is out of range"), std::string::npos) << m;
   m = load_error(R"({"vocab_size": 2147483648, "hidden_size": 2147483648, "num_attention_heads": 1})");
-  EXPECT_NE(m.find("more than 2^63 bytes"), std::string::npos) << m;
+  EXPECT_NE(m.find("config.json: vocab_size 2147483648, hidden_size 2147483648,"), std::string::npos) << m;
+  EXPECT_NE(m.find("make more than 2^62 parameters"), std::string::npos) << m;
   fs::remove_all(tmp);
   EXPECT_THROW(load_hf_bert(tmp.string(), 2), Error);
+}
+
+// A Hugging Face directory in a fresh temporary folder: the fixture's config.json with
+// `changes` applied (null erases a key), and its weights renamed by `rename` ("" drops one).
+class HfDir {
+ public:
+  explicit HfDir(const std::string& fixture = "hf_bert_encoder") : fixture_(testing::fixture_path(fixture)) {
+    fs::copy_file(fixture_ + "/config.json", tmp_.path() / "config.json");
+    fs::copy_file(fixture_ + "/model.safetensors", tmp_.path() / "model.safetensors");
+  }
+  std::string dir() const { return tmp_.path().string(); }
+  void config(const nlohmann::json& changes) const {
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(fixture_ + "/config.json"));
+    for (auto& [k, v] : changes.items()) {
+      if (v.is_null()) j.erase(k);
+      else j[k] = v;
+    }
+    std::ofstream(tmp_.path() / "config.json") << j.dump(2);
+  }
+  void config_text(const std::string& text) const { std::ofstream(tmp_.path() / "config.json") << text; }
+  void weights(const std::function<std::string(const std::string&)>& rename) const {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (auto& [n, t] : read_hf_weights(fixture_))
+      if (const std::string k = rename(n); !k.empty()) out.emplace_back(k, t);
+    io::save_safetensors((tmp_.path() / "model.safetensors").string(), out);
+  }
+
+ private:
+  std::string fixture_;
+  testing::TempDir tmp_{"lb_hf"};
+};
+
+std::string bert_error(const HfDir& d, const nlohmann::json& overrides = {}) {
+  return testing::error_message([&] { load_hf_bert(d.dir(), 2, nullptr, overrides); });
+}
+
+// A config.json that is an array went through nlohmann's update() with the dropout overrides
+// and escaped as its raw type_error; an unknown hidden_act quoted our source file's error.
+TEST(HfImport, HostileConfigErrorsNameTheFileAndKey) {
+  HfDir d;
+  const std::string config = d.dir() + "/config.json";
+  d.config_text("[1, 2]");
+  for (const auto& overrides : {nlohmann::json(), nlohmann::json{{"hidden_dropout_prob", 0.0}}}) {
+    const std::string m = bert_error(d, overrides);
+    EXPECT_NE(m.find(config + ": expected a JSON object (a Hugging Face model config), got array"), std::string::npos) << m;
+    EXPECT_EQ(m.find("json.exception"), std::string::npos) << m;
+  }
+  d.config({{"hidden_act", "swish"}});
+  std::string m = bert_error(d);
+  EXPECT_NE(m.find(config + ".hidden_act: 'swish' is not implemented; valid: relu, gelu"), std::string::npos) << m;
+  EXPECT_EQ(m.find("layers.cpp"), std::string::npos) << m;
+  // Sizes whose parameters cannot fit in memory are refused before anything is allocated:
+  // 2^40 layers allocated until killed; hidden_size 2^31 wrapped byte counts.
+  d.config({{"num_hidden_layers", int64_t{1} << 40}});
+  m = bert_error(d);
+  EXPECT_NE(m.find(config + ": vocab_size 50, hidden_size 16, num_hidden_layers 1099511627776,"), std::string::npos) << m;
+  EXPECT_NE(m.find("GiB in float32, more than this machine's"), std::string::npos) << m;
+  d.config({{"hidden_size", int64_t{1} << 31}, {"num_attention_heads", 1}});
+  m = bert_error(d);
+  EXPECT_NE(m.find(config + ": vocab_size 50, hidden_size 2147483648,"), std::string::npos) << m;
+  d.config({{"num_hidden_layers", INT64_MAX}, {"intermediate_size", INT64_MAX}});
+  m = bert_error(d);
+  EXPECT_NE(m.find("make more than 2^62 parameters"), std::string::npos) << m;
+  // The same guard holds for ViT (image_size 2^40 wrapped num_patches()) and ResNet.
+  HfDir v("hf_vit_cls");
+  v.config({{"image_size", int64_t{1} << 40}, {"patch_size", 1}});
+  m = testing::error_message([&] { load_hf_vit(v.dir(), 0); });
+  EXPECT_NE(m.find(v.dir() + "/config.json: image_size 1099511627776, patch_size 1,"), std::string::npos) << m;
+  m = testing::error_message([] { ResNetConfig::from_json({{"base_width", int64_t{1} << 40}}, "model"); });
+  EXPECT_NE(m.find("model: depth 18, base_width 1099511627776, num_classes 1000 make"), std::string::npos) << m;
+  EXPECT_NO_THROW(ResNetConfig::from_json({{"depth", 50}}, "model"));
+  // A shard index whose file names are not strings.
+  fs::remove(d.dir() + "/model.safetensors");
+  d.config({});
+  std::ofstream(d.dir() + "/model.safetensors.index.json") << R"({"weight_map": {"a": 3}})";
+  m = bert_error(d);
+  EXPECT_NE(m.find("model.safetensors.index.json: weight_map.a: expected a file name, got 3"), std::string::npos) << m;
+}
+
+// position_embedding_type "relative_key" was ignored: the model trained with absolute
+// positions under a relative-position checkpoint's name. Settings that change the maths are
+// refused, naming the file and key; harmless ones (chunking, caching) still load.
+TEST(HfImport, SettingsThatChangeTheMathsAreRefused) {
+  HfDir d;
+  const std::string config = d.dir() + "/config.json";
+  d.config({{"position_embedding_type", "relative_key"}});
+  std::string m = bert_error(d);
+  EXPECT_NE(m.find(config + ".position_embedding_type: 'relative_key' is not implemented"), std::string::npos) << m;
+  d.config({{"position_embedding_type", "relative_key_query"}});
+  EXPECT_NE(bert_error(d).find("'relative_key_query' is not implemented"), std::string::npos);
+  d.config({{"is_decoder", true}});
+  m = bert_error(d);
+  EXPECT_NE(m.find(config + ".is_decoder: true is not implemented (a causal attention mask)"), std::string::npos) << m;
+  d.config({{"add_cross_attention", true}});
+  EXPECT_NE(bert_error(d).find(config + ".add_cross_attention: true is not implemented"), std::string::npos);
+  d.config({{"model_type", "roberta"}});
+  EXPECT_NE(bert_error(d).find(config + ".model_type: 'roberta' is not implemented"), std::string::npos);
+  d.config({{"problem_type", "multi_label_classification"}});
+  EXPECT_NE(bert_error(d).find(config + ".problem_type: \"multi_label_classification\" is not implemented"),
+            std::string::npos);
+  d.config({{"is_decoder", "no"}});
+  EXPECT_NE(bert_error(d).find(config + ".is_decoder: expected true or false, got \"no\""), std::string::npos);
+  HfDir v("hf_vit_cls");
+  v.config({{"model_type", "deit"}});
+  m = testing::error_message([&] { load_hf_vit(v.dir(), 0); });
+  EXPECT_NE(m.find(v.dir() + "/config.json.model_type: 'deit' is not implemented"), std::string::npos) << m;
+  // Harmless or default settings load.
+  d.config({{"position_embedding_type", "absolute"}, {"is_decoder", false}, {"chunk_size_feed_forward", 4},
+            {"use_cache", false}, {"problem_type", "single_label_classification"}, {"add_cross_attention", false}});
+  EXPECT_NO_THROW(load_hf_bert(d.dir(), 2));
+  d.config({{"position_embedding_type", nullptr}, {"model_type", nullptr}});
+  EXPECT_NO_THROW(load_hf_bert(d.dir(), 2));
+  // classifier_dropout is the head's dropout when set (it was ignored), as in HF.
+  d.config({{"classifier_dropout", 0.3}});
+  auto model = load_hf_bert(d.dir(), 2);
+  EXPECT_EQ(model->config().classifier_dropout, 0.3);
+  EXPECT_EQ(model->config().to_json().at("classifier_dropout"), 0.3);
+  EXPECT_EQ(BertConfig::from_json(model->config().to_json(), "x").classifier_dropout, 0.3);
+  EXPECT_FALSE(load_hf_bert(testing::fixture_path("hf_bert_encoder"), 2)->config().classifier_dropout.has_value());
 }
 
 }  // namespace
