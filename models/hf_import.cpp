@@ -42,11 +42,30 @@ const Tensor* find_weight(const std::map<std::string, Tensor>& ckpt, const std::
   return nullptr;
 }
 
+// The task head a pretrained encoder is expected to lack: HF's classifier.weight/bias.
+bool is_head(const std::string& key) { return key.rfind("classifier.", 0) == 0; }
+
+// "a, b, c, d, e, ... (12 in all)": the first few of `names`.
+std::string first_names(const std::vector<std::string>& names, size_t shown = 5) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > shown) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+// The weights file(s) read_hf_weights reads, for messages.
+std::string weights_file(const std::string& dir) {
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  return (fs::exists(single) ? single : fs::path(dir) / "model.safetensors.index.json").string();
+}
+
 void load_into(nn::Module& model, const std::map<std::string, Tensor>& ckpt,
                const std::string& prefix, const std::string& dir, HfLoadReport* report) {
   std::map<std::string, Tensor> mapped;
   std::set<std::string> used_keys;
   HfLoadReport r;
+  r.source = weights_file(dir);
+  bool base_matched = false;
   for (const auto& [key, t] : model.state_dict()) {
     std::string used;
     const Tensor* w = find_weight(ckpt, key, prefix, &used);
@@ -59,15 +78,36 @@ void load_into(nn::Module& model, const std::map<std::string, Tensor>& ckpt,
              ". HINT: check config.json against the weights");
     mapped[key] = *w;
     used_keys.insert(used);
+    base_matched = base_matched || !is_head(key);
   }
   for (const auto& [k, _] : ckpt)
     if (!used_keys.count(k)) r.unexpected.push_back(k);
-  LB_CHECK(!mapped.empty(), dir, ": no checkpoint tensor matches the model (first model key '",
-           model.state_dict().front().first, "'); is this the right kind of model?");
+  // Without one base tensor, training would start from random weights under a pretrained name.
+  std::vector<std::string> names;
+  for (const auto& [k, _] : ckpt) names.push_back(k);
+  LB_CHECK(base_matched, r.source, ": none of its ", ckpt.size(), " tensors",
+           names.empty() ? "" : " (" + first_names(names, 3) + ")",
+           " matches a weight of the model's encoder (first: '",
+           model.state_dict().front().first, "'); is this the right kind of model? "
+           "HINT: the names must be Hugging Face's, with or without the '", prefix, "' prefix");
   model.load_state_dict(mapped, /*strict=*/false);
   if (report) *report = r;
 }
 }  // namespace
+
+std::string HfLoadReport::warning() const {
+  std::vector<std::string> fresh;
+  for (const auto& k : initialized)
+    if (!is_head(k)) fresh.push_back(k);
+  if (fresh.empty()) return "";
+  std::string w = "WARNING: " + std::to_string(fresh.size()) + " weight(s) of the model beyond the classifier head are not in " +
+                  source + " and start from random initialisation: " + first_names(fresh) +
+                  ". Fine-tuning starts from a partly untrained model";
+  if (!unexpected.empty())
+    w += "; " + std::to_string(unexpected.size()) + " checkpoint tensor(s) went unused: " + first_names(unexpected) +
+         " (HINT: renamed tensors?)";
+  return w;
+}
 
 std::string HfLoadReport::summary() const {
   std::ostringstream os;

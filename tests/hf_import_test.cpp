@@ -230,5 +230,36 @@ TEST(HfImport, SettingsThatChangeTheMathsAreRefused) {
   EXPECT_FALSE(load_hf_bert(testing::fixture_path("hf_bert_encoder"), 2)->config().classifier_dropout.has_value());
 }
 
+// Every tensor renamed trained from random initialisation with only an info line. Now: no
+// encoder tensor matched is an error naming the file; more than the head fresh is a WARNING.
+TEST(HfImport, RenamedTensorsAreRefusedOrWarnedAbout) {
+  HfDir d;
+  HfLoadReport report;
+  load_hf_bert(d.dir(), 2, &report);
+  EXPECT_EQ(report.warning(), "") << report.warning();  // only the classifier is fresh
+  d.weights([](const std::string& n) { return "model." + n; });
+  std::string m = bert_error(d);
+  EXPECT_NE(m.find(d.dir() + "/model.safetensors: none of its"), std::string::npos) << m;
+  EXPECT_NE(m.find("matches a weight of the model's encoder"), std::string::npos) << m;
+  // A file holding only a classifier does not count as a pretrained encoder.
+  io::save_safetensors(d.dir() + "/model.safetensors",
+                       {{"classifier.weight", Tensor::zeros({2, 16})}, {"classifier.bias", Tensor::zeros({2})}});
+  m = bert_error(d);
+  EXPECT_NE(m.find("none of its 2 tensors (classifier.bias, classifier.weight) matches"), std::string::npos) << m;
+  // Layer 1 renamed: loads, with a warning naming how many and the first few.
+  d.weights([](const std::string& n) {
+    return n.rfind("encoder.layer.1.", 0) == 0 ? "encoder.layers.1." + n.substr(16) : n;
+  });
+  load_hf_bert(d.dir(), 2, &report);
+  const std::string w = report.warning();
+  EXPECT_EQ(w.rfind("WARNING: 16 weight(s) of the model beyond the classifier head are not in " + d.dir() +
+                        "/model.safetensors and start from random initialisation: bert.encoder.layer.1.",
+                    0),
+            0u)
+      << w;
+  EXPECT_NE(w.find(", ... (16 in all)"), std::string::npos) << w;
+  EXPECT_NE(w.find("16 checkpoint tensor(s) went unused: encoder.layers.1."), std::string::npos) << w;
+}
+
 }  // namespace
 }  // namespace lb::models
