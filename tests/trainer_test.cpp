@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include "lb/core/error.h"
@@ -14,6 +15,10 @@
 #include "lb/data/synthetic_text.h"
 #include "lb/data/text_dataset.h"
 #include "lb/io/safetensors.h"
+#include "lb/train/checkpoint.h"
+#include "lb/train/output_dir.h"
+#include "lb/train/task_data.h"
+#include "lb/train/task_model.h"
 #include "lb/train/trainer.h"
 #include "testing/testing.h"
 #include "testing/train_configs.h"
@@ -186,44 +191,210 @@ TEST(Trainer, Bf16PrecisionLearnsLikeF32) {
   EXPECT_NEAR(f32.losses[5], bf16.losses[5], 0.05 * std::fabs(f32.losses[5]));
 }
 
+// --overwrite replaces only a run directory leanback created, and deletes only the files it
+// wrote there; a directory of the user's is refused with or without it.
 TEST(Trainer, NeverOverwritesARunDirectory) {
   TempDir tmp("lb_trainer");
   const Config c = Config::from_json(tiny(2), "tiny.json");
+  const std::string users = tmp.sub("users");
+  fs::create_directories(users + "/src");
+  std::ofstream(users + "/thesis.tex") << "mine";
+  std::ofstream(users + "/src/main.cpp") << "mine";
+  for (bool overwrite : {false, true}) {
+    TrainOptions o = quiet(users);
+    o.overwrite = overwrite;
+    try {
+      train(c, o);
+      FAIL() << "expected an error";
+    } catch (const OutputRefused& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(overwrite ? "--overwrite refused: " + users + " is not empty and was not created by leanback"
+                                 : "run directory " + users + " is not empty and was not created by leanback"),
+                std::string::npos)
+          << m;
+    }
+    EXPECT_TRUE(fs::exists(users + "/thesis.tex"));
+    EXPECT_TRUE(fs::exists(users + "/src/main.cpp"));
+  }
+  // A run directory of ours: refused without --overwrite, replaced with it, keeping a file the
+  // user added there and the target of a link planted under a checkpoint's name.
   const std::string run = tmp.sub("run");
-  fs::create_directories(run);
+  train(c, quiet(run));
   std::ofstream(run + "/notes.txt") << "mine";
+  fs::create_directories(tmp.sub("elsewhere"));
+  std::ofstream(tmp.sub("elsewhere") + "/model.safetensors") << "precious";
+  fs::create_directory_symlink(tmp.sub("elsewhere"), run + "/checkpoint-7");
   try {
     train(c, quiet(run));
     FAIL() << "expected an error";
-  } catch (const Error& e) {
+  } catch (const OutputRefused& e) {
     EXPECT_NE(std::string(e.what()).find("already exists and is not empty; pass --overwrite"), std::string::npos);
   }
-  EXPECT_TRUE(fs::exists(run + "/notes.txt"));
   TrainOptions o = quiet(run);
   o.overwrite = true;
   train(c, o);
-  EXPECT_FALSE(fs::exists(run + "/notes.txt"));
+  EXPECT_TRUE(fs::exists(run + "/notes.txt"));
+  EXPECT_TRUE(fs::exists(run + "/config.json"));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(run + "/checkpoint-7")));
+  EXPECT_TRUE(fs::exists(tmp.sub("elsewhere") + "/model.safetensors"));
 }
 
+// Divergence (lr 1e30): no checkpoint is written from non-finite weights, so the one the
+// error names loads (finite) and retention (keep 1) never deleted it.
 TEST(Trainer, NonFiniteLossStopsNamingTheStep) {
   TempDir tmp("lb_trainer");
   nlohmann::json j = tiny(6);
   j["optimizer"] = {{"type", "sgd"}, {"lr", 1e30}};
-  j["schedule"] = {{"type", "constant"}};
   j["train"]["max_grad_norm"] = 0;
   j["train"]["save_every"] = 1;
-  const Config c = Config::from_json(j, "tiny.json");
+  j["train"]["keep_checkpoints"] = 1;
   const std::string run = tmp.sub("run");
+  // The first step is at a tiny rate, so checkpoint-1 is good; the rate then jumps.
+  j["schedule"] = {{"type", "linear"}, {"warmup_steps", 5}};
+  const Config c = Config::from_json(j, "tiny.json");
+  std::string named;
   try {
     train(c, quiet(run));
-    FAIL() << "expected a non-finite loss or gradient";
-  } catch (const Error& e) {
+    FAIL() << "expected a divergence";
+  } catch (const Diverged& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("step "), std::string::npos) << m;
-    EXPECT_TRUE(m.find("non-finite") != std::string::npos || m.find("training loss is") != std::string::npos) << m;
-    EXPECT_NE(m.find("the last good checkpoint is"), std::string::npos) << m;
+    const size_t at = m.find("the last good checkpoint is ");
+    ASSERT_NE(at, std::string::npos) << m;
+    named = m.substr(at + 28);
   }
-  EXPECT_TRUE(fs::exists(run + "/checkpoint-1/trainer_state.json"));
+  ASSERT_TRUE(fs::exists(named + "/trainer_state.json")) << named;
+  int64_t checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(run)) checkpoints += e.path().filename().string().rfind("checkpoint-", 0) == 0;
+  EXPECT_EQ(checkpoints, 1);
+  const auto w = io::load_safetensors(named + "/model.safetensors");
+  EXPECT_EQ(first_non_finite(w.tensors), "");
+}
+
+// A checkpoint holding NaN weights (as older versions saved on divergence) is refused by
+// eval / predict / resume, naming the tensor.
+TEST(Trainer, NonFiniteCheckpointIsRefused) {
+  TempDir tmp("lb_trainer");
+  const Config c = Config::from_json(tiny(2), "tiny.json");
+  const std::string run = tmp.sub("run");
+  const TrainResult r = train(c, quiet(run));
+  const std::string model = r.last_checkpoint + "/model.safetensors";
+  auto f = io::load_safetensors(model);
+  nn::NamedTensors w(f.tensors.begin(), f.tensors.end());
+  ASSERT_EQ(w[3].second.dtype(), DType::F32);
+  Tensor bad = w[3].second.clone();
+  bad.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  w[3].second = bad;
+  io::save_safetensors(model, w, f.metadata);
+  const TaskData data = load_task_data(c);
+  auto m = build_task_model(c, data.num_labels, data.vocab_size);
+  try {
+    load_checkpoint(r.last_checkpoint, m->module(), nullptr);
+    FAIL() << "expected an error";
+  } catch (const NonFiniteState& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor " + w[3].first + " holds NaN or inf"), std::string::npos) << e.what();
+  }
+}
+
+// An evaluation that fails does not lose the training: the step's checkpoint is written and
+// named, and the run resumes from it.
+TEST(Trainer, FailedEvaluationKeepsTheTraining) {
+  TempDir tmp("lb_trainer");
+  const Config c = Config::from_json(tiny(4), "tiny.json");
+  const std::string run = tmp.sub("run");
+  TrainOptions o = quiet(run);
+  o.before_eval = [](int64_t step) {
+    if (step == 4) throw Error("eval data broken");
+  };
+  try {
+    train(c, o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("evaluation at step 4 failed: eval data broken"), std::string::npos) << m;
+    EXPECT_NE(m.find("training up to step 4 is saved in " + run + "/checkpoint-4"), std::string::npos) << m;
+  }
+  TrainOptions again = quiet(run);
+  again.resume = run;
+  const TrainResult r = train(c, again);
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_TRUE(r.final_eval.contains("eval_accuracy"));
+}
+
+// A pretrained model whose position table is shorter than data.max_seq_len is refused before
+// any training, naming its config.json.
+TEST(Trainer, PretrainedPositionLimitIsCheckedBeforeTraining) {
+  TempDir tmp("lb_trainer");
+  const Config c = Config::from_json(tiny(1), "tiny.json");
+  const TrainResult r = train(c, quiet(tmp.sub("base")));
+  const std::string hf = tmp.sub("hf");
+  fs::create_directories(hf);
+  // The trained weights as a Hugging Face directory whose position table has 16 rows.
+  const auto f = io::load_safetensors(r.last_checkpoint + "/model.safetensors");
+  nn::NamedTensors w;
+  int64_t vocab = 0;
+  for (const auto& [name, t] : f.tensors) {
+    if (name.find("word_embeddings.weight") != std::string::npos) vocab = t.size(0);
+    if (name.find("position_embeddings.weight") == std::string::npos) {
+      w.emplace_back(name, t);
+      continue;
+    }
+    Tensor cut = Tensor::empty({16, t.size(1)}, t.dtype());
+    std::copy(t.data<float>(), t.data<float>() + 16 * t.size(1), cut.data<float>());
+    w.emplace_back(name, cut);
+  }
+  io::save_safetensors(hf + "/model.safetensors", w, {{"format", "pt"}});
+  nlohmann::json cfg = {{"model_type", "bert"}, {"architectures", {"BertForSequenceClassification"}},
+                        {"hidden_size", 32}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
+                        {"intermediate_size", 64}, {"vocab_size", vocab},
+                        {"max_position_embeddings", 16}, {"type_vocab_size", 2}};
+  std::ofstream(hf + "/config.json") << cfg.dump();
+  nlohmann::json j = tiny(3);
+  j["model"] = {{"type", "bert"}, {"pretrained", hf}};
+  const std::string m = lb::testing::error_message([&] { train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("run"))); });
+  EXPECT_NE(m.find("data.max_seq_len 32 exceeds max_position_embeddings 16 of the pretrained model (" + hf +
+                   "/config.json)"),
+            std::string::npos)
+      << m;
+  EXPECT_FALSE(fs::exists(tmp.sub("run") + "/metrics.jsonl"));
+}
+
+// --resume with a new optimizer.lr trains at it (the schedule continues from the new rate),
+// as config.json records; a negative rate in the checkpoint is refused.
+TEST(Trainer, ResumeAppliesANewLearningRate) {
+  TempDir tmp("lb_trainer");
+  nlohmann::json j = tiny(6);
+  j["schedule"] = {{"type", "constant"}};
+  j["train"]["log_every"] = 1;
+  TrainOptions first = quiet(tmp.sub("run"));
+  first.interrupt_after = 3;
+  train(Config::from_json(j, "tiny.json"), first);
+  // A copy of the checkpoint, for the negative rate below.
+  fs::create_directories(tmp.sub("neg"));
+  fs::copy(tmp.sub("run") + "/checkpoint-3", tmp.sub("neg") + "/checkpoint-3", fs::copy_options::recursive);
+  j["optimizer"]["lr"] = 5e-3;
+  TrainOptions second = quiet(tmp.sub("run"));
+  second.resume = tmp.sub("run");
+  train(Config::from_json(j, "tiny.json"), second);
+  std::vector<double> lrs;
+  for (const auto& l : read_lines(tmp.sub("run") + "/metrics.jsonl")) {
+    const auto m = nlohmann::json::parse(l);
+    if (m["type"] == "train") lrs.push_back(m["lr"].get<double>());
+  }
+  ASSERT_EQ(lrs.size(), 6u);
+  EXPECT_DOUBLE_EQ(lrs[2], 2e-3);  // the config's rate before the interruption
+  EXPECT_DOUBLE_EQ(lrs[3], 5e-3);
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(std::ifstream(tmp.sub("run") + "/config.json"))["optimizer"]["lr"].get<double>(),
+                   5e-3);
+  // A negative rate in trainer_state.json would make training ascend.
+  const std::string state = tmp.sub("neg") + "/checkpoint-3/trainer_state.json";
+  nlohmann::json st = nlohmann::json::parse(std::ifstream(state));
+  st["optimizer"]["groups"][0]["initial_lr"] = -1e-3;
+  std::ofstream(state) << st.dump();
+  TrainOptions third = quiet(tmp.sub("neg"));
+  third.resume = tmp.sub("neg");
+  const std::string m = lb::testing::error_message([&] { train(Config::from_json(j, "tiny.json"), third); });
+  EXPECT_NE(m.find("optimizer.groups[0]: lr, initial_lr and weight_decay must be non-negative"), std::string::npos) << m;
 }
 
 TEST(Trainer, PlanRuleMatchingNothingIsAnError) {
@@ -403,6 +574,15 @@ TEST_P(TrainerByStrategy, InterruptedAndResumedEqualsUninterrupted) {
   }
   EXPECT_EQ(run_lines, 1);
   EXPECT_EQ(train_lines, 3);  // log_every 2: steps 2, 4, 6
+  // eval_results.json's totals span both segments, as an uninterrupted run's do.
+  const auto results = [&](const std::string& d) {
+    return nlohmann::json::parse(std::ifstream(tmp.sub(d) + "/eval_results.json"));
+  };
+  const auto whole = results("full"), resumed = results("cut");
+  EXPECT_NEAR(resumed["train_runtime_s"].get<double>(), cut.train_runtime_s + rest.train_runtime_s, 1e-9);
+  EXPECT_EQ(resumed["calibration"]["calibrations"], whole["calibration"]["calibrations"]);
+  EXPECT_EQ(resumed["calibration"]["steps"], whole["calibration"]["steps"]);
+  EXPECT_GT(resumed["train_samples_per_second"].get<double>(), 0.0);
 }
 
 // Images end to end: an image folder (train/ and test/, two classes told apart by colour and

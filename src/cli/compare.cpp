@@ -1,6 +1,5 @@
 // `leanback compare CONFIG --strategies vanilla,instant,hot [--seeds N] [--set k=v]... [--out DIR]`
 // (lb/train/compare.h) and `leanback plot RUN_DIR|COMPARE_DIR` (lb/train/plots.h).
-#include <csignal>
 #include <filesystem>
 #include <iostream>
 
@@ -9,15 +8,11 @@
 #include "lb/train/plots.h"
 #include "lb/train/trainer.h"
 #include "src/cli/cli_parse.h"
+#include "src/cli/stop_signals.h"
 
 namespace lb::cli {
 
 namespace {
-void on_sigint(int) {
-  train::stop_requested() = true;
-  std::signal(SIGINT, SIG_DFL);
-}
-
 void print_plots(const std::vector<std::string>& plots, const std::string& error) {
   if (!error.empty()) std::cerr << "leanback: warning: no plots: " << error << "\n";
   for (const auto& p : plots) std::cerr << "  " << p << "\n";
@@ -62,14 +57,14 @@ int cmd_compare(const std::vector<std::string>& args) {
   opt.plots = !no_plots;
   opt.device = parse_device_flag(device);
   const train::Config config = train::load_config(config_path, sets);
-  std::signal(SIGINT, on_sigint);
-  const train::CompareResult r = train::compare(config, opt);
-  std::signal(SIGINT, SIG_DFL);
+  train::CompareResult r;
+  StopSignals signals;
+  r = train::compare(config, opt);
   if (r.interrupted) {
     std::cerr << "leanback compare: interrupted; finished runs are kept and the interrupted one has a "
                  "checkpoint.\n  continue: the same command again (compare reuses "
               << r.dir << ")\n";
-    return 130;
+    return StopSignals::exit_code();
   }
   std::cout << train::report_table(r.report);
   std::cerr << "compare directory: " << r.dir << " (report.json, report.md"

@@ -9,6 +9,7 @@
 #include "lb/io/atomic_file.h"
 #include "lb/train/checkpoint.h"
 #include "lb/train/evaluate.h"
+#include "lb/train/output_dir.h"
 #include "lb/train/trainer.h"
 #include "src/cli/cli_parse.h"
 
@@ -25,14 +26,15 @@ struct Loaded {
 };
 
 Loaded load(const std::string& config_path, const std::vector<std::string>& sets,
-            const std::string& checkpoint, const std::string& split, Device device) {
+            const std::string& checkpoint, const std::string& split, Device device, bool every_row = false) {
   Loaded l{train::load_config(config_path, sets), {}, nullptr};
+  if (every_row) l.config.data.max_eval_examples = 0;  // a submission holds every test row
   train::TaskDataOptions o;
   o.train = false;
   o.eval_split = split;
   l.data = train::load_task_data(l.config, o);
   l.model = train::build_task_model(l.config, l.data.num_labels, l.data.vocab_size);
-  const std::string ck = train::find_checkpoint(checkpoint);
+  const std::string ck = train::find_checkpoint(checkpoint, "--checkpoint");
   train::load_checkpoint(ck, l.model->module(), nullptr);
   l.model->to(device);
   return l;
@@ -41,6 +43,18 @@ Loaded load(const std::string& config_path, const std::vector<std::string>& sets
 void refuse_existing(const fs::path& p, bool overwrite) {
   if (!overwrite && fs::exists(p))
     throw Error(p.string() + " already exists; pass --overwrite to replace it");
+}
+
+// predict --out: a directory leanback creates (and marks) for its submission files, or an
+// existing one it only adds files to; files there are replaced only with --overwrite and only
+// in a directory leanback created for predictions (output_dir.h).
+void refuse_replacing(const fs::path& file, const fs::path& dir, bool overwrite) {
+  if (!fs::exists(fs::symlink_status(file))) return;
+  refuse_existing(file, overwrite);
+  if (train::output_marker(dir) != train::OutputKind::Predict)
+    throw train::OutputRefused("--overwrite refused: " + file.string() + " is in " + dir.string() +
+                               ", which leanback did not create for predictions (no " + train::kOutputMarker +
+                               " marker), so it may be a file of yours; pass --out DIR for a new directory");
 }
 
 }  // namespace
@@ -84,7 +98,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   }
   nlohmann::json out = ev.metrics;
   out["split"] = l.data.eval_split;
-  out["checkpoint"] = train::find_checkpoint(checkpoint);
+  out["checkpoint"] = train::find_checkpoint(checkpoint, "--checkpoint");
   std::cout << out.dump() << "\n";
   return 0;
 }
@@ -111,22 +125,24 @@ int cmd_predict(const std::vector<std::string>& args) {
     else
       splits = data::glue_task(probe.data.task).test_splits;
   }
-  fs::create_directories(out_dir);
+  train::refuse_protected_dir(out_dir, "--out");
+  if (train::output_dir_fresh(out_dir, "--out")) train::create_output_dir(out_dir, train::OutputKind::Predict, "--out");
+  if (probe.data.max_eval_examples > 0)
+    std::cerr << "predict: data.max_eval_examples (" << probe.data.max_eval_examples
+              << ") does not apply: a submission holds every row of the split\n";
   for (const auto& split : splits) {
-    Loaded l = load(config_path, sets, checkpoint, split, parse_device_flag(device));
+    Loaded l = load(config_path, sets, checkpoint, split, parse_device_flag(device), /*every_row=*/true);
+    const fs::path file = fs::path(out_dir) / (l.data.glue ? l.data.glue->submission_file(split)
+                                                            : split + "_predictions.tsv");
+    refuse_replacing(file, out_dir, overwrite);  // before the work
     auto loader = train::make_loader(l.data, l.config, false, l.config.train.seed);
     const MatmulPrecisionScope precision(matmul_precision_from_name(l.config.train.precision));
     const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data);
     if (l.data.glue) {
-      const fs::path file = fs::path(out_dir) / l.data.glue->submission_file(split);
-      refuse_existing(file, overwrite);
       std::vector<int64_t> idx;
       for (int64_t pos : ev.positions) idx.push_back(l.data.eval_text->indices[pos]);
       data::write_glue_submission(*l.data.glue, split, idx, ev.predictions, out_dir);
-      std::cerr << "wrote " << file.string() << " (" << idx.size() << " rows)\n";
     } else {
-      const fs::path file = fs::path(out_dir) / (split + "_predictions.tsv");
-      refuse_existing(file, overwrite);
       std::string text = "index\tprediction\n";
       for (size_t i = 0; i < ev.predictions.size(); ++i) {
         const auto c = static_cast<size_t>(ev.predictions[i]);
@@ -134,8 +150,8 @@ int cmd_predict(const std::vector<std::string>& args) {
                 (c < l.data.label_names.size() ? l.data.label_names[c] : std::to_string(c)) + "\n";
       }
       io::write_text_atomic(file.string(), text);
-      std::cerr << "wrote " << file.string() << " (" << ev.predictions.size() << " rows)\n";
     }
+    std::cerr << "wrote " << file.string() << " (" << ev.predictions.size() << " rows)\n";
   }
   return 0;
 }

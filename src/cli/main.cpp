@@ -1,6 +1,7 @@
 // leanback command-line entry: dispatches to subcommands; lb::Error becomes a message on
 // stderr and exit code 1 (2 for usage errors).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -52,6 +53,11 @@ int main(int argc, char** argv) {
     return fail(cmd, e.what(), 2);
   } catch (const lb::Error& e) {
     return fail(cmd, std::string("error: ") + e.what(), 1);
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the system refused (too long, /proc, permissions): name it and the reason.
+    std::string paths = e.path1().string();
+    if (!e.path2().empty()) paths += " -> " + e.path2().string();
+    return fail(cmd, "error: " + paths + ": " + e.code().message(), 1);
   } catch (const std::exception& e) {
     return fail(cmd, std::string("unexpected error: ") + e.what(), 1);
   }

@@ -1,6 +1,8 @@
 // `leanback train CONFIG [--strategy S] [--set k=v]... [--out DIR] [--resume DIR] [--seed N]
-// [--device cpu|cuda[:N]] [--overwrite]`: trains from a config file (lb/train/trainer.h). Ctrl-C saves
-// a resumable checkpoint and exits with status 130; a second Ctrl-C kills at once.
+// [--device cpu|cuda[:N]] [--overwrite]`: trains from a config file (lb/train/trainer.h). Ctrl-C or
+// SIGTERM saves a resumable checkpoint and exits with status 130 / 143 (stop_signals.h).
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +19,7 @@
 #include "lb/nn/backward/factory.h"
 #include "lb/train/trainer.h"
 #include "src/cli/cli_parse.h"
+#include "src/cli/stop_signals.h"
 
 namespace lb::cli {
 
@@ -37,15 +40,24 @@ Device parse_device_flag(const std::string& flag) {
 }
 
 namespace {
-void on_sigint(int) {
-  train::stop_requested() = true;
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process
+volatile std::sig_atomic_t g_launcher_signal = 0;
+volatile pid_t g_mpirun_pid = -1;
+
+// The launcher's Ctrl-C / SIGTERM: mpirun (in its own process group, so the terminal's
+// Ctrl-C reaches it only this way) gets SIGUSR1, which it passes on to every rank at once
+// (its own SIGINT/SIGTERM handling would SIGKILL the ranks a second later); the ranks stop
+// after their step together and rank 0 writes a checkpoint.
+void forward_to_mpirun(int sig) {
+  g_launcher_signal = sig;
+  if (g_mpirun_pid > 0) ::kill(g_mpirun_pid, SIGUSR1);
 }
 
-// `--nproc N` on one machine: re-runs this command as N MPI ranks through mpirun (each with
-// cores / N OpenMP threads). Returns only if exec fails.
-[[noreturn]] void exec_mpirun(int64_t nproc, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{"mpirun", "-np", std::to_string(nproc), "--oversubscribe", "--bind-to", "none"};
+// `--nproc N` on one machine: runs this command as N MPI ranks through mpirun (each with
+// cores / N OpenMP threads) and waits for it. Exit status: 130 / 143 when the launcher was
+// interrupted by SIGINT / SIGTERM, else mpirun's.
+int run_mpirun(int64_t nproc, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"mpirun", "-np", std::to_string(nproc), "--oversubscribe", "--bind-to", "none",
+                                "--stdin", "none"};
   if (::geteuid() == 0) argv.push_back("--allow-run-as-root");  // Open MPI refuses root otherwise
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const char* omp = std::getenv("OMP_NUM_THREADS");
@@ -62,10 +74,45 @@ void on_sigint(int) {
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   std::cout.flush();
-  ::execvp("mpirun", cargv.data());
-  throw Error("--nproc " + std::to_string(nproc) + ": cannot run mpirun (" + std::strerror(errno) +
-              "); install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or start the ranks yourself "
-              "with mpirun -np N leanback train ...");
+  std::cerr.flush();
+  int report[2];  // the child's exec errno, if exec fails (closed on a successful exec)
+  LB_CHECK(::pipe2(report, O_CLOEXEC) == 0, "--nproc: pipe: ", std::strerror(errno));
+  const pid_t pid = ::fork();
+  LB_CHECK(pid >= 0, "--nproc: fork: ", std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::close(report[0]);
+    ::execvp("mpirun", cargv.data());
+    const int err = errno;
+    [[maybe_unused]] const ssize_t w = ::write(report[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  ::close(report[1]);
+  int exec_errno = 0;
+  ssize_t got;
+  do got = ::read(report[0], &exec_errno, sizeof exec_errno); while (got < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    ::waitpid(pid, nullptr, 0);
+    throw Error("--nproc " + std::to_string(nproc) + ": cannot run mpirun (" + std::strerror(exec_errno) +
+                "); install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or start the ranks yourself "
+                "with mpirun -np N leanback train ...");
+  }
+  g_mpirun_pid = pid;
+  struct sigaction sa {};
+  sa.sa_handler = forward_to_mpirun;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (g_launcher_signal != 0) return 128 + static_cast<int>(g_launcher_signal);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
 }  // namespace
 
@@ -89,7 +136,8 @@ int cmd_train(const std::vector<std::string>& args) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--device", device,
                  "cpu, or cuda / cuda:N (every layer vanilla for now: INSTANT's and HOT's kernels are CPU-only)");
-  app.add_flag("--overwrite", opt.overwrite, "replace an existing, non-empty run directory");
+  app.add_flag("--overwrite", opt.overwrite,
+               "replace an earlier run in the run directory (only a directory leanback created; only the files it wrote)");
   app.add_flag("--no-progress", no_progress, "plain log lines even on a terminal");
   app.add_option("--nproc", nproc,
                  "data-parallel over N processes on this machine (launches mpirun -np N; data.batch_size "
@@ -100,7 +148,7 @@ int cmd_train(const std::vector<std::string>& args) {
     if (!dist::mpi_compiled())
       throw UsageError("--nproc " + std::to_string(nproc) + ": this leanback was built without MPI "
                        "(install libopenmpi-dev and rebuild)");
-    exec_mpirun(nproc, args);
+    return run_mpirun(nproc, args);
   }
   opt.device = parse_device_flag(device);
   if (seed >= 0) opt.seed = static_cast<uint64_t>(seed);
@@ -111,15 +159,15 @@ int cmd_train(const std::vector<std::string>& args) {
     opt.out_dir = ck == opt.resume ? std::filesystem::path(ck).parent_path().string() : opt.resume;
   }
   const train::Config config = train::load_config(config_path, sets);
-  std::signal(SIGINT, on_sigint);
-  const train::TrainResult r = train::train(config, opt);
-  std::signal(SIGINT, SIG_DFL);
-  if (!dist::world().is_main()) return r.interrupted ? 130 : 0;  // rank 0 reports
+  train::TrainResult r;
+  StopSignals signals;
+  r = train::train(config, opt);
+  if (!dist::world().is_main()) return r.interrupted ? StopSignals::exit_code() : 0;  // rank 0 reports
   if (r.interrupted) {
     std::cerr << "leanback train: interrupted at step " << r.steps << "; checkpoint "
               << r.last_checkpoint << "\n  resume: leanback train " << config_path << " --resume "
               << r.run_dir << "\n";
-    return 130;
+    return StopSignals::exit_code();
   }
   std::cout << r.final_eval.dump() << "\n";
   std::cerr << std::fixed << std::setprecision(2) << "trained " << r.losses.size() << " steps in "

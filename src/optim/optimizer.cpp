@@ -107,6 +107,10 @@ void Optimizer::load_state(const nlohmann::json& j, const std::map<std::string, 
     groups_[i].lr = io::json_number(groups[i], "lr", where);
     groups_[i].initial_lr = io::json_number(groups[i], "initial_lr", where);
     groups_[i].weight_decay = io::json_number(groups[i], "weight_decay", where);
+    // A negative rate would ascend the loss; no optimizer or schedule of ours writes one.
+    LB_CHECK(groups_[i].lr >= 0 && groups_[i].initial_lr >= 0 && groups_[i].weight_decay >= 0, where,
+             ": lr, initial_lr and weight_decay must be non-negative, got ", groups_[i].lr, ", ",
+             groups_[i].initial_lr, ", ", groups_[i].weight_decay);
   }
   step_count_ = io::json_int(j, "step", 0, INT64_MAX, "optimizer");
   state_.clear();

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -128,9 +129,37 @@ std::map<std::string, Tensor> to_map(const io::SafetensorsFile& f) {
 }
 }  // namespace
 
+namespace {
+template <typename T>
+bool all_finite(const Tensor& t) {
+  const T* p = t.data<T>();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(static_cast<double>(p[i]))) return false;
+  return true;
+}
+}  // namespace
+
+std::string first_non_finite(const optim::NamedTensors& tensors) {
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined() || (t.dtype() != DType::F32 && t.dtype() != DType::F64)) continue;
+    const Tensor h = t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu()).contiguous();
+    if (!(t.dtype() == DType::F32 ? all_finite<float>(h) : all_finite<double>(h))) return name;
+  }
+  return "";
+}
+
 void save_checkpoint(const std::string& dir_in, const nn::Module& model,
                      const optim::Optimizer* optimizer, const optim::LrSchedule* schedule,
                      const nlohmann::json& extra) {
+  // Only finite state is ever written: a diverged run's checkpoint would load and "work".
+  nn::NamedTensors weights;
+  for (auto& [n, t] : model.state_dict()) weights.emplace_back(n, t);
+  if (const std::string bad = first_non_finite(weights); !bad.empty())
+    throw NonFiniteState("weight " + bad + " holds NaN or inf; no checkpoint is written from non-finite state");
+  if (optimizer)
+    if (const std::string bad = first_non_finite(optimizer->state_tensors()); !bad.empty())
+      throw NonFiniteState("optimizer state " + bad + " holds NaN or inf; no checkpoint is written from non-finite state");
   // All or nothing: the files go to a staging sibling, are fsynced, and the staging directory
   // replaces `dir` in one rename (RENAME_EXCHANGE where the file system has it); the previous
   // checkpoint stays loadable until then. Each file carries the save id, so loading can tell
@@ -147,8 +176,6 @@ void save_checkpoint(const std::string& dir_in, const nn::Module& model,
   const fs::path staging = parent / (staging_prefix(name) + save_id);
   LB_CHECK(fs::create_directory(staging, ec), "cannot create ", staging.string(), ": ", ec.message());
   const std::string dir = staging.string();
-  nn::NamedTensors weights;
-  for (auto& [n, t] : model.state_dict()) weights.emplace_back(n, t);
   io::save_safetensors((fs::path(dir) / kModelFile).string(), weights,
                        {{"format", "pt"}, {"producer", "leanback"}, {"save_id", save_id}});
   nlohmann::json state;
@@ -222,6 +249,9 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
              it == weights.metadata.end() ? std::string("no save_id") : "save " + it->second, ") than ", state_path,
              " (save ", save_id, "); the checkpoint is torn: resume from another one");
   }
+  if (const std::string bad = first_non_finite(weights.tensors); !bad.empty())
+    throw NonFiniteState(model_path + ": tensor " + bad + " holds NaN or inf: this checkpoint comes from a " +
+                         "diverged run (older leanback saved such state); use an earlier checkpoint");
   try {
     out.report = model.load_state_dict(to_map(weights), /*strict=*/true);
   } catch (const Error& e) {
@@ -238,6 +268,9 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
         LB_CHECK(it != opt.metadata.end() && it->second == save_id, opt_path, " belongs to another save than ",
                  state_path, " (save ", save_id, "); the checkpoint is torn: resume from another one");
       }
+      if (const std::string bad = first_non_finite(opt.tensors); !bad.empty())
+        throw NonFiniteState(opt_path + ": tensor " + bad + " holds NaN or inf: this checkpoint comes from a " +
+                             "diverged run; use an earlier checkpoint");
       optimizer->load_state(out.state.at("optimizer"), to_map(opt));
     }
     LB_CHECK(out.state.contains("rng"), state_path, ": no rng");

@@ -15,6 +15,7 @@
 #include "lb/core/error.h"
 #include "lb/io/atomic_file.h"
 #include "lb/io/json_file.h"
+#include "lb/train/output_dir.h"
 #include "lb/train/plots.h"
 #include "lb/train/trainer.h"
 
@@ -470,6 +471,7 @@ CompareResult compare(const Config& config, const CompareOptions& opt) {
   for (int64_t i = 0; i < opt.seeds; ++i) seeds.push_back(static_cast<int64_t>(config.train.seed) + i);
   // The directory's config must be this one: its finished runs are reused as they are.
   const fs::path cmp_path = root / "compare.json";
+  refuse_protected_dir(root, "--out");
   if (fs::exists(cmp_path)) {
     const nlohmann::json old = read_json_file(cmp_path);
     LB_CHECK(old.is_object() && old.contains("config"), cmp_path.string(), ": not a compare file");
@@ -488,11 +490,11 @@ CompareResult compare(const Config& config, const CompareOptions& opt) {
                  " runs made with other backward.strategies.", s, " settings; move ", (root / s).string(),
                  " aside to run ", s, " with these (the other strategies' runs are reused)");
     }
-  } else {
-    LB_CHECK(!fs::exists(root) || fs::is_empty(root), dir,
-             " exists and is not a compare directory (no compare.json); pass another --out");
+  } else if (!output_dir_fresh(root, "--out")) {
+    throw OutputRefused(dir + " exists and is not a compare directory (no compare.json); pass another --out");
   }
-  fs::create_directories(root);
+  // A compare directory from before markers existed gets one: its compare.json proves it ours.
+  create_output_dir(root, OutputKind::Compare, "--out");
   io::write_text_atomic(cmp_path.string(), nlohmann::json{{"source", config.source},
                                                           {"config", config_j},
                                                           {"strategies", opt.strategies},
@@ -528,11 +530,10 @@ CompareResult compare(const Config& config, const CompareOptions& opt) {
       TrainResult r;
       try {
         r = train(config, t);
-      } catch (const Error& e) {
+      } catch (const Diverged& e) {
         // A strategy that diverges is a result of the comparison, not a reason to stop it;
-        // anything else (data, I/O) would fail every run alike and stops here.
+        // anything else (data, I/O) would fail every run alike and propagates.
         const std::string m = e.what();
-        if (m.find("non-finite") == std::string::npos && m.find("the training loss is") == std::string::npos) throw;
         io::write_text_atomic((run / kFailedFile).string(), m + "\n");
         if (!opt.quiet) std::cerr << "compare: " << s << " seed " << seed << " diverged: " << m << "\n";
         continue;

@@ -1,6 +1,9 @@
 // build_task_model (see task_model.h).
 #include "lb/train/task_model.h"
 
+#include <filesystem>
+#include <iostream>
+
 #include "lb/core/error.h"
 #include "models/bert.h"
 #include "models/hf_import.h"
@@ -53,6 +56,15 @@ class ImageTask : public TaskModel {
 using VitTask = ImageTask<models::ViTForImageClassification>;
 using ResNetTask = ImageTask<models::ResNet>;
 
+// The weights' load report: into *log (the trainer prints it on rank 0), with the loud
+// warning when more than the classifier head starts from random initialisation (printed
+// here when there is no log, e.g. eval and predict).
+void report_load(const models::HfLoadReport& report, std::string* log) {
+  const std::string w = report.warning();
+  if (log) *log = report.summary() + (w.empty() ? "" : "\n" + w);
+  else if (!w.empty()) std::cerr << "leanback: " << w << "\n";
+}
+
 }  // namespace
 
 std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels,
@@ -69,10 +81,17 @@ std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_la
     if (!m.pretrained.empty()) {
       models::HfLoadReport report;
       auto model = models::load_hf_bert(m.pretrained, labels, &report, m.arch);
-      if (log) *log = report.summary();
+      report_load(report, log);
       LB_CHECK(vocab_size == 0 || model->config().vocab_size >= vocab_size, config.source,
                ": the tokenizer has ", vocab_size, " tokens but ", m.pretrained, " has vocab_size ",
                model->config().vocab_size);
+      // Before any training: a sequence longer than the position table fails only when it
+      // is first seen, which may be the final evaluation.
+      LB_CHECK(model->config().max_position_embeddings >= config.data.max_seq_len, config.source,
+               ": data.max_seq_len ", config.data.max_seq_len, " exceeds max_position_embeddings ",
+               model->config().max_position_embeddings, " of the pretrained model (",
+               (std::filesystem::path(m.pretrained) / "config.json").string(),
+               "); set data.max_seq_len to at most that");
       model->set_skip_padding(m.skip_padding != "false");
       return std::make_unique<BertTask>(std::move(model));
     }
@@ -95,7 +114,7 @@ std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_la
     if (!m.pretrained.empty()) {
       models::HfLoadReport report;
       auto model = models::load_hf_vit(m.pretrained, labels, &report, m.arch);
-      if (log) *log = report.summary();
+      report_load(report, log);
       return std::make_unique<VitTask>(std::move(model), smoothing);
     }
     nlohmann::json arch = m.arch;

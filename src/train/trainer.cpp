@@ -32,6 +32,8 @@
 #include "lb/optim/optimizer.h"
 #include "lb/train/checkpoint.h"
 #include "lb/train/evaluate.h"
+#include "lb/train/metrics_log.h"
+#include "lb/train/output_dir.h"
 #include "lb/train/progress.h"
 #include "lb/train/run_info.h"
 #include "lb/train/task_data.h"
@@ -72,8 +74,8 @@ int64_t checkpoint_step(const fs::path& p) {
 
 }  // namespace
 
-std::string find_checkpoint(const std::string& path) {
-  LB_CHECK(fs::is_directory(path), "--resume ", path, ": no such directory");
+std::string find_checkpoint(const std::string& path, const std::string& flag) {
+  LB_CHECK(fs::is_directory(path), flag, " ", path, ": no such directory");
   if (fs::exists(fs::path(path) / "trainer_state.json")) return path;
   int64_t best = -1;
   std::string found;
@@ -84,12 +86,18 @@ std::string find_checkpoint(const std::string& path) {
       found = e.path().string();
     }
   }
-  LB_CHECK(!found.empty(), "--resume ", path,
+  LB_CHECK(!found.empty(), flag, " ", path,
            ": no checkpoint in it (expected trainer_state.json, or checkpoint-<step>/ folders)");
   return found;
 }
 
 namespace {
+
+std::string number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -146,43 +154,6 @@ std::string first_bad_gradient(nn::Module& model,
   return "";
 }
 
-// metrics.jsonl without the lines past `step` (a resumed run rewrites what it repeats).
-void truncate_metrics(const fs::path& path, int64_t step) {
-  if (!fs::exists(path)) return;
-  std::ifstream in(path);
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    try {
-      const auto j = io::parse_json(line, path.string());
-      if (j.value("type", "") != "run" && j.value("step", int64_t{0}) > step) continue;
-    } catch (const std::exception&) {
-      continue;  // a line torn by a kill
-    }
-    kept += line + "\n";
-  }
-  io::write_text_atomic(path.string(), kept);
-}
-
-class MetricsLog {
- public:
-  // enabled = false (data-parallel ranks other than 0): writes nothing.
-  MetricsLog(const fs::path& path, bool enabled) : enabled_(enabled) {
-    if (!enabled_) return;
-    out_.open(path, std::ios::app);
-    LB_CHECK(out_, "cannot write ", path.string());
-  }
-  void write(const nlohmann::json& j) {
-    if (!enabled_) return;
-    out_ << j.dump() << "\n";
-    out_.flush();
-  }
-
- private:
-  bool enabled_ = true;
-  std::ofstream out_;
-};
-
 struct LoopState {
   int64_t step = 0;             // optimizer steps done
   int64_t calib_batches = 0;    // calibration micro-batches drawn so far
@@ -190,12 +161,23 @@ struct LoopState {
   int64_t best_step = -1;
   std::vector<int64_t> checkpoints;  // steps with a checkpoint on disk, oldest first
   nlohmann::json best_eval = nlohmann::json::object();
+  // Totals over the whole run, across resumes (eval_results.json and compare report them).
+  double train_ms = 0;          // optimizer steps only (no evaluation, calibration, saving)
+  int64_t train_examples = 0;
+  int64_t timed_steps = 0;      // the steps train_ms covers
+  double probe_ms = 0;          // the gradient-fidelity probe (train.grad_probe_every)
+  int64_t calibrations = 0;     // before this process's Calibrator, which counts its own
+  double calibration_ms = 0;
+  std::vector<int64_t> calibration_steps;
 
   nlohmann::json to_json() const {
     return {{"step", step},           {"calib_batches", calib_batches},
             {"best_metric", std::isfinite(best_metric) ? nlohmann::json(best_metric) : nlohmann::json()},
             {"best_step", best_step}, {"checkpoints", checkpoints},
-            {"best_eval", best_eval}};
+            {"best_eval", best_eval}, {"train_ms", train_ms},
+            {"train_examples", train_examples}, {"timed_steps", timed_steps}, {"probe_ms", probe_ms},
+            {"calibrations", calibrations}, {"calibration_ms", calibration_ms},
+            {"calibration_steps", calibration_steps}};
   }
   void from_json(const nlohmann::json& j, const std::string& where) {
     try {
@@ -208,10 +190,21 @@ struct LoopState {
       best_step = io::json_int(j, "best_step", -1, INT64_MAX, at);
       checkpoints = j.at("checkpoints").get<std::vector<int64_t>>();
       best_eval = j.at("best_eval");
+      // Totals: absent from checkpoints written before they were kept (counted from 0 then).
+      if (j.contains("train_ms")) {
+        train_ms = io::json_number(j, "train_ms", at);
+        train_examples = io::json_int(j, "train_examples", 0, INT64_MAX, at);
+        timed_steps = io::json_int(j, "timed_steps", 0, INT64_MAX, at);
+        probe_ms = io::json_number(j, "probe_ms", at);
+        calibrations = io::json_int(j, "calibrations", 0, INT64_MAX, at);
+        calibration_ms = io::json_number(j, "calibration_ms", at);
+        calibration_steps = j.at("calibration_steps").get<std::vector<int64_t>>();
+      }
     } catch (const nlohmann::json::exception& e) {
       LB_FAIL(where, ": extra.trainer is malformed (", e.what(), ")");
     }
-    LB_CHECK(step >= 0 && calib_batches >= 0, where, ": extra.trainer has negative counters");
+    LB_CHECK(step >= 0 && calib_batches >= 0 && train_ms >= 0 && probe_ms >= 0 && calibration_ms >= 0, where,
+             ": extra.trainer has negative counters");
   }
 };
 
@@ -306,20 +299,23 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   const fs::path run_dir = resolve_run_dir(config, opt);
   result.run_dir = run_dir.string();
 
-  // ---- the run directory: never overwrite a user's run by accident ----
+  // ---- the run directory: never overwrite or delete what is not ours (output_dir.h) ----
   std::string resume_ckpt;
   if (!opt.resume.empty()) resume_ckpt = find_checkpoint(opt.resume);
   const bool resuming = !resume_ckpt.empty();
   // Rank 0 owns the run directory: it decides, and the other ranks take its verdict (they
   // would otherwise race with its first writes).
-  bool replace = main_rank && !resuming && fs::exists(run_dir) && !fs::is_empty(run_dir);
-  std::string refused = replace && !opt.overwrite
-                            ? "run directory " + run_dir.string() +
-                                  " already exists and is not empty; pass --overwrite to replace it, --out DIR "
-                                  "for another one, or --resume " + run_dir.string() + " to continue it"
-                            : std::string();
+  bool replace = false;
+  std::string refused;
+  if (main_rank) {
+    try {
+      replace = run_dir_verdict(run_dir, resuming ? fs::path(resume_ckpt) : fs::path(), opt.overwrite);
+    } catch (const OutputRefused& e) {
+      refused = e.what();
+    }
+  }
   if (world > 1) pg.broadcast(refused, 0, "run directory check");
-  if (!refused.empty()) throw Error(refused);
+  if (!refused.empty()) throw OutputRefused(refused);
 
   // ---- data, model, strategies, optimizer (all validated before any training work) ----
   manual_seed(tc.seed);
@@ -385,11 +381,24 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   const int64_t eval_every = tc.eval_every > 0 ? tc.eval_every : steps_per_epoch;
 
   LoopState st;
-  // Everything is validated: only now is an old run directory (with --overwrite) cleared.
-  if (replace && main_rank)
-    for (const auto& e : fs::directory_iterator(run_dir)) fs::remove_all(e.path());
-  if (main_rank) fs::create_directories(run_dir);
+  // Everything is validated: only now is an old run (with --overwrite) cleared, and only of
+  // the files leanback wrote there.
+  if (main_rank) {
+    if (replace) {
+      const auto kept = remove_owned_entries(run_dir, OutputKind::Run);
+      if (!kept.empty() && !opt.quiet) {
+        std::cerr << "--overwrite: kept " << kept.size() << " entr" << (kept.size() == 1 ? "y" : "ies")
+                  << " of " << run_dir.string() << " that leanback did not write:";
+        for (const auto& k : kept) std::cerr << " " << k;
+        std::cerr << "\n";
+      }
+    }
+    create_output_dir(run_dir, OutputKind::Run, "--out");
+  }
   if (resuming) {
+    // The config's rates and decay, which a resumed run applies (see below).
+    std::vector<std::pair<double, double>> configured;
+    for (const auto& g : optimizer->groups()) configured.emplace_back(g.initial_lr, g.weight_decay);
     const LoadedCheckpoint ck = load_checkpoint(resume_ckpt, module, optimizer.get());
     const std::string where = (fs::path(resume_ckpt) / "trainer_state.json").string();
     LB_CHECK(ck.state.contains("extra") && ck.state["extra"].contains("trainer"), where,
@@ -401,6 +410,21 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     LB_CHECK(st.step <= total_steps, where, ": the checkpoint is at step ", st.step,
              ", past this config's ", total_steps, " steps");
     for (const auto& n : ck.notes) std::cerr << "resume: " << n << "\n";
+    // A changed optimizer.lr / weight_decay takes effect (never recorded and then ignored): the
+    // schedule continues from this step, scaled from the new peak rate.
+    auto& groups = optimizer->groups();
+    for (size_t i = 0; i < groups.size() && i < configured.size(); ++i) {
+      if (groups[i].initial_lr != configured[i].first && main_rank)
+        std::cerr << "resume: optimizer.lr is now " << configured[i].first << " (the checkpoint's run had "
+                  << groups[i].initial_lr << "): the schedule continues from step " << ck.step
+                  << " scaled from the new rate\n";
+      if (groups[i].weight_decay != configured[i].second && main_rank)
+        std::cerr << "resume: weight decay of parameter group " << i << " is now " << configured[i].second
+                  << " (the checkpoint's run had " << groups[i].weight_decay << ")\n";
+      groups[i].initial_lr = configured[i].first;
+      groups[i].weight_decay = configured[i].second;
+      groups[i].lr = configured[i].first * schedule.factor(ck.step);
+    }
     // A changed config is allowed (e.g. a new lr), but then the run is no longer the one saved.
     if (ck.state["extra"].contains("config")) {
       const nlohmann::json saved = ck.state["extra"]["config"], now = config.to_json();
@@ -413,7 +437,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                   << " (the continued run will not equal an uninterrupted one)\n";
     }
     // Drop metric lines the resumed steps will write again.
-    if (main_rank) truncate_metrics(run_dir / "metrics.jsonl", st.step);
+    if (main_rank) truncate_metrics((run_dir / "metrics.jsonl").string(), st.step);
     // Checkpoints past the resumed one belong to the abandoned future.
     std::vector<int64_t> kept;
     for (int64_t s : st.checkpoints)
@@ -424,7 +448,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     io::write_text_atomic((run_dir / "config.json").string(), config.to_json().dump(2) + "\n");
     io::write_text_atomic((run_dir / "plan.txt").string(), plan.table());
   }
-  MetricsLog metrics(run_dir / "metrics.jsonl", main_rank);
+  MetricsLog metrics((run_dir / "metrics.jsonl").string(), main_rank);
   // Same starting weights on every rank (they are initialised alike, and a resumed run loaded
   // the same checkpoint; the broadcast makes it so bitwise).
   GradientSync sync(pg, trainable,
@@ -474,6 +498,20 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                         : "rounded operands through the f32 kernel (this CPU has no AVX512-BF16: same "
                           "numbers, no speed-up)"));
 
+  // The run's totals as a checkpoint records them: this process's calibrations added.
+  const auto totals = [&](const LoopState& now) {
+    LoopState t = now;
+    const nlohmann::json cal = calibrator.report();
+    t.calibrations += cal["calibrations"].get<int64_t>();
+    t.calibration_ms += cal["ms_total"].get<double>();
+    for (const auto& s : cal["steps"]) t.calibration_steps.push_back(s.get<int64_t>());
+    return t;
+  };
+  const auto last_good = [&]() {
+    return result.last_checkpoint.empty() ? std::string("; no checkpoint was written yet")
+                                          : "; the last good checkpoint is " + result.last_checkpoint;
+  };
+
   // ---- checkpoint save with retention ----
   auto save = [&](bool is_best) {
     if (!main_rank) return;
@@ -481,23 +519,34 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     if (std::find(st.checkpoints.begin(), st.checkpoints.end(), st.step) == st.checkpoints.end())
       st.checkpoints.push_back(st.step);
     if (is_best) st.best_step = st.step;
-    nlohmann::json extra = {{"trainer", st.to_json()}, {"config", config.to_json()},
+    nlohmann::json extra = {{"trainer", totals(st).to_json()}, {"config", config.to_json()},
                             {"strategy_override", opt.strategy}};
-    save_checkpoint((run_dir / name).string(), module, optimizer.get(), &schedule, extra);
+    try {
+      save_checkpoint((run_dir / name).string(), module, optimizer.get(), &schedule, extra);
+    } catch (const NonFiniteState& e) {
+      // The optimizer step made the state non-finite: the run diverged. The last checkpoint
+      // (never deleted before a newer one is written) stays the last good one.
+      throw Diverged("step " + std::to_string(st.step) + ": " + e.what() + last_good());
+    }
     result.last_checkpoint = (run_dir / name).string();
     // Keep the newest keep_checkpoints and the best; delete the rest.
     std::vector<int64_t> keep;
     const int64_t n = static_cast<int64_t>(st.checkpoints.size());
     for (int64_t i = 0; i < n; ++i) {
       const int64_t s = st.checkpoints[i];
-      if (i >= n - tc.keep_checkpoints || s == st.best_step) keep.push_back(s);
-      else fs::remove_all(run_dir / ("checkpoint-" + std::to_string(s)));
+      if (i >= n - tc.keep_checkpoints || s == st.best_step) {
+        keep.push_back(s);
+      } else if (const std::string k = remove_checkpoint_dir(run_dir / ("checkpoint-" + std::to_string(s)));
+                 !k.empty()) {
+        log.warn("retention: " + k);
+      }
     }
     st.checkpoints = keep;
   };
 
   auto run_eval = [&]() {
     if (!main_rank) return std::make_pair(nlohmann::json(), false);  // rank 0 evaluates
+    if (opt.before_eval) opt.before_eval(st.step);
     EvalOutput ev = evaluate(*model, *eval_loader, data);
     nlohmann::json line = ev.metrics;
     line["type"] = "eval";
@@ -524,6 +573,26 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     return std::make_pair(line, best);
   };
 
+  // An evaluation that fails (bad eval data, a model limit) must not lose the training done:
+  // the step's checkpoint is written first, then the error names it.
+  const auto eval_or_save = [&]() {
+    try {
+      return run_eval();
+    } catch (const Diverged&) {
+      throw;
+    } catch (const Error& e) {
+      std::string saved;
+      try {
+        if (result.last_checkpoint.empty() || checkpoint_step(result.last_checkpoint) != st.step) save(false);
+        saved = "; training up to step " + std::to_string(st.step) + " is saved in " + result.last_checkpoint +
+                ": fix the cause and continue with --resume " + run_dir.string();
+      } catch (const Error& s) {
+        saved = std::string("; saving a checkpoint failed too: ") + s.what();
+      }
+      throw Error("evaluation at step " + std::to_string(st.step) + " failed: " + e.what() + saved);
+    }
+  };
+
   // ---- the loop ----
   module.train();
   // HOT's stochastic-rounding streams: keyed by rank too (rank 0 keeps the single-process key).
@@ -540,8 +609,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   nlohmann::json last_eval;
   bool last_was_best = false;
   int64_t steps_this_run = 0;
-  double train_ms = 0;          // optimizer steps only (no evaluation, calibration, saving)
-  double probe_ms = 0;          // the gradient-fidelity probe (train.grad_probe_every)
+  double train_ms = 0;          // this process's optimizer steps (st.train_ms: the whole run's)
   int64_t train_examples = 0;
   allocator_for(device).reset_peak();
 
@@ -602,7 +670,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
       const auto p0 = Clock::now();
       nlohmann::json layers = run_grad_probe(*model, module, strategies, *calib_loader, *optimizer, step);
       const double ms = ms_between(p0, Clock::now());
-      probe_ms += ms;
+      st.probe_ms += ms;
       if (!layers.empty()) metrics.write({{"type", "probe"}, {"step", step}, {"ms", ms}, {"layers", layers}});
     }
     const int64_t epoch = step / steps_per_epoch;
@@ -649,9 +717,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
       }
       const double l = out.loss.item_double();
       if (!std::isfinite(l))
-        LB_FAIL("step ", step + 1, ": the training loss is ", l, " (micro-batch ", m, ")",
-                result.last_checkpoint.empty() ? std::string("; no checkpoint was written yet")
-                                               : "; the last good checkpoint is " + result.last_checkpoint);
+        throw Diverged("step " + std::to_string(step + 1) + ": the training loss is " + number(l) +
+                       " (micro-batch " + std::to_string(m) + ")" + last_good());
       const double share = static_cast<double>(micro[m].size()) / global_examples;
       step_loss += l * share;
       const auto f2 = Clock::now();
@@ -675,10 +742,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
         trainable, tc.max_grad_norm > 0 ? tc.max_grad_norm : std::numeric_limits<double>::infinity());
     if (!std::isfinite(gnorm)) {
       const std::string bad = first_bad_gradient(module, strategies);
-      LB_FAIL("step ", step + 1, ": non-finite gradient norm ", gnorm,
-              bad.empty() ? std::string("") : " (first in " + bad + ")",
-              result.last_checkpoint.empty() ? std::string("; no checkpoint was written yet")
-                                             : "; the last good checkpoint is " + result.last_checkpoint);
+      throw Diverged("step " + std::to_string(step + 1) + ": non-finite gradient norm " + number(gnorm) +
+                     (bad.empty() ? std::string("") : " (first in " + bad + ")") + last_good());
     }
     optimizer->set_lr_factor(schedule.factor(step));
     const double lr = optimizer->groups().front().lr;
@@ -702,6 +767,9 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     win.sync += sync_ms;
     train_ms += ms_between(t0, t1);
     train_examples += static_cast<int64_t>(global_examples);
+    st.train_ms += ms_between(t0, t1);
+    st.train_examples += static_cast<int64_t>(global_examples);
+    ++st.timed_steps;
     ++win.steps;
     progress.update(st.step, step_loss, static_cast<double>(step_examples) / (ms_between(t0, t1) / 1000.0));
 
@@ -744,7 +812,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     const bool at_eval = st.step % eval_every == 0 || st.step == total_steps;
     if (at_eval) {
       progress.pause();
-      auto [line, best] = run_eval();
+      auto [line, best] = eval_or_save();
       last_eval = line;
       last_was_best = best;
       save(best);
@@ -755,32 +823,45 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   progress.finish();
   if (!result.interrupted && steps_this_run == 0) {
     // Resumed at its last step: evaluate once so the results are there.
-    auto [line, best] = run_eval();
+    auto [line, best] = eval_or_save();
     last_eval = line;
     (void)best;
   }
   if (result.interrupted) {
     if (result.last_checkpoint.empty() || checkpoint_step(result.last_checkpoint) != st.step) save(false);
+    // The other ranks wait for rank 0's checkpoint: a launcher that sees one rank end may stop
+    // the rest (mpirun does).
+    if (world > 1) {
+      std::vector<double> done{1.0};
+      pg.all_reduce_sum(done, "checkpoint at the interruption");
+    }
     log.info("interrupted at step " + std::to_string(st.step) + "; resume with --resume " +
              run_dir.string());
   } else {
     result.final_eval = last_eval;
     // Per layer: strategy, settings, ranks / quantiser choices, paper and measured figures.
     const nlohmann::json accounting = nn::backward::accounting_report(strategies);
+    // Totals span the whole run, across resumes (the checkpoint carried the earlier part).
+    const LoopState all = totals(st);
+    nlohmann::json calibration = calibrator.report();
+    calibration["calibrations"] = all.calibrations;
+    calibration["ms_total"] = all.calibration_ms;
+    calibration["steps"] = all.calibration_steps;
     nlohmann::json results = {{"final", last_eval}, {"best", st.best_eval},
                               {"best_checkpoint", st.best_step >= 0
                                                       ? (run_dir / ("checkpoint-" + std::to_string(st.best_step))).string()
                                                       : ""},
                               {"primary_metric", "eval_" + data.primary_metric()},
-                              {"train_runtime_s", train_ms / 1000.0},
+                              {"train_runtime_s", all.train_ms / 1000.0},
                               {"train_samples_per_second",
-                               train_ms > 0 ? static_cast<double>(train_examples) / (train_ms / 1000.0) : 0.0},
+                               all.train_ms > 0 ? static_cast<double>(all.train_examples) / (all.train_ms / 1000.0)
+                                                : 0.0},
                               {"minutes_per_epoch",
-                               steps_this_run > 0 ? train_ms / 60000.0 * static_cast<double>(steps_per_epoch) /
-                                                        static_cast<double>(steps_this_run)
-                                                  : 0.0},
-                              {"calibration", calibrator.report()},
-                              {"grad_probe_ms_total", probe_ms},
+                               all.timed_steps > 0 ? all.train_ms / 60000.0 * static_cast<double>(steps_per_epoch) /
+                                                         static_cast<double>(all.timed_steps)
+                                           : 0.0},
+                              {"calibration", calibration},
+                              {"grad_probe_ms_total", all.probe_ms},
                               {"accounting", accounting["total"]},
                               {"layers", accounting["layers"]}};
     if (world > 1) results["data_parallel"] = {{"ranks", world}, {"backend", pg.backend()},

@@ -1,6 +1,7 @@
 # Data-parallel training through the CLI (needs mpirun): `leanback train --nproc 2` equals one
 # process with the global batch (loss curve to 1e-5), rank 0 alone writes the run directory,
-# and a rank killed mid-run ends the job with a non-zero status instead of a hang.
+# a rank killed mid-run ends the job with a non-zero status instead of a hang, and Ctrl-C
+# leaves a checkpoint and exit status 130.
 source "$(dirname "$0")/common.sh" "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 cat > "$tmp/dp.json" <<'JSON'
@@ -46,4 +47,19 @@ rc=$?
 [ "$rc" != 124 ] || { cat "$tmp/dead.log"; fail "the job hung after a rank was killed"; }
 grep -qiE "signal 9|killed|exited on signal|did not complete" "$tmp/dead.log" || { cat "$tmp/dead.log"; fail "no message about the dead rank"; }
 echo "dead rank: job ended with status $rc"
+
+# Ctrl-C (SIGINT) to `train --nproc 2`: the ranks stop together, rank 0 writes a checkpoint,
+# and the launcher exits 130, as one process does; the run resumes from it.
+timeout 300 "$lb" train "$tmp/long.json" --nproc 2 --out "$tmp/stop" --no-progress > "$tmp/stop.log" 2>&1 &
+job=$!
+for _ in $(seq 1 300); do
+  [ -s "$tmp/stop/metrics.jsonl" ] && grep -q '"step":3,' "$tmp/stop/metrics.jsonl" && break
+  sleep 0.2
+done
+kill -INT $job
+wait $job
+rc=$?
+[ "$rc" = 130 ] || { cat "$tmp/stop.log"; fail "Ctrl-C to train --nproc 2 exited $rc, expected 130"; }
+ls -d "$tmp"/stop/checkpoint-* > /dev/null 2>&1 || { cat "$tmp/stop.log"; fail "no checkpoint after Ctrl-C under --nproc"; }
+echo "Ctrl-C under --nproc: status $rc, $(ls -d "$tmp"/stop/checkpoint-*)"
 echo ok

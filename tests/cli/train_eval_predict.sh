@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end through the CLI on the synthetic task (no shared data): train, plan, eval with
-# per-example predictions, predict, resume after Ctrl-C, and bad input giving a message that
-# names the problem with a non-zero exit, leaving the user's files alone.
+# per-example predictions, predict, resume after Ctrl-C, SIGTERM, and bad input giving a
+# message that names the problem with a non-zero exit, leaving the user's files alone (all
+# inside a temporary directory).
 # Usage: train_eval_predict.sh LEANBACK_BINARY CONFIG_DIR
 source "$(dirname "$0")/common.sh" "$@"
 small=(--set train.epochs=2 --set data.synthetic_train=640 --set data.synthetic_eval=200 --no-progress)
@@ -38,23 +39,56 @@ grep -q "already exists; pass --overwrite" "$tmp/eval2.err" || fail "no message 
 [ "$(head -1 "$tmp/sub/dev_predictions.tsv")" = "$(printf 'index\tprediction')" ] || fail "predict header"
 [ "$(wc -l < "$tmp/sub/dev_predictions.tsv")" -eq 201 ] || fail "predict rows"
 
+# predict ignores data.max_eval_examples: a submission holds every row (here 200)
+"$lb" predict "$configs/quickstart.json" --checkpoint "$tmp/run" --out "$tmp/sub_all" "${small[@]:0:6}" \
+  --set data.max_eval_examples=32 2> "$tmp/sub_all.err" || { cat "$tmp/sub_all.err"; fail "predict failed"; }
+[ "$(wc -l < "$tmp/sub_all/dev_predictions.tsv")" -eq 201 ] || fail "predict truncated the split to max_eval_examples"
+grep -q "does not apply: a submission holds every row" "$tmp/sub_all.err" || fail "predict did not say it ignores max_eval_examples"
+# predict --overwrite replaces files only in a directory leanback created for predictions
+mkdir -p "$tmp/mine"
+echo mine > "$tmp/mine/dev_predictions.tsv"
+"$lb" predict "$configs/quickstart.json" --checkpoint "$tmp/run" --out "$tmp/mine" --overwrite "${small[@]:0:6}" \
+  2> "$tmp/mine.err" && fail "predict --overwrite replaced a file in a directory it did not create"
+grep -q "which leanback did not create for predictions" "$tmp/mine.err" || { cat "$tmp/mine.err"; fail "no message"; }
+[ "$(cat "$tmp/mine/dev_predictions.tsv")" = mine ] || fail "predict replaced the user's file"
+"$lb" predict "$configs/quickstart.json" --checkpoint "$tmp/run" --out "$tmp/sub" --overwrite "${small[@]:0:6}" \
+  2>/dev/null || fail "predict --overwrite of its own directory failed"
+
+# --overwrite on a directory leanback did not create: refused, nothing deleted
+mkdir -p "$tmp/thesis/src"
+echo t > "$tmp/thesis/thesis.tex"
+echo s > "$tmp/thesis/src/main.c"
+"$lb" train "$configs/quickstart.json" "${small[@]}" --out "$tmp/thesis" --overwrite 2> "$tmp/thesis.err"
+[ $? -eq 1 ] || fail "--overwrite of a user's directory did not exit 1"
+grep -q -- "--overwrite refused: $tmp/thesis is not empty and was not created by leanback" "$tmp/thesis.err" \
+  || { cat "$tmp/thesis.err"; fail "no message for --overwrite of a user's directory"; }
+[ -f "$tmp/thesis/thesis.tex" ] && [ -f "$tmp/thesis/src/main.c" ] || fail "--overwrite deleted the user's files"
+# ... and on the run directory leanback made: replaced, the user's file in it kept
+"$lb" train "$configs/quickstart.json" "${small[@]}" --out "$tmp/run" --overwrite > /dev/null 2> "$tmp/ow.err" \
+  || { cat "$tmp/ow.err"; fail "--overwrite of a run directory failed"; }
+[ -f "$tmp/run/mine.txt" ] || fail "--overwrite deleted a file leanback did not write"
+grep -q "kept 1 entry of $tmp/run that leanback did not write: mine.txt" "$tmp/ow.err" || fail "no kept-files note"
+
 # plan
 "$lb" plan "$configs/quickstart.json" --strategy instant | grep -q "bert.encoder.layer.0.intermediate.dense .*instant .*--strategy instant" \
   || fail "plan did not apply the override"
 
-# Ctrl-C saves a resumable checkpoint and exits 130; --resume finishes the run
-"$lb" train "$configs/quickstart.json" --set train.epochs=8 --set data.synthetic_train=640 \
-  --set data.synthetic_eval=100 --no-progress --out "$tmp/int" > /dev/null 2> "$tmp/int.err" &
-pid=$!
-for _ in $(seq 1 200); do grep -q "step 25/" "$tmp/int.err" 2>/dev/null && break; sleep 0.1; done
-kill -INT "$pid"
-wait "$pid"
-rc=$?
-[ $rc -eq 130 ] || { cat "$tmp/int.err"; fail "Ctrl-C exit status $rc, expected 130"; }
-grep -q "interrupted at step" "$tmp/int.err" || fail "no interruption message"
-ls -d "$tmp"/int/checkpoint-* > /dev/null 2>&1 || fail "no checkpoint after Ctrl-C"
-"$lb" train "$configs/quickstart.json" --set train.epochs=8 --set data.synthetic_train=640 \
-  --set data.synthetic_eval=100 --no-progress --resume "$tmp/int" > "$tmp/res.out" 2> "$tmp/res.err" \
+# Ctrl-C saves a resumable checkpoint and exits 130, SIGTERM (kill, schedulers) the same with
+# 143; --resume finishes the run
+long=(--set train.epochs=8 --set data.synthetic_train=640 --set data.synthetic_eval=100 --no-progress)
+for sig in INT:130 TERM:143; do
+  name=${sig%%:*} want=${sig##*:}
+  "$lb" train "$configs/quickstart.json" "${long[@]}" --out "$tmp/$name" > /dev/null 2> "$tmp/$name.err" &
+  pid=$!
+  for _ in $(seq 1 200); do grep -q "step 25/" "$tmp/$name.err" 2>/dev/null && break; sleep 0.1; done
+  kill -"$name" "$pid"
+  wait "$pid"
+  rc=$?
+  [ $rc -eq "$want" ] || { cat "$tmp/$name.err"; fail "SIG$name exit status $rc, expected $want"; }
+  grep -q "interrupted at step" "$tmp/$name.err" || fail "no interruption message after SIG$name"
+  ls -d "$tmp/$name"/checkpoint-* > /dev/null 2>&1 || fail "no checkpoint after SIG$name"
+done
+"$lb" train "$configs/quickstart.json" "${long[@]}" --resume "$tmp/INT" > "$tmp/res.out" 2> "$tmp/res.err" \
   || { cat "$tmp/res.err"; fail "resume failed"; }
 grep -q '"step":160' "$tmp/res.out" || fail "resumed run did not reach step 160"
 
@@ -75,6 +109,11 @@ check 1 "no such config file" train "$tmp/missing.json"
 check 2 "--strategy: fancy not in" train "$configs/quickstart.json" --strategy fancy
 check 2 "The following argument was not expected" train "$configs/quickstart.json" extra
 check 1 "no checkpoint in it" eval "$configs/quickstart.json" --checkpoint "$tmp"
+check 1 "^leanback eval: error: --checkpoint $tmp/nothing: no such directory" eval "$configs/quickstart.json" --checkpoint "$tmp/nothing"
+touch "$tmp/afile"
+check 1 "--out $tmp/afile/run: cannot create the directory (Not a directory)" train "$configs/quickstart.json" --out "$tmp/afile/run"
+longname="$tmp/$(printf 'n%.0s' $(seq 1 300))"
+check 1 "cannot create the directory (File name too long)" train "$configs/quickstart.json" --out "$longname"
 check 2 "--checkpoint is required" eval "$configs/quickstart.json"
 check 1 'model.skip_padding: expected true, false or "auto"' train "$configs/quickstart.json" \
   --strategy instant --set model.skip_padding=yes --out "$tmp/x"

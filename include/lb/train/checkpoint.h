@@ -16,12 +16,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lb/core/error.h"
 #include "lb/nn/module.h"
 #include "lb/optim/lr_schedule.h"
 #include "lb/optim/optimizer.h"
 
 namespace lb::train {
 
+// A checkpoint refused because a weight or optimizer buffer holds NaN or inf: a diverged run
+// is never saved (and never loaded), so its last checkpoint stays the last good one.
+class NonFiniteState : public Error {
+ public:
+  explicit NonFiniteState(const std::string& msg) : Error(msg) {}
+};
+
+// The name of the first floating-point tensor holding a NaN or inf ("" when all are finite).
+std::string first_non_finite(const optim::NamedTensors& tensors);
+
+// Throws NonFiniteState (nothing written) when the model's weights or the optimizer's state
+// are not all finite.
 void save_checkpoint(const std::string& dir, const nn::Module& model,
                      const optim::Optimizer* optimizer, const optim::LrSchedule* schedule,
                      const nlohmann::json& extra = nlohmann::json::object());
@@ -34,7 +47,8 @@ struct LoadedCheckpoint {
 };
 
 // Restores the model (strict: every key must match in name, shape and dtype kind), the
-// optimizer (if given) and the default generator. Errors name the file and the key.
+// optimizer (if given) and the default generator. Errors name the file and the key;
+// non-finite weights or optimizer state are refused (NonFiniteState).
 LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
                                  optim::Optimizer* optimizer);
 

@@ -34,11 +34,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lb/core/error.h"
 #include "lb/dist/process_group.h"
 
 #include "lb/train/config.h"
 
 namespace lb::train {
+
+// A run that diverged: its loss, gradients or weights became NaN or inf. The message names
+// the step and the last good checkpoint (none is written from non-finite state).
+class Diverged : public Error {
+ public:
+  explicit Diverged(const std::string& msg) : Error(msg) {}
+};
 
 struct TrainOptions {
   std::string strategy;          // run override of backward strategies ("" = config's policy)
@@ -54,6 +62,8 @@ struct TrainOptions {
   Device device = Device::cpu();
   // Test hook: behave as if interrupted (Ctrl-C) after this many optimizer steps.
   int64_t interrupt_after = 0;
+  // Test hook: called before each evaluation with the step (a throw fails that evaluation).
+  std::function<void(int64_t step)> before_eval;
   // Data-parallel group (nullptr: dist::world(), i.e. MPI under mpirun, else one process).
   // data.batch_size is per rank; rank 0 alone writes the run directory.
   dist::ProcessGroup* group = nullptr;
@@ -72,8 +82,9 @@ struct TrainResult {
   double train_samples_per_second = 0;
 };
 
-// Runs training to the end (or until interrupted). Throws lb::Error on bad input or a
-// non-finite loss/gradient (after which the last good checkpoint remains).
+// Runs training to the end (or until interrupted). Throws lb::Error on bad input, Diverged on
+// a non-finite loss, gradient or weights (after which the last good checkpoint remains),
+// OutputRefused (output_dir.h) when the run directory may not be used.
 TrainResult train(const Config& config, const TrainOptions& opt);
 
 // Set by the SIGINT handler the CLI installs: the loop saves a checkpoint and stops after
@@ -83,7 +94,7 @@ std::atomic<bool>& stop_requested();
 // The run directory train() would use for this config and options.
 std::string resolve_run_dir(const Config& config, const TrainOptions& opt);
 // The checkpoint to resume from: `path` itself if it holds trainer_state.json, else the
-// highest-step checkpoint-<N> inside it. Errors name the path.
-std::string find_checkpoint(const std::string& path);
+// highest-step checkpoint-<N> inside it. Errors name the path and `flag`, the option it came from.
+std::string find_checkpoint(const std::string& path, const std::string& flag = "--resume");
 
 }  // namespace lb::train

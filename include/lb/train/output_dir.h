@@ -1,0 +1,65 @@
+// Output directories leanback writes (run, compare, predict): the one place that decides
+// whether a directory may be written into, replaced or cleared, and what may be deleted.
+//
+// The rule (never destroy what is not ours): a directory leanback creates, or finds empty,
+// gets a marker file (kOutputMarker, naming its kind). Only a directory holding the marker
+// of the right kind may be replaced with --overwrite, and even then only the entries
+// leanback writes there are deleted (by name: config.json, checkpoint-<N>/ with its three
+// files, ...); anything else is kept and listed. "/", the home directory, the current
+// directory and every ancestor of it are never an output directory. Removal never follows
+// a symbolic link: a link is removed as a link, its target is never entered.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lb/core/error.h"
+
+namespace lb::train {
+
+// A refused output directory (exists and is not ours, protected, or --overwrite missing):
+// callers that branch on it catch this type, never a message substring.
+class OutputRefused : public Error {
+ public:
+  explicit OutputRefused(const std::string& msg) : Error(msg) {}
+};
+
+enum class OutputKind { Run, Compare, Predict };
+const char* output_kind_name(OutputKind kind);
+
+inline constexpr const char* kOutputMarker = ".leanback-output.json";
+
+// Throws OutputRefused when `dir` (symbolic links resolved) is "/", $HOME, the current
+// directory or one of its ancestors. `flag` names the option in the message ("--out").
+void refuse_protected_dir(const std::filesystem::path& dir, const std::string& flag);
+
+// The kind the directory's marker names; nullopt without a (readable) marker.
+std::optional<OutputKind> output_marker(const std::filesystem::path& dir);
+// Writes the marker (atomically); the directory must exist.
+void write_output_marker(const std::filesystem::path& dir, OutputKind kind);
+
+// True when `dir` is missing or an empty directory (a file there is refused).
+bool output_dir_fresh(const std::filesystem::path& dir, const std::string& flag);
+
+// Deletes, inside `dir` (which must hold the marker of `kind`), the entries leanback writes
+// for that kind, never following links; returns the entries it kept (not leanback's). The
+// marker stays: the directory is still provably leanback's.
+std::vector<std::string> remove_owned_entries(const std::filesystem::path& dir, OutputKind kind);
+
+// Whether a training run may use `dir`: resume_ckpt is the checkpoint being resumed ("" when
+// starting afresh). Returns true when an old run there is to be replaced (--overwrite on a
+// marked run directory; the caller clears it with remove_owned_entries once everything else
+// is validated), false when the directory is new, empty, or the run being resumed. Throws
+// OutputRefused otherwise, saying why and what to do.
+bool run_dir_verdict(const std::filesystem::path& dir, const std::filesystem::path& resume_ckpt, bool overwrite);
+// Creates `dir` (parents too) as an output directory of `kind` and writes its marker if it
+// has none; errors name the directory and the system's reason.
+void create_output_dir(const std::filesystem::path& dir, OutputKind kind, const std::string& flag);
+
+// Deletes a checkpoint directory leanback wrote: its model, optimizer and state files, then
+// the directory if nothing else is in it (else it is kept, with what it holds named in the
+// returned text; "" when all is gone). A link is removed as a link.
+std::string remove_checkpoint_dir(const std::filesystem::path& dir);
+
+}  // namespace lb::train
