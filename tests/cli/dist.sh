@@ -1,7 +1,7 @@
 # Data-parallel training through the CLI (needs mpirun): `leanback train --nproc 2` equals one
 # process with the global batch (loss curve to 1e-5), rank 0 alone writes the run directory,
-# a rank killed mid-run ends the job with a non-zero status instead of a hang, and Ctrl-C
-# leaves a checkpoint and exit status 130.
+# a rank killed mid-run ends the job with a non-zero status instead of a hang, Ctrl-C leaves
+# a checkpoint and exit status 130, and so does SIGINT to a user's own mpirun.
 source "$(dirname "$0")/common.sh" "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 cat > "$tmp/dp.json" <<'JSON'
@@ -62,4 +62,17 @@ rc=$?
 [ "$rc" = 130 ] || { cat "$tmp/stop.log"; fail "Ctrl-C to train --nproc 2 exited $rc, expected 130"; }
 ls -d "$tmp"/stop/checkpoint-* > /dev/null 2>&1 || { cat "$tmp/stop.log"; fail "no checkpoint after Ctrl-C under --nproc"; }
 echo "Ctrl-C under --nproc: status $rc, $(ls -d "$tmp"/stop/checkpoint-*)"
+
+# SIGINT to a user's own mpirun alone: it sends the ranks SIGTERM, which they handle as a stop
+# request (a small model's step and checkpoint fit in the second before mpirun's SIGKILL).
+mpirun -np 2 --oversubscribe "$lb" train "$tmp/long.json" --out "$tmp/own" --no-progress > "$tmp/own.log" 2>&1 &
+job=$!
+for _ in $(seq 1 300); do
+  [ -s "$tmp/own/metrics.jsonl" ] && grep -q '"step":3,' "$tmp/own/metrics.jsonl" && break
+  sleep 0.2
+done
+kill -INT $job
+wait $job
+ls -d "$tmp"/own/checkpoint-* > /dev/null 2>&1 || { cat "$tmp/own.log"; fail "no checkpoint after SIGINT to mpirun"; }
+grep -q "interrupted at step" "$tmp/own.log" || { cat "$tmp/own.log"; fail "no interruption message after SIGINT to mpirun"; }
 echo ok
