@@ -2,7 +2,7 @@
 # The fidelity study: `leanback compare` of vanilla / INSTANT / HOT per GLUE task with the
 # pretrained MiniLM, in one of two settings; each task's compare directory is
 # runs/study/SETTING/TASK (finished runs are reused, an interrupted one resumes, so the study
-# runs in parts), and its report.json, report.md and plots are copied (small) to
+# runs in parts; runs/ is outside git), and its report.json and report.md are copied to
 # tools/bench/results/study/SETTING/TASK/. tools/bench/study_table.py summarises them.
 #   SETTING=full TASKS="cola sst2 mrpc stsb rte wnli" SEEDS=3 tools/bench/study.sh
 # STRATEGIES (default vanilla,instant,hot) runs a subset first; a later full call reuses those

@@ -5,7 +5,7 @@
 # thread here; vit_tiny's 30 take hours), so EPOCHS (default: the config's) shortens all three
 # runs alike; the report records it.
 # Compare directories runs/study/cifar/CONFIG[-eEPOCHS] (finished runs reused, so it runs in
-# parts); reports and plots copied (small) to tools/bench/results/study/cifar/.
+# parts; runs/ is outside git); reports copied to tools/bench/results/study/cifar/.
 #   EPOCHS=3 CONFIGS="vit_tiny_cifar10 resnet18_cifar10" tools/bench/study_cifar.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
