@@ -905,22 +905,34 @@ DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int6
   return s;
 }
 
+// One chunk's statistics. The parallel loops below call a function per chunk and hold no
+// vector type themselves: clang does not give OpenMP's outlined bodies the region's target
+// attribute, so AVX-512 code written inside them fails to compile on a CPU without AVX-512.
+struct ChunkStats {
+  float absmax, sum_sq, sum_abs;
+};
+
+ChunkStats stats_chunk(const float* x, int64_t i0, int64_t i1) {
+  __m512 mv = _mm512_setzero_ps(), sq = _mm512_setzero_ps(), ab = _mm512_setzero_ps();
+  for (int64_t i = i0; i < i1; i += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(tail_mask(i1 - i), x + i), a = _mm512_abs_ps(v);
+    mv = _mm512_max_ps(mv, a);
+    sq = _mm512_fmadd_ps(v, v, sq);
+    ab = _mm512_add_ps(ab, a);
+  }
+  return {_mm512_reduce_max_ps(mv), _mm512_reduce_add_ps(sq), _mm512_reduce_add_ps(ab)};
+}
+
 TensorStats tensor_stats(const float* x, int64_t n) {
   float m = 0.f;
   double ssq = 0.0, sab = 0.0;
   const int64_t chunks = (n + 4095) / 4096;
 #pragma omp parallel for reduction(max : m) reduction(+ : ssq, sab) if (n > kParallelWork) schedule(static)
   for (int64_t ch = 0; ch < chunks; ++ch) {
-    __m512 mv = _mm512_setzero_ps(), sq = _mm512_setzero_ps(), ab = _mm512_setzero_ps();
-    for (int64_t i = ch * 4096; i < std::min(n, (ch + 1) * 4096); i += 16) {
-      const __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i), a = _mm512_abs_ps(v);
-      mv = _mm512_max_ps(mv, a);
-      sq = _mm512_fmadd_ps(v, v, sq);
-      ab = _mm512_add_ps(ab, a);
-    }
-    m = std::max(m, _mm512_reduce_max_ps(mv));
-    ssq += _mm512_reduce_add_ps(sq);
-    sab += _mm512_reduce_add_ps(ab);
+    const ChunkStats c = stats_chunk(x, ch * 4096, std::min(n, (ch + 1) * 4096));
+    m = std::max(m, c.absmax);
+    ssq += c.sum_sq;
+    sab += c.sum_abs;
   }
   TensorStats s;
   s.absmax = m;
@@ -930,21 +942,24 @@ TensorStats tensor_stats(const float* x, int64_t n) {
   return s;
 }
 
-void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t* q) {
+void quantize_chunk(const float* x, int64_t i0, int64_t i1, float inv, const QuantParams& p, int8_t* q,
+                    uint32_t* draws) {
   const __m512 qm = _mm512_set1_ps(static_cast<float>(p.qmax)), iv = _mm512_set1_ps(inv);
+  if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(i0), i1 - i0, draws);
+  for (int64_t i = i0; i < i1; i += 16)
+    _mm_mask_storeu_epi8(q + i, tail_mask(i1 - i),
+                         quant16(_mm512_maskz_loadu_ps(tail_mask(i1 - i), x + i), iv, qm, p.stochastic,
+                                 draw_at(draws, i - i0)));
+}
+
+void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t* q) {
   const int64_t chunks = (n + 4095) / 4096;
 #pragma omp parallel if (n > kParallelWork)
   {
     std::vector<uint32_t> draws(p.stochastic ? 4096 + 16 : 0);
 #pragma omp for schedule(dynamic, 4)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t i0 = ch * 4096, i1 = std::min(n, i0 + 4096);
-      if (p.stochastic) philox_fill(p.key, static_cast<uint64_t>(i0), i1 - i0, draws.data());
-      for (int64_t i = i0; i < i1; i += 16)
-        _mm_mask_storeu_epi8(q + i, tail_mask(i1 - i),
-                             quant16(_mm512_maskz_loadu_ps(tail_mask(i1 - i), x + i), iv, qm,
-                                     p.stochastic, draw_at(draws.data(), i - i0)));
-    }
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      quantize_chunk(x, ch * 4096, std::min(n, ch * 4096 + 4096), inv, p, q, draws.data());
   }
 }
 }  // namespace
