@@ -22,13 +22,15 @@ nlohmann::json bench_resnet18(const BenchOptions& opt) {
   models::ResNet model(c);
   model.train();
   const StrategyList strategies = apply_bench_strategy(model, opt);
+  model.to(opt.device);  // the model and its batch on --device (the JSON reports it)
 
   Tensor images = Tensor::empty({kB, 3, kHW, kHW});
   nn::init::normal_(images, 0.0, 1.0);
+  images = images.to(opt.device);
   std::mt19937_64 rng(0);
   std::vector<int64_t> labels(kB);
   for (auto& v : labels) v = static_cast<int64_t>(rng() % 10);
-  const Tensor label_t = Tensor::from_vector(labels, {kB});
+  const Tensor label_t = Tensor::from_vector(labels, {kB}).to(opt.device);
 
   optim::SgdOptions so;
   so.momentum = 0.9;

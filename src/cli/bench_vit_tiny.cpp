@@ -26,13 +26,15 @@ nlohmann::json bench_vit_tiny(const BenchOptions& opt) {
   models::ViTForImageClassification model(c);
   model.train();
   const StrategyList strategies = apply_bench_strategy(model, opt);
+  model.to(opt.device);  // the model and its batch on --device (the JSON reports it)
 
   Tensor pixels = Tensor::empty({kB, 3, c.image_size, c.image_size});
   nn::init::normal_(pixels, 0.0, 1.0);
+  pixels = pixels.to(opt.device);
   std::mt19937_64 rng(0);
   std::vector<int64_t> labels(kB);
   for (auto& v : labels) v = static_cast<int64_t>(rng() % 10);
-  const Tensor label_t = Tensor::from_vector(labels, {kB});
+  const Tensor label_t = Tensor::from_vector(labels, {kB}).to(opt.device);
 
   optim::Adam adamw(optim::single_group(model.named_parameters(), 1e-4, 0.01));
   const TrainStepTimes t =
