@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <sstream>
 #include <fstream>
 
 #include "lb/core/error.h"
@@ -357,6 +358,40 @@ TEST(Trainer, PretrainedPositionLimitIsCheckedBeforeTraining) {
             std::string::npos)
       << m;
   EXPECT_FALSE(fs::exists(tmp.sub("run") + "/metrics.jsonl"));
+}
+
+// The resolved config.json shows every backward strategy setting with its default (INSTANT's
+// oversampling under --strategy instant, though the config names none), and parses back.
+TEST(Trainer, ResolvedConfigShowsEveryStrategySetting) {
+  TempDir tmp("lb_trainer");
+  nlohmann::json j = tiny(1);
+  j["backward"] = {{"rules", {{{"match", "bert.encoder.layer.0.*"}, {"type", "hot"}}}}};
+  TrainOptions o = quiet(tmp.sub("run"));
+  o.strategy = "instant";
+  train(Config::from_json(j, "tiny.json"), o);
+  const auto resolved = nlohmann::json::parse(std::ifstream(tmp.sub("run") + "/config.json"));
+  const auto& b = resolved["backward"];
+  EXPECT_TRUE(b["strategies"]["instant"].contains("oversampling")) << b.dump();
+  EXPECT_TRUE(b["strategies"]["hot"].contains("gx_bits")) << b.dump();
+  EXPECT_EQ(b["rules"][0]["match"], "bert.encoder.layer.0.*");
+  EXPECT_TRUE(b["rules"][0].contains("hla_rank")) << b.dump();
+  EXPECT_EQ(b["default"]["type"], "vanilla");
+  // It is a config: training from it plans the same layers the same way.
+  const Config again = Config::from_json(resolved, "config.json");
+  TrainOptions o2 = quiet(tmp.sub("again"));
+  o2.strategy = "instant";
+  train(again, o2);
+  const auto layer_strategy = [&](const std::string& run) {  // (layer, strategy) of every line
+    std::vector<std::string> out;
+    for (const auto& l : read_lines(run + "/plan.txt")) {
+      std::istringstream in(l);
+      std::string layer, kind, strategy;
+      in >> layer >> kind >> strategy;
+      out.push_back(layer + " " + strategy);
+    }
+    return out;
+  };
+  EXPECT_EQ(layer_strategy(tmp.sub("again")), layer_strategy(tmp.sub("run")));
 }
 
 // --resume with a new optimizer.lr trains at it (the schedule continues from the new rate),

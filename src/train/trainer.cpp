@@ -445,7 +445,10 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     st.checkpoints = kept;
   }
   if (main_rank) {
-    io::write_text_atomic((run_dir / "config.json").string(), config.to_json().dump(2) + "\n");
+    // Every default filled in, the backward strategies' settings included.
+    nlohmann::json resolved = config.to_json();
+    resolved["backward"] = policy.resolved_json();
+    io::write_text_atomic((run_dir / "config.json").string(), resolved.dump(2) + "\n");
     io::write_text_atomic((run_dir / "plan.txt").string(), plan.table());
   }
   MetricsLog metrics((run_dir / "metrics.jsonl").string(), main_rank);

@@ -62,6 +62,28 @@ Policy Policy::from_json(const nlohmann::json& j, const std::string& path) {
   return p;
 }
 
+nlohmann::json Policy::resolved_json() const {
+  const auto full = [](const nlohmann::json& spec, const std::string& path) {
+    nlohmann::json j = make_strategy(spec, path)->hyperparams();
+    j["type"] = spec.at("type");
+    return j;
+  };
+  nlohmann::json rules = nlohmann::json::array();
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    nlohmann::json r = {{"match", rules_[i].match}};
+    r.update(full(rules_[i].spec, path_ + ".rules[" + std::to_string(i) + "]"));
+    rules.push_back(r);
+  }
+  nlohmann::json strategies = nlohmann::json::object();
+  for (const auto& type : strategy_types()) {
+    const auto it = strategies_.find(type);
+    strategies[type] = full(it != strategies_.end() ? it->second : nlohmann::json{{"type", type}},
+                            path_ + ".strategies." + type);
+  }
+  return {{"default", full(default_spec_, path_ + ".default")}, {"rules", rules}, {"strategies", strategies},
+          {"compressible", compressible_}, {"exclude", exclude_}};
+}
+
 bool Policy::compressible(const std::string& layer) const {
   bool in = false;
   for (const auto& g : compressible_) in = in || glob_match(g, layer);

@@ -50,6 +50,11 @@ class Policy {
 
   bool compressible(const std::string& layer) const;
 
+  // The section as a run uses it, for the resolved config.json: every strategy spec with all
+  // its settings (defaults filled in, as the strategy reports them), and a "strategies"
+  // entry for every type (what --strategy TYPE applies). Parses back to the same policy.
+  nlohmann::json resolved_json() const;
+
   // What apply() would assign, with reasons. Strict, for configs: a rule that decides no
   // Linear/Conv2d layer (it matches nothing, only other module types, or only layers an
   // earlier rule took) is an error naming the rule and what it matched.
