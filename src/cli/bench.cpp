@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "lb/core/cuda_runtime_info.h"
@@ -56,64 +57,24 @@ std::string workload_names() {
   return s + ", gemm, tokenize";
 }
 
-int parse_count(const std::vector<std::string>& args, size_t& i, int min) {
-  const std::string& flag = args[i];
-  if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
-  const std::string& v = args[++i];
-  size_t used = 0;
-  long n = 0;
-  try {
-    n = std::stol(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || n < min || n > 1000000)
-    throw UsageError(flag + " needs an integer >= " + std::to_string(min) + ", got '" + v + "'");
-  return static_cast<int>(n);
-}
-
-BenchOptions parse_options(const std::vector<std::string>& args) {
+// nullopt: --help was printed.
+std::optional<BenchOptions> parse_options(const std::vector<std::string>& args) {
   BenchOptions opt;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--iters") {
-      opt.iters = parse_count(args, i, 1);
-    } else if (a == "--warmup") {
-      opt.warmup = parse_count(args, i, 0);
-    } else if (a == "--json") {
-      opt.json = true;
-    } else if (a == "--strategy") {
-      // Any type the strategy factory knows (nn/backward/factory.cpp).
-      std::string valid;
-      for (const auto& t : nn::backward::strategy_types()) valid += (valid.empty() ? "" : ", ") + t;
-      if (i + 1 >= args.size()) throw UsageError("--strategy needs a value (" + valid + ")");
-      opt.strategy = args[++i];
-      const auto types = nn::backward::strategy_types();
-      if (std::find(types.begin(), types.end(), opt.strategy) == types.end())
-        throw UsageError("--strategy '" + opt.strategy + "' is not available; valid: " + valid);
-    } else if (a == "--rank") {
-      opt.rank = parse_count(args, i, 1);
-    } else if (a == "--precision") {
-      if (i + 1 >= args.size()) throw UsageError("--precision needs a value: f32, bf16 or tf32");
-      opt.precision = args[++i];
-      if (opt.precision != "f32" && opt.precision != "bf16" && opt.precision != "tf32")
-        throw UsageError("--precision must be f32, bf16 or tf32 (CUDA), got '" + opt.precision + "'");
-    } else if (a == "--device") {
-      if (i + 1 >= args.size()) throw UsageError("--device needs a value: cpu, cuda or cuda:N");
-      try {
-        opt.device = Device::parse(args[++i]);
-      } catch (const Error& e) {
-        throw UsageError(std::string("--device: ") + e.what());
-      }
-      if (opt.device.is_cuda() && opt.device.index >= cuda_device_count())
-        throw UsageError("--device " + opt.device.str() + ": " + std::to_string(cuda_device_count()) +
-                         " CUDA device(s) on this machine" + (cuda_compiled() ? "" : " (built without CUDA)"));
-    } else {
-      throw UsageError("unknown flag '" + a +
-                       "' for bench; valid: --iters N, --warmup N, --strategy S, --rank N, "
-                       "--precision f32|bf16|tf32, --device cpu|cuda[:N], --json");
-    }
-  }
+  std::string device = "cpu";
+  CLI::App app{"A model or layer workload: forward + backward (+ optimizer) steps, timed.",
+               "leanback bench " + args[0]};
+  app.add_option("--iters", opt.iters, "timed iterations")->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("--warmup", opt.warmup, "untimed iterations first")->check(CLI::Range(0, 1000000))->capture_default_str();
+  app.add_option("--strategy", opt.strategy, "backward of every compressible Linear/Conv2d")
+      ->check(CLI::IsMember(strategy_names()))
+      ->capture_default_str();
+  app.add_option("--rank", opt.rank, "INSTANT's fixed R_x = R_y")->check(CLI::Range(1, 1000000));
+  add_precision_option(app, opt.precision, {"f32", "bf16", "tf32"},
+                       "f32; bf16: every float product on bf16 operands; tf32 (CUDA)");
+  add_device_option(app, device);
+  app.add_flag("--json", opt.json, "one JSON line");
+  if (!parse_cli(app, std::vector<std::string>(args.begin() + 1, args.end()))) return std::nullopt;
+  opt.device = parse_device_flag(device);
   return opt;
 }
 
@@ -202,7 +163,9 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (name == "tokenize") return cmd_bench_tokenize(args);
   for (const auto& w : bench_workloads()) {
     if (w.name != name) continue;
-    const BenchOptions opt = parse_options(args);
+    const std::optional<BenchOptions> parsed = parse_options(args);
+    if (!parsed) return 0;
+    const BenchOptions& opt = *parsed;
     const MatmulPrecisionScope precision(matmul_precision_from_name(opt.precision));
     nlohmann::json r = w.run(opt);
     r["precision"] = opt.precision;

@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "src/cli/bench_workloads.h"
+#include "src/cli/cli_parse.h"
 #include "src/cli/commands.h"
 #include "lb/core/error.h"
 #include "src/cpu/blas_config.h"
@@ -136,60 +137,30 @@ Rates measure(const GemmShape& s, int iters, int threads, Mode mode) {
   return {ours / threads, blas / threads};
 }
 
-int64_t parse_dim(const std::vector<std::string>& args, size_t& i) {
-  const std::string flag = args[i];
-  if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
-  const std::string& v = args[++i];
-  size_t used = 0;
-  long long x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || x < 1 || x > (1 << 20))
-    throw UsageError(flag + " needs an integer in [1, 2^20], got '" + v + "'");
-  return x;
-}
-
 }  // namespace
 
 int cmd_bench_gemm(const std::vector<std::string>& args) {
   GemmShape one{0, 0, 0, false, false, "custom"};
   int iters = 5, threads = 1;
   bool json = false;
-  Mode mode = Mode::F32;
   std::string precision = "f32", device = "cpu";
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--m") one.m = parse_dim(args, i);
-    else if (a == "--n") one.n = parse_dim(args, i);
-    else if (a == "--k") one.k = parse_dim(args, i);
-    else if (a == "--ta") one.ta = true;
-    else if (a == "--tb") one.tb = true;
-    else if (a == "--iters") iters = static_cast<int>(std::min<int64_t>(parse_dim(args, i), 1000));
-    else if (a == "--threads") threads = static_cast<int>(std::min<int64_t>(parse_dim(args, i), 64));
-    else if (a == "--json") json = true;
-    else if (a == "--precision") {
-      if (i + 1 >= args.size()) throw UsageError("--precision needs a value: f32, bf16 or int8");
-      const std::string& v = args[++i];
-      if (v != "f32" && v != "bf16" && v != "int8" && v != "tf32")
-        throw UsageError("--precision must be f32, bf16, int8 or tf32 (CUDA), got '" + v + "'");
-      mode = v == "bf16" ? Mode::BF16 : v == "int8" ? Mode::INT8 : Mode::F32;
-      precision = v;
-    } else if (a == "--device") {
-      if (i + 1 >= args.size()) throw UsageError("--device needs a value: cpu, cuda or cuda:N");
-      device = args[++i];
-    } else
-      throw UsageError("unknown flag '" + a + "' for bench gemm; valid: --m M, --n N, --k K, --ta, "
-                       "--tb, --iters N, --threads T, --precision f32|bf16|int8, --device cpu|cuda[:N], --json");
-  }
-  Device dev;
-  try {
-    dev = Device::parse(device);
-  } catch (const Error& e) {
-    throw UsageError(std::string("--device: ") + e.what());
-  }
+  CLI::App app{"GEMM GFLOP/s: ours vs OpenBLAS (f32), or --precision bf16|int8 vs our f32; --device cuda: "
+               "the library's CUDA GEMM path.",
+               "leanback bench gemm"};
+  const auto dim = CLI::Range(int64_t{1}, int64_t{1} << 20);
+  app.add_option("--m", one.m, "rows of C (with --n and --k: one custom shape)")->check(dim);
+  app.add_option("--n", one.n, "columns of C")->check(dim);
+  app.add_option("--k", one.k, "inner dimension")->check(dim);
+  app.add_flag("--ta", one.ta, "A transposed");
+  app.add_flag("--tb", one.tb, "B transposed");
+  app.add_option("--iters", iters, "timed repetitions")->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("--threads", threads, "threads (CPU)")->check(CLI::Range(1, 64))->capture_default_str();
+  add_precision_option(app, precision, {"f32", "bf16", "int8", "tf32"}, "f32, bf16, int8; tf32 (CUDA)");
+  add_device_option(app, device);
+  app.add_flag("--json", json, "one JSON line per shape");
+  if (!parse_cli(app, std::vector<std::string>(args.begin() + 1, args.end()))) return 0;
+  const Mode mode = precision == "bf16" ? Mode::BF16 : precision == "int8" ? Mode::INT8 : Mode::F32;
+  const Device dev = parse_device_flag(device);
   if (dev.is_cuda()) {
     if (one.ta || one.tb || threads != 1)
       throw UsageError("bench gemm --device cuda: --ta, --tb and --threads are CPU-only flags");

@@ -33,4 +33,14 @@ std::vector<std::string> strategy_names();
 // (exit 2) otherwise, before any work.
 Device parse_device_flag(const std::string& flag);
 
+// The flags every command spells the same way (the value is checked by parse_device_flag /
+// the listed choices).
+inline CLI::Option* add_device_option(CLI::App& app, std::string& device) {
+  return app.add_option("--device", device, "cpu, or cuda / cuda:N")->capture_default_str();
+}
+inline CLI::Option* add_precision_option(CLI::App& app, std::string& precision,
+                                         const std::vector<std::string>& choices, const std::string& help) {
+  return app.add_option("--precision", precision, help)->check(CLI::IsMember(choices))->capture_default_str();
+}
+
 }  // namespace lb::cli
