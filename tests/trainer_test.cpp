@@ -238,6 +238,14 @@ TEST(Trainer, NeverOverwritesARunDirectory) {
   EXPECT_TRUE(fs::exists(run + "/config.json"));
   EXPECT_FALSE(fs::exists(fs::symlink_status(run + "/checkpoint-7")));
   EXPECT_TRUE(fs::exists(tmp.sub("elsewhere") + "/model.safetensors"));
+  // Resuming one run into another run's directory: refused without --overwrite, as a new run.
+  const std::string other = tmp.sub("other");
+  train(c, quiet(other));
+  const auto before = read_lines(other + "/metrics.jsonl");
+  TrainOptions into = quiet(other);
+  into.resume = run;
+  EXPECT_THROW(train(c, into), OutputRefused);
+  EXPECT_EQ(read_lines(other + "/metrics.jsonl"), before);
 }
 
 // Divergence (lr 1e30): no checkpoint is written from non-finite weights, so the one the

@@ -171,12 +171,11 @@ bool run_dir_verdict(const fs::path& dir, const fs::path& resume_ckpt, bool over
   const auto marker = output_marker(dir);
   const std::string d = dir.string();
   if (!resume_ckpt.empty()) {
-    // Resuming: the run's own directory (marked, or made before markers existed: it holds the
-    // checkpoint being resumed), or a new one.
+    // Resuming in the run's own directory (the one holding the checkpoint; made before markers
+    // existed or not). Any other directory is judged as for a new run: the resumed run
+    // writes config.json, metrics.jsonl and checkpoints there.
     const fs::path ck = resolved(resume_ckpt), rd = resolved(dir);
-    if (marker == OutputKind::Run || ck == rd || ck.parent_path() == rd) return false;
-    throw OutputRefused("--out " + d + ": not empty and not a leanback run directory; the resumed run writes " +
-                        "config.json, metrics.jsonl and checkpoints there. Pass an empty or new --out DIR");
+    if (ck == rd || ck.parent_path() == rd) return false;
   }
   if (marker == OutputKind::Run) {
     if (overwrite) return true;

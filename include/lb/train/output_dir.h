@@ -50,7 +50,8 @@ std::vector<std::string> remove_owned_entries(const std::filesystem::path& dir, 
 // Whether a training run may use `dir`: resume_ckpt is the checkpoint being resumed ("" when
 // starting afresh). Returns true when an old run there is to be replaced (--overwrite on a
 // marked run directory; the caller clears it with remove_owned_entries once everything else
-// is validated), false when the directory is new, empty, or the run being resumed. Throws
+// is validated), false when the directory is new, empty, or holds the checkpoint being
+// resumed (another run's directory is judged as for a new run). Throws
 // OutputRefused otherwise, saying why and what to do.
 bool run_dir_verdict(const std::filesystem::path& dir, const std::filesystem::path& resume_ckpt, bool overwrite);
 // Creates `dir` (parents too) as an output directory of `kind` and writes its marker if it
