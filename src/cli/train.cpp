@@ -53,8 +53,8 @@ void forward_to_mpirun(int sig) {
 }
 
 // `--nproc N` on one machine: runs this command as N MPI ranks through mpirun (each with
-// cores / N OpenMP threads) and waits for it. Exit status: 130 / 143 when the launcher was
-// interrupted by SIGINT / SIGTERM, else mpirun's.
+// cores / N OpenMP threads) and waits for it. Exit status: 130 / 143 / 129 when the launcher
+// was stopped by SIGINT / SIGTERM / SIGHUP, else mpirun's.
 int run_mpirun(int64_t nproc, const std::vector<std::string>& args) {
   std::vector<std::string> argv{"mpirun", "-np", std::to_string(nproc), "--oversubscribe", "--bind-to", "none",
                                 "--stdin", "none"};
@@ -77,6 +77,12 @@ int run_mpirun(int64_t nproc, const std::vector<std::string>& args) {
   std::cerr.flush();
   int report[2];  // the child's exec errno, if exec fails (closed on a successful exec)
   LB_CHECK(::pipe2(report, O_CLOEXEC) == 0, "--nproc: pipe: ", std::strerror(errno));
+  // Handlers first, so a signal between fork and wait is not lost (exec resets them in the
+  // child). SIGHUP (the terminal went away) stops the job the same way.
+  struct sigaction sa {};
+  sa.sa_handler = forward_to_mpirun;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   const pid_t pid = ::fork();
   LB_CHECK(pid >= 0, "--nproc: fork: ", std::strerror(errno));
   if (pid == 0) {
@@ -95,21 +101,17 @@ int run_mpirun(int64_t nproc, const std::vector<std::string>& args) {
   ::close(report[0]);
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
     ::waitpid(pid, nullptr, 0);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
     throw Error("--nproc " + std::to_string(nproc) + ": cannot run mpirun (" + std::strerror(exec_errno) +
                 "); install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or start the ranks yourself "
                 "with mpirun -np N leanback train ...");
   }
   g_mpirun_pid = pid;
-  struct sigaction sa {};
-  sa.sa_handler = forward_to_mpirun;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  if (g_launcher_signal != 0) ::kill(pid, SIGUSR1);  // arrived before the pid was known
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
   if (g_launcher_signal != 0) return 128 + static_cast<int>(g_launcher_signal);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
