@@ -32,6 +32,7 @@
 #include "lb/optim/optimizer.h"
 #include "lb/train/checkpoint.h"
 #include "lb/train/evaluate.h"
+#include "lb/train/grad_probe.h"
 #include "lb/train/metrics_log.h"
 #include "lb/train/output_dir.h"
 #include "lb/train/progress.h"
@@ -207,73 +208,6 @@ struct LoopState {
              ": extra.trainer has negative counters");
   }
 };
-
-// <e, a>, |e|², |a|², |e - a|² of two gradients as cosine similarity and relative error.
-nlohmann::json closeness(double dot, double ee, double aa, double dd) {
-  return {{"cos", ee > 0 && aa > 0 ? dot / std::sqrt(ee * aa) : 0.0}, {"rel_err", ee > 0 ? std::sqrt(dd / ee) : 0.0}};
-}
-
-// The gradient-fidelity probe (train.grad_probe_every) on one held training batch, in eval
-// mode (no dropout draws, BatchNorm statistics untouched) and under its own key for HOT's
-// stochastic rounding, so training is unchanged by it. Pass 1 runs every compressed layer
-// beside its exact backward from the same (exact) g_y ("local": g_w and g_x); pass 2 runs the
-// ordinary compressed backward, whose g_w is compared with pass 1's exact one ("end to end").
-nlohmann::json run_grad_probe(TaskModel& model, nn::Module& module,
-                              const std::vector<std::shared_ptr<nn::backward::Strategy>>& strategies,
-                              data::BatchSource& loader, optim::Optimizer& optimizer, int64_t step) {
-  std::vector<std::shared_ptr<nn::backward::Strategy>> probed;
-  for (const auto& s : strategies)
-    if (s->type() != "vanilla") probed.push_back(s);
-  nlohmann::json out = nlohmann::json::array();
-  if (probed.empty()) return out;
-  data::Batch held;
-  loader.start_epoch(0, 0);
-  LB_CHECK(loader.next(held), "gradient probe: no training batch");
-  auto& rc = nn::backward::run_context();
-  const int64_t saved_step = rc.step;
-  rc.step = std::numeric_limits<int64_t>::min() / 2 + step;  // never a training step's key
-  const bool was_training = module.is_training();
-  // Eval mode everywhere but in the layers with strategies (they use them in training mode
-  // only): no dropout draws, BatchNorm's statistics untouched.
-  module.eval();
-  for (auto& [name, m] : module.named_modules())
-    if (m->type_name() == "Linear" || m->type_name() == "Conv2d") m->train(true);
-  std::map<std::string, Tensor> params;
-  for (auto& [name, p] : module.named_parameters()) params[name] = p;
-  const auto weight_grad = [&](const std::string& layer) {
-    auto it = params.find(layer + ".weight");
-    return it != params.end() && it->second.grad().defined() ? it->second.grad().clone() : Tensor();
-  };
-  for (const auto& s : probed) s->set_probing(true);
-  model.forward(held).loss.backward();
-  for (const auto& s : probed) s->set_probing(false);
-  std::vector<Tensor> exact_gw;
-  for (const auto& s : probed) exact_gw.push_back(weight_grad(s->layer_name()));
-  optimizer.zero_grad();
-  model.forward(held).loss.backward();
-  for (size_t i = 0; i < probed.size(); ++i) {
-    const auto& st = probed[i]->probe_stats();
-    nlohmann::json l = {{"layer", probed[i]->layer_name()}, {"type", probed[i]->type()}};
-    if (st.calls == 0) {
-      l["probed"] = false;  // exact this step (not calibrated yet, fell back, frozen)
-      out.push_back(l);
-      continue;
-    }
-    if (st.gw_ee > 0) l["local"]["g_w"] = closeness(st.gw_dot, st.gw_ee, st.gw_aa, st.gw_dd);
-    if (st.gx_ee > 0) l["local"]["g_x"] = closeness(st.gx_dot, st.gx_ee, st.gx_aa, st.gx_dd);
-    const Tensor approx = weight_grad(probed[i]->layer_name());
-    if (exact_gw[i].defined() && approx.defined()) {
-      double dot = 0, ee = 0, aa = 0, dd = 0;
-      nn::backward::add_closeness(exact_gw[i], approx, dot, ee, aa, dd);
-      l["end_to_end"]["g_w"] = closeness(dot, ee, aa, dd);
-    }
-    out.push_back(l);
-  }
-  optimizer.zero_grad();
-  if (was_training) module.train();
-  rc.step = saved_step;
-  return out;
-}
 
 }  // namespace
 

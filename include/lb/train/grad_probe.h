@@ -1,0 +1,25 @@
+// The gradient-fidelity probe (train.grad_probe_every): how close each compressed layer's
+// g_w and g_x come to the exact ones on one held training batch, without changing training.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/data/batch.h"
+#include "lb/nn/backward/strategy.h"
+#include "lb/nn/module.h"
+#include "lb/optim/optimizer.h"
+#include "lb/train/task_model.h"
+
+namespace lb::train {
+
+// One probe at optimizer step `step` on the first batch of `loader` (positioned afresh):
+// per compressed layer {"layer", "type", "local": {"g_w", "g_x"}, "end_to_end": {"g_w"}},
+// each {"cos", "rel_err"}, or "probed": false where the layer ran exact. The optimizer's
+// gradients are zeroed afterwards; the module's mode and the strategies' step key restored.
+nlohmann::json run_grad_probe(TaskModel& model, nn::Module& module,
+                              const std::vector<std::shared_ptr<nn::backward::Strategy>>& strategies,
+                              data::BatchSource& loader, optim::Optimizer& optimizer, int64_t step);
+
+}  // namespace lb::train
