@@ -142,6 +142,13 @@ TEST(OutputDir, CheckpointRemovalTakesOnlyCheckpointFiles) {
   TempDir tmp("lb_outdir");
   const fs::path ck = tmp.path() / "checkpoint-2";
   touch(ck / "model.safetensors");
+  // Not in a marked run directory: nothing is deleted.
+  EXPECT_NE(remove_checkpoint_dir(ck).find("not a checkpoint of a leanback run directory"), std::string::npos);
+  EXPECT_TRUE(fs::exists(ck / "model.safetensors"));
+  write_output_marker(tmp.path(), OutputKind::Run);
+  touch(tmp.path() / "mine" / "model.safetensors");
+  EXPECT_NE(remove_checkpoint_dir(tmp.path() / "mine").find("kept"), std::string::npos);  // not a checkpoint name
+  EXPECT_TRUE(fs::exists(tmp.path() / "mine" / "model.safetensors"));
   touch(ck / "optimizer.safetensors");
   touch(ck / "trainer_state.json");
   EXPECT_EQ(remove_checkpoint_dir(ck), "");

@@ -203,6 +203,11 @@ void create_output_dir(const fs::path& dir, OutputKind kind, const std::string& 
 }
 
 std::string remove_checkpoint_dir(const fs::path& dir) {
+  // Only inside a marked run directory, and only a checkpoint's name: never a path as typed.
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  const std::string name = dir.filename().string();
+  if (output_marker(parent) != OutputKind::Run || !(is_checkpoint_name(name) || is_checkpoint_leftover(name)))
+    return dir.string() + " kept: not a checkpoint of a leanback run directory";
   std::error_code ec;
   const auto st = fs::symlink_status(dir, ec);
   if (ec || !fs::exists(st)) return "";

@@ -48,16 +48,21 @@ rc=$?
 grep -qiE "signal 9|killed|exited on signal|did not complete" "$tmp/dead.log" || { cat "$tmp/dead.log"; fail "no message about the dead rank"; }
 echo "dead rank: job ended with status $rc"
 
+# SIGINT to PID once RUN_DIR's metrics show step 3; returns PID's exit status.
+interrupt_after_step3() {
+  for _ in $(seq 1 300); do
+    [ -s "$1/metrics.jsonl" ] && grep -q '"step":3,' "$1/metrics.jsonl" && break
+    sleep 0.2
+  done
+  kill -INT "$2"
+  wait "$2"
+}
+
 # Ctrl-C (SIGINT) to `train --nproc 2`: the ranks stop together, rank 0 writes a checkpoint,
 # and the launcher exits 130, as one process does; the run resumes from it.
 timeout 300 "$lb" train "$tmp/long.json" --nproc 2 --out "$tmp/stop" --no-progress > "$tmp/stop.log" 2>&1 &
 job=$!
-for _ in $(seq 1 300); do
-  [ -s "$tmp/stop/metrics.jsonl" ] && grep -q '"step":3,' "$tmp/stop/metrics.jsonl" && break
-  sleep 0.2
-done
-kill -INT $job
-wait $job
+interrupt_after_step3 "$tmp/stop" $job
 rc=$?
 [ "$rc" = 130 ] || { cat "$tmp/stop.log"; fail "Ctrl-C to train --nproc 2 exited $rc, expected 130"; }
 ls -d "$tmp"/stop/checkpoint-* > /dev/null 2>&1 || { cat "$tmp/stop.log"; fail "no checkpoint after Ctrl-C under --nproc"; }
@@ -67,12 +72,7 @@ echo "Ctrl-C under --nproc: status $rc, $(ls -d "$tmp"/stop/checkpoint-*)"
 # request (a small model's step and checkpoint fit in the second before mpirun's SIGKILL).
 mpirun -np 2 --oversubscribe "$lb" train "$tmp/long.json" --out "$tmp/own" --no-progress > "$tmp/own.log" 2>&1 &
 job=$!
-for _ in $(seq 1 300); do
-  [ -s "$tmp/own/metrics.jsonl" ] && grep -q '"step":3,' "$tmp/own/metrics.jsonl" && break
-  sleep 0.2
-done
-kill -INT $job
-wait $job
+interrupt_after_step3 "$tmp/own" $job
 ls -d "$tmp"/own/checkpoint-* > /dev/null 2>&1 || { cat "$tmp/own.log"; fail "no checkpoint after SIGINT to mpirun"; }
 grep -q "interrupted at step" "$tmp/own.log" || { cat "$tmp/own.log"; fail "no interruption message after SIGINT to mpirun"; }
 echo ok

@@ -58,7 +58,8 @@ bool run_dir_verdict(const std::filesystem::path& dir, const std::filesystem::pa
 // has none; errors name the directory and the system's reason.
 void create_output_dir(const std::filesystem::path& dir, OutputKind kind, const std::string& flag);
 
-// Deletes a checkpoint directory leanback wrote: its model, optimizer and state files, then
+// Deletes a checkpoint directory leanback wrote (checkpoint-<N> or a killed save's leftover,
+// in a directory holding the run marker; anything else is kept): its model, optimizer and state files, then
 // the directory if nothing else is in it (else it is kept, with what it holds named in the
 // returned text; "" when all is gone). A link is removed as a link.
 std::string remove_checkpoint_dir(const std::filesystem::path& dir);
