@@ -11,6 +11,7 @@
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/int8_gemm.h"
 #include "src/cpu/sgemm_avx512.h"
+#include "src/cpu/sgemm_bf16.h"
 
 #ifndef LEANBACK_SOURCE_DIR
 #define LEANBACK_SOURCE_DIR "."
@@ -51,6 +52,14 @@ nlohmann::json environment_json() {
           {"isa", cpu::isa_name(cpu::isa_selected())},
           {"sgemm", cpu::sgemm_kernel_name()},
           {"int8_gemm", cpu::int8_gemm_kernel()}};
+}
+
+std::string bf16_products_note() {
+  if (cpu::sgemm_bf16_preferred()) return cpu::sgemm_bf16_kernel_name();
+  return cpu::sgemm_bf16_available()
+             ? "rounded operands through the f32 kernel (vdpbf16ps runs below the f32 FMA rate on this CPU: "
+               "same numbers, no speed-up)"
+             : "rounded operands through the f32 kernel (this CPU has no AVX512-BF16: same numbers, no speed-up)";
 }
 
 }  // namespace lb::train

@@ -40,8 +40,6 @@
 #include "lb/train/task_data.h"
 #include "lb/train/task_model.h"
 #include "src/train/data_parallel.h"
-#include "src/cpu/cpu_features.h"
-#include "src/cpu/sgemm_bf16.h"
 
 namespace lb::train {
 
@@ -426,14 +424,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   // Mixed precision for every product of this run (training, calibration, evaluation).
   const MatmulPrecisionScope precision(matmul_precision_from_name(tc.precision));
   if (tc.precision == "bf16")
-    log.info(std::string("precision bf16: products on ") +
-             (cpu::sgemm_bf16_preferred()
-                  ? cpu::sgemm_bf16_kernel_name()
-                  : cpu::sgemm_bf16_available()
-                        ? "rounded operands through the f32 kernel (vdpbf16ps runs below the f32 FMA rate "
-                          "on this CPU: same numbers, no speed-up)"
-                        : "rounded operands through the f32 kernel (this CPU has no AVX512-BF16: same "
-                          "numbers, no speed-up)"));
+    log.info("precision bf16: products on " + bf16_products_note());
 
   // The run's totals as a checkpoint records them: this process's calibrations added.
   const auto totals = [&](const LoopState& now) {

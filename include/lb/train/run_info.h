@@ -12,5 +12,7 @@ nlohmann::json environment_json();
 std::string git_commit();
 // /proc/cpuinfo's model name (or "unknown").
 std::string cpu_model();
+// Which kernel runs a bf16 run's products on this CPU, for the run's log.
+std::string bf16_products_note();
 
 }  // namespace lb::train
