@@ -20,9 +20,6 @@
 namespace lb::backend {
 namespace {
 
-using cpu::HadamardKeep;
-using cpu::QuantParams;
-
 __device__ inline void atomic_max_nonneg(float* address, float v) {
   atomicMax(reinterpret_cast<unsigned int*>(address), __float_as_uint(v));
 }
@@ -162,7 +159,7 @@ void launch_cols(const Tensor& x, const HadamardKeep& keep, float inv, const Qua
   LB_CUDA_CHECK_LAUNCH("cols_kernel");
 }
 
-cpu::TensorStats cols_stats(const Tensor& x, const HadamardKeep& keep) {
+TensorStats cols_stats(const Tensor& x, const HadamardKeep& keep) {
   // One scratch: the absmax as f32 bits, then (aligned) the two f64 sums.
   Tensor scratch = zeroed(6, x);
   float* absmax = scratch.data<float>();
@@ -172,7 +169,7 @@ cpu::TensorStats cols_stats(const Tensor& x, const HadamardKeep& keep) {
   const cudaStream_t s = cuda::stream(x.device().index);
   LB_CUDA_CHECK(cudaMemcpyAsync(host, scratch.raw_data(), sizeof host, cudaMemcpyDeviceToHost, s));
   LB_CUDA_CHECK(cudaStreamSynchronize(s));
-  cpu::TensorStats st;
+  TensorStats st;
   st.absmax = host[0];
   std::memcpy(&st.sum_sq, host + 2, sizeof(double));
   std::memcpy(&st.sum_abs, host + 4, sizeof(double));
@@ -189,9 +186,9 @@ void cols(const Tensor& x, const HadamardKeep& keep, Tensor& y) {
 }
 
 // The CPU reference's composition (src/cpu/quantize.cpp, ref::fwht16_dual_quantize).
-cpu::DualScales dual_quantize(const Tensor& x, const QuantParams& prow, bool per_row, Tensor& q_rows,
+DualScales dual_quantize(const Tensor& x, const QuantParams& prow, bool per_row, Tensor& q_rows,
                               Tensor& row_scale, const HadamardKeep& keep, const QuantParams& pcol, Tensor& q_cols) {
-  cpu::DualScales s;
+  DualScales s;
   if (per_row) {
     rows_quantize_per_row(x, prow, q_rows, row_scale);
   } else {
@@ -199,7 +196,7 @@ cpu::DualScales dual_quantize(const Tensor& x, const QuantParams& prow, bool per
     s.rows = quant::scale_from_absmax(m, prow.qmax);
     rows_quantize(x, quant::inv_scale_from_absmax(m, prow.qmax), prow, q_rows);
   }
-  const cpu::TensorStats st = cols_stats(x, keep);
+  const TensorStats st = cols_stats(x, keep);
   s.cols = quant::scale_from_absmax(st.absmax, pcol.qmax);
   cols_quantize(x, keep, quant::inv_scale_from_absmax(st.absmax, pcol.qmax), pcol, q_cols);
   return s;
@@ -230,10 +227,56 @@ double dequantized_l2_error(const Tensor& q, const Tensor& row_scale, float scal
   return std::sqrt(read_back<double>(acc.raw_data(), q));
 }
 
+// ---- no transform: one thread per element (draw i for element i, as the CPU's quantize)
+
+__global__ void absmax_kernel(const float* x, int64_t n, float* out) {
+  float m = 0.f;
+  LB_CUDA_FOR_EACH(i, n) m = ::fmaxf(m, ::fabsf(x[i]));
+  __shared__ float shared[cuda::kWarps];
+  m = cuda::block_reduce<float, true>(m, shared);
+  if (threadIdx.x == 0) atomic_max_nonneg(out, m);
+}
+
+__global__ void quantize_kernel(const float* x, int64_t n, float inv, QuantParams p, int8_t* q) {
+  LB_CUDA_FOR_EACH(i, n) q[i] = quant_blocks::quantize_one(x[i], inv, p, static_cast<uint64_t>(i));
+}
+
+__global__ void dequantize_kernel(const int8_t* q, int64_t n, float scale, float* y) {
+  LB_CUDA_FOR_EACH(i, n) y[i] = static_cast<float>(q[i]) * scale;
+}
+
+float absmax(const Tensor& x) {
+  Tensor m = zeroed(1, x);
+  const int64_t n = x.numel();
+  if (n > 0) {
+    absmax_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(x.device().index)>>>(x.data<float>(), n,
+                                                                                               m.data<float>());
+    LB_CUDA_CHECK_LAUNCH("absmax_kernel");
+  }
+  return read_back<float>(m.raw_data(), x);
+}
+
+void quantize(const Tensor& x, float inv, const QuantParams& p, Tensor& q) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  quantize_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(x.device().index)>>>(
+      x.data<float>(), n, inv, p, q.data<int8_t>());
+  LB_CUDA_CHECK_LAUNCH("quantize_kernel");
+}
+
+void dequantize(const Tensor& q, float scale, Tensor& y) {
+  const int64_t n = q.numel();
+  if (n == 0) return;
+  dequantize_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(q.device().index)>>>(
+      q.data<int8_t>(), n, scale, y.data<float>());
+  LB_CUDA_CHECK_LAUNCH("dequantize_kernel");
+}
+
 }  // namespace
 
-const QuantizeKernels kCudaQuantize{rows_absmax,   rows_quantize, rows_quantize_per_row, rows,
-                                    cols_stats,    cols_quantize, cols,                  dual_quantize,
-                                    dequantized_l2_error};
+const QuantizeKernels kCudaQuantize{rows_absmax, rows_quantize, rows_quantize_per_row, rows,
+                                    cols_stats,  cols_quantize, cols,                  dual_quantize,
+                                    dequantized_l2_error,       absmax,                quantize,
+                                    dequantize};
 
 }  // namespace lb::backend

@@ -27,15 +27,15 @@ const Device kCuda = Device::cuda(0);
 
 std::vector<double> host(const Tensor& t) { return t.to(Device::cpu()).to_double_vector(); }
 
-cpu::HadamardKeep keep_rows(int r) {
-  cpu::HadamardKeep k;
+backend::HadamardKeep keep_rows(int r) {
+  backend::HadamardKeep k;
   k.r = r;
   for (int j = 0; j < r; ++j) k.idx[j] = (j * 5) % 16;  // any distinct rows, not in order
   return k;
 }
 
-cpu::QuantParams params(int bits, bool stochastic) {
-  cpu::QuantParams p;
+backend::QuantParams params(int bits, bool stochastic) {
+  backend::QuantParams p;
   p.qmax = quant::qmax_for_bits(bits);
   p.stochastic = stochastic;
   p.key = quant::philox_key(1234, 7, 3, 1, 2);
@@ -51,7 +51,7 @@ TEST(CudaHot, QuantizationKernelsMatchTheCpuBitForBit) {
   };
   for (const Size& sz : {Size{37, 50}, Size{64, 48}, Size{1, 3}}) {
     const std::string what = std::to_string(sz.rows) + "x" + std::to_string(sz.cols);
-    const int64_t c16 = cpu::round_up16(sz.cols);
+    const int64_t c16 = backend::round_up16(sz.cols);
     const Tensor x = testing::randn({sz.rows, sz.cols}, 5).to(DType::F32), xd = x.to(kCuda);
     EXPECT_EQ(gpu_k.rows_absmax(xd), cpu_k.rows_absmax(x)) << what;
     Tensor yc = Tensor::empty({sz.rows, c16}), yg = Tensor::empty({sz.rows, c16}, DType::F32, kCuda);
@@ -61,7 +61,7 @@ TEST(CudaHot, QuantizationKernelsMatchTheCpuBitForBit) {
     for (int bits : {4, 8})
       for (bool sr : {false, true}) {
         const std::string how = what + " " + std::to_string(bits) + "-bit" + (sr ? " SR" : " RTN");
-        const cpu::QuantParams p = params(bits, sr);
+        const backend::QuantParams p = params(bits, sr);
         Tensor qc = Tensor::empty({sz.rows, c16}, DType::I8), qg = Tensor::empty({sz.rows, c16}, DType::I8, kCuda);
         cpu_k.rows_quantize(x, 0.37f, p, qc);
         gpu_k.rows_quantize(xd, 0.37f, p, qg);
@@ -75,9 +75,9 @@ TEST(CudaHot, QuantizationKernelsMatchTheCpuBitForBit) {
                     1e-9 * cpu_k.dequantized_l2_error(qc, sc, 0.f, yc) + 1e-12)
             << how << " LQS error";
         for (int r : {16, 8, 3}) {
-          const cpu::HadamardKeep keep = keep_rows(r);
-          const int64_t out_rows = cpu::cols_out_rows(sz.rows, keep);
-          const cpu::TensorStats a = cpu_k.cols_stats(x, keep), b = gpu_k.cols_stats(xd, keep);
+          const backend::HadamardKeep keep = keep_rows(r);
+          const int64_t out_rows = backend::cols_out_rows(sz.rows, keep);
+          const backend::TensorStats a = cpu_k.cols_stats(x, keep), b = gpu_k.cols_stats(xd, keep);
           EXPECT_EQ(b.absmax, a.absmax) << how << " keep " << r;
           EXPECT_EQ(b.count, a.count) << how << " keep " << r;
           EXPECT_NEAR(b.sum_sq, a.sum_sq, 1e-6 * a.sum_sq) << how << " keep " << r;
@@ -94,9 +94,9 @@ TEST(CudaHot, QuantizationKernelsMatchTheCpuBitForBit) {
             Tensor rc = Tensor::empty({sz.rows, c16}, DType::I8), rg = Tensor::empty({sz.rows, c16}, DType::I8, kCuda);
             Tensor sc2 = per_row ? Tensor::empty({sz.rows}) : Tensor();
             Tensor sg2 = per_row ? Tensor::empty({sz.rows}, DType::F32, kCuda) : Tensor();
-            const cpu::QuantParams pc = params(8, true);
-            const cpu::DualScales dc = cpu_k.dual_quantize(x, p, per_row, rc, sc2, keep, pc, cc);
-            const cpu::DualScales dg = gpu_k.dual_quantize(xd, p, per_row, rg, sg2, keep, pc, cg);
+            const backend::QuantParams pc = params(8, true);
+            const backend::DualScales dc = cpu_k.dual_quantize(x, p, per_row, rc, sc2, keep, pc, cc);
+            const backend::DualScales dg = gpu_k.dual_quantize(xd, p, per_row, rg, sg2, keep, pc, cg);
             EXPECT_EQ(dg.rows, dc.rows) << how << " dual";
             EXPECT_EQ(dg.cols, dc.cols) << how << " dual";
             EXPECT_EQ(host(rg), host(rc)) << how << " dual rows";
@@ -113,6 +113,28 @@ Tensor random_levels(const Shape& shape, uint64_t seed) {
   PhiloxStream rng(seed);
   for (auto& e : v) e = static_cast<int8_t>(static_cast<int>(rng.next_u32() % 255) - 127);
   return Tensor::from_vector(v, shape);
+}
+
+TEST(CudaHot, RawInputQuantisationMatchesTheCpuBitForBit) {
+  // The untransformed kernels of HOT's raw conv input: absmax, quantise (draw i for element i),
+  // dequantise.
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (CUDA built: " << cuda_compiled() << ")";
+  const backend::QuantizeKernels& cpu_k = backend::kCpuQuantize;
+  const backend::QuantizeKernels& gpu_k = backend::quantize_kernels(kCuda);
+  const Tensor x = testing::randn({3, 5, 7, 9}, 11).to(DType::F32), xd = x.to(kCuda);
+  const float m = cpu_k.absmax(x);
+  EXPECT_EQ(gpu_k.absmax(xd), m);
+  for (bool sr : {false, true}) {
+    const backend::QuantParams p = params(8, sr);
+    Tensor qc = Tensor::empty(x.shape(), DType::I8), qg = Tensor::empty(x.shape(), DType::I8, kCuda);
+    cpu_k.quantize(x, quant::inv_scale_from_absmax(m, p.qmax), p, qc);
+    gpu_k.quantize(xd, quant::inv_scale_from_absmax(m, p.qmax), p, qg);
+    EXPECT_EQ(host(qg), host(qc)) << "stochastic " << sr;
+    Tensor yc = Tensor::empty(x.shape()), yg = Tensor::empty(x.shape(), DType::F32, kCuda);
+    cpu_k.dequantize(qc, 0.37f, yc);
+    gpu_k.dequantize(qc.to(kCuda), 0.37f, yg);
+    EXPECT_EQ(host(yg), host(yc)) << "stochastic " << sr;
+  }
 }
 
 TEST(CudaHot, Int8GemmMatchesTheCpuExactly) {

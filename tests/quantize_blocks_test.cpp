@@ -19,8 +19,8 @@ namespace {
 
 namespace qb = backend::quant_blocks;
 
-cpu::QuantParams params(int bits, bool stochastic) {
-  cpu::QuantParams p;
+backend::QuantParams params(int bits, bool stochastic) {
+  backend::QuantParams p;
   p.qmax = quant::qmax_for_bits(bits);
   p.stochastic = stochastic;
   p.key = quant::philox_key(77, 5, 9, 1, 3);
@@ -34,7 +34,7 @@ TEST(QuantizeBlocks, RowThreadsGiveTheCpuKernelsResults) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 50}, {16, 48}, {1, 3}}) {
     const Tensor x = testing::randn({rows, cols}, 3).to(DType::F32);
     const float* px = x.data<float>();
-    const int64_t c16 = cpu::round_up16(cols), n = qb::row_threads(rows, cols);
+    const int64_t c16 = backend::round_up16(cols), n = qb::row_threads(rows, cols);
     std::vector<float> row_max(static_cast<size_t>(rows), 0.f);
     Tensor y = Tensor::zeros({rows, c16});
     for (int64_t t = 0; t < n; ++t) {
@@ -50,7 +50,7 @@ TEST(QuantizeBlocks, RowThreadsGiveTheCpuKernelsResults) {
     EXPECT_EQ(*std::max_element(row_max.begin(), row_max.end()), k.rows_absmax(x));
     for (int bits : {4, 8})
       for (bool sr : {false, true}) {
-        const cpu::QuantParams p = params(bits, sr);
+        const backend::QuantParams p = params(bits, sr);
         const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::to_string(bits) +
                                  (sr ? "-bit SR" : "-bit RTN");
         // per-tensor inverse, then per-row scales (the per-token path's two launches)
@@ -84,17 +84,17 @@ TEST(QuantizeBlocks, ColumnThreadsGiveTheCpuKernelsResults) {
   const backend::QuantizeKernels& k = backend::kCpuQuantize;
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 50}, {64, 48}, {3, 1}})
     for (int r : {16, 8, 3}) {
-      cpu::HadamardKeep keep;
+      backend::HadamardKeep keep;
       keep.r = r;
       for (int j = 0; j < r; ++j) keep.idx[j] = (j * 7 + 2) % 16;
       const Tensor x = testing::randn({rows, cols}, 4).to(DType::F32);
       const float* px = x.data<float>();
-      const int64_t out_rows = cpu::cols_out_rows(rows, keep), n = qb::col_threads(rows, cols);
+      const int64_t out_rows = backend::cols_out_rows(rows, keep), n = qb::col_threads(rows, cols);
       const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " keep " + std::to_string(r);
       float m = 0.f;
       double sq = 0.0, ab = 0.0;
       Tensor y = Tensor::zeros({out_rows, cols});
-      const cpu::QuantParams p = params(8, true);
+      const backend::QuantParams p = params(8, true);
       Tensor q = Tensor::zeros({out_rows, cols}, DType::I8);
       for (int64_t t = 0; t < n; ++t) {
         int64_t b = 0, c = 0;
@@ -110,7 +110,7 @@ TEST(QuantizeBlocks, ColumnThreadsGiveTheCpuKernelsResults) {
           q.data<int8_t>()[e] = qb::quantize_one(v, 0.77f, p, static_cast<uint64_t>(e));
         }
       }
-      const cpu::TensorStats st = k.cols_stats(x, keep);
+      const backend::TensorStats st = k.cols_stats(x, keep);
       EXPECT_EQ(m, st.absmax) << what;
       EXPECT_NEAR(sq, st.sum_sq, 1e-6 * st.sum_sq) << what;
       EXPECT_NEAR(ab, st.sum_abs, 1e-6 * st.sum_abs) << what;

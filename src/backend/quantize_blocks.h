@@ -8,11 +8,11 @@
 #include <cstdint>
 
 #include "lb/ops/quantize_formulas.h"
-#include "src/cpu/quantize.h"
+#include "src/backend/quantize_types.h"
 
 namespace lb::backend::quant_blocks {
 
-LB_HD inline int8_t quantize_one(float x, float inv, const cpu::QuantParams& p, uint64_t e) {
+LB_HD inline int8_t quantize_one(float x, float inv, const QuantParams& p, uint64_t e) {
   return p.stochastic ? quant::quantize_sr(x, inv, p.qmax, quant::philox_draw(p.key, e))
                       : quant::quantize_rtn(x, inv, p.qmax);
 }
@@ -37,7 +37,7 @@ LB_HD inline int64_t row_output(int64_t r, int64_t c0, int j, int64_t cols) {
   return r * ((cols + 15) / 16 * 16) + c0 + j;
 }
 LB_HD inline void quantize_row_block(const float a[16], int64_t r, int64_t c0, int64_t cols, float inv,
-                                     const cpu::QuantParams& p, int8_t* q) {
+                                     const QuantParams& p, int8_t* q) {
   for (int j = 0; j < 16; ++j) {
     const int64_t e = row_output(r, c0, j, cols);
     q[e] = quantize_one(a[j], inv, p, static_cast<uint64_t>(e));

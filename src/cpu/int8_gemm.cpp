@@ -429,5 +429,6 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const
 }  // namespace
 
 const Int8GemmKernels kCpuInt8Gemm{gemm_f32, cpu::int8_gemm_kernel};
+const Int8GemmHostKernels kCpuInt8GemmHost{cpu::int8_gemm_f32, cpu::int8_gemm_emulated_f64};
 
 }  // namespace lb::backend

@@ -29,6 +29,12 @@ void int8_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
                    const float* row_scale, float alpha, bool accumulate = false,
                    const float* col_scale = nullptr);
 
+// The f64 oracle (src/backend/int8_gemm.h's Int8GemmHostKernels::emulated_f64), in
+// int8_gemm_emulated.cpp: BLAS dgemm over the dequantised levels.
+void int8_gemm_emulated_f64(bool trans_a, int64_t M, int64_t N, int64_t K, const int8_t* A,
+                            const float* a_row_scale, float a_scale, const int8_t* B, float b_scale, double alpha,
+                            float* out);
+
 // Which kernel runs: "amx-int8" (AMX tiles, amx_gemm.h), "avx512-vnni" or "portable".
 const char* int8_gemm_kernel();
 

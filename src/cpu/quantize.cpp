@@ -1116,6 +1116,8 @@ struct Raw<false> {
   static constexpr auto cols_quantize = &cpu::fwht16_cols_quantize;
   static constexpr auto cols = &cpu::fwht16_cols;
   static constexpr auto dual_quantize = &cpu::fwht16_dual_quantize;
+  static constexpr auto tensor_stats = &cpu::tensor_stats;
+  static constexpr auto quantize = &cpu::quantize;
 };
 template <>
 struct Raw<true> {
@@ -1127,6 +1129,8 @@ struct Raw<true> {
   static constexpr auto cols_quantize = &cpu::ref::fwht16_cols_quantize;
   static constexpr auto cols = &cpu::ref::fwht16_cols;
   static constexpr auto dual_quantize = &cpu::ref::fwht16_dual_quantize;
+  static constexpr auto tensor_stats = &cpu::ref::tensor_stats;
+  static constexpr auto quantize = &cpu::ref::quantize;
 };
 
 template <bool Ref>
@@ -1134,11 +1138,11 @@ float rows_absmax(const Tensor& x) {
   return Raw<Ref>::rows_absmax(x.data<float>(), x.size(0), x.size(1), x.size(1), nullptr);
 }
 template <bool Ref>
-void rows_quantize(const Tensor& x, float inv, const cpu::QuantParams& p, Tensor& q) {
+void rows_quantize(const Tensor& x, float inv, const QuantParams& p, Tensor& q) {
   Raw<Ref>::rows_quantize(x.data<float>(), x.size(0), x.size(1), x.size(1), nullptr, inv, p, q.data<int8_t>());
 }
 template <bool Ref>
-void rows_quantize_per_row(const Tensor& x, const cpu::QuantParams& p, Tensor& q, Tensor& row_scale) {
+void rows_quantize_per_row(const Tensor& x, const QuantParams& p, Tensor& q, Tensor& row_scale) {
   Raw<Ref>::rows_quantize_per_row(x.data<float>(), x.size(0), x.size(1), x.size(1), p, q.data<int8_t>(),
                                   row_scale.data<float>());
 }
@@ -1147,20 +1151,20 @@ void rows(const Tensor& x, Tensor& y) {
   Raw<Ref>::rows(x.data<float>(), x.size(0), x.size(1), x.size(1), y.data<float>());
 }
 template <bool Ref>
-cpu::TensorStats cols_stats(const Tensor& x, const cpu::HadamardKeep& keep) {
+TensorStats cols_stats(const Tensor& x, const HadamardKeep& keep) {
   return Raw<Ref>::cols_stats(x.data<float>(), x.size(0), x.size(1), x.size(1), keep);
 }
 template <bool Ref>
-void cols_quantize(const Tensor& x, const cpu::HadamardKeep& keep, float inv, const cpu::QuantParams& p, Tensor& q) {
+void cols_quantize(const Tensor& x, const HadamardKeep& keep, float inv, const QuantParams& p, Tensor& q) {
   Raw<Ref>::cols_quantize(x.data<float>(), x.size(0), x.size(1), x.size(1), keep, inv, p, q.data<int8_t>());
 }
 template <bool Ref>
-void cols(const Tensor& x, const cpu::HadamardKeep& keep, Tensor& y) {
+void cols(const Tensor& x, const HadamardKeep& keep, Tensor& y) {
   Raw<Ref>::cols(x.data<float>(), x.size(0), x.size(1), x.size(1), keep, y.data<float>());
 }
 template <bool Ref>
-cpu::DualScales dual_quantize(const Tensor& x, const cpu::QuantParams& prow, bool per_row, Tensor& q_rows,
-                              Tensor& row_scale, const cpu::HadamardKeep& keep, const cpu::QuantParams& pcol,
+DualScales dual_quantize(const Tensor& x, const QuantParams& prow, bool per_row, Tensor& q_rows,
+                              Tensor& row_scale, const HadamardKeep& keep, const QuantParams& pcol,
                               Tensor& q_cols) {
   return Raw<Ref>::dual_quantize(x.data<float>(), x.size(0), x.size(1), x.size(1), prow, per_row,
                                  q_rows.data<int8_t>(), data_or_null<float>(row_scale), keep, pcol,
@@ -1184,14 +1188,30 @@ double dequantized_l2_error(const Tensor& q, const Tensor& row_scale, float scal
 }
 
 template <bool Ref>
+float absmax(const Tensor& x) {
+  return Raw<Ref>::tensor_stats(x.data<float>(), x.numel()).absmax;
+}
+template <bool Ref>
+void quantize(const Tensor& x, float inv, const QuantParams& p, Tensor& q) {
+  Raw<Ref>::quantize(x.data<float>(), x.numel(), inv, p, q.data<int8_t>());
+}
+void dequantize(const Tensor& q, float scale, Tensor& y) {  // one version: a plain loop
+  cpu::dequantize(q.data<int8_t>(), q.numel(), scale, y.data<float>());
+}
+
+template <bool Ref>
 constexpr QuantizeKernels table() {
   return {rows_absmax<Ref>, rows_quantize<Ref>, rows_quantize_per_row<Ref>, rows<Ref>, cols_stats<Ref>,
-          cols_quantize<Ref>, cols<Ref>, dual_quantize<Ref>, dequantized_l2_error};
+          cols_quantize<Ref>, cols<Ref>, dual_quantize<Ref>, dequantized_l2_error, absmax<Ref>,
+          quantize<Ref>, dequantize};
 }
 
 }  // namespace
 
 const QuantizeKernels kCpuQuantize = table<false>();
 const QuantizeKernels kCpuQuantizeReference = table<true>();
+const HlaIm2colKernels kCpuHlaIm2col{cpu::hla_im2col_table_fits, cpu::hla_im2col_table_size,
+                                     cpu::hla_im2col_table,      cpu::hla_im2col_table_quantize,
+                                     cpu::hla_im2col_absmax,     cpu::hla_im2col_quantize};
 
 }  // namespace lb::backend

@@ -20,31 +20,19 @@
 
 #include "lb/ops/conv.h"
 #include "lb/ops/quantize_formulas.h"
+#include "src/backend/quantize_types.h"
 
 namespace lb::cpu {
 
 using quant::PhiloxKey;
 
-struct QuantParams {
-  int qmax = 127;
-  bool stochastic = false;
-  PhiloxKey key;  // stochastic only
-};
-
-struct TensorStats {
-  float absmax = 0.f;
-  double sum_sq = 0.0, sum_abs = 0.0;  // for SAWB
-  int64_t count = 0;                   // elements seen (padding included)
-};
-
-// Kept outputs of a 16-point Hadamard block.
-struct HadamardKeep {
-  int r = 16;
-  int idx[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-};
-
-inline int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
-inline int64_t cols_out_rows(int64_t rows, const HadamardKeep& k) { return (rows + 15) / 16 * k.r; }
+// The plain types live in the backend (the strategy sees them there).
+using backend::DualScales;
+using backend::HadamardKeep;
+using backend::QuantParams;
+using backend::TensorStats;
+using backend::cols_out_rows;
+using backend::round_up16;
 
 // Draws out[i] = draw e0 + i of the stream, i < n.
 void philox_fill(const PhiloxKey& key, uint64_t e0, int64_t n, uint32_t* out);
@@ -108,10 +96,6 @@ void fwht16_cols(const float* x, int64_t rows, int64_t cols, int64_t ldx, const 
 // q_rows (rows, cols16): the rows transform, per-row scales (written to row_scale) or one
 // per-tensor absmax scale; q_cols (⌈rows/16⌉·r, cols): the column transform, per-tensor
 // absmax scale. Identical to the separate kernels with absmax scales.
-struct DualScales {
-  float rows = 0.f;  // per-tensor scale of q_rows (0 when per_row)
-  float cols = 0.f;  // scale of q_cols
-};
 DualScales fwht16_dual_quantize(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                                 const QuantParams& prow, bool per_row, int8_t* q_rows,
                                 float* row_scale, const HadamardKeep& keep,

@@ -2,7 +2,6 @@
 // basis, LQS, the g_x (HQ) and g_w (HLA) paths on int8 kernels, Conv2d, paper metrics.
 #include "lb/nn/backward/hot.h"
 
-#include <cblas.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -17,27 +16,31 @@
 #include "lb/ops/linalg.h"
 #include "src/backend/int8_gemm.h"
 #include "src/backend/quantize.h"
-#include "src/cpu/int8_gemm.h"
-#include "src/cpu/quantize.h"
 
 namespace lb::nn::backward {
 
 namespace {
 
+using backend::DualScales;
+using backend::HadamardKeep;
+using backend::QuantizeKernels;
+using backend::QuantParams;
+using backend::TensorStats;
+using backend::cols_out_rows;
+using backend::round_up16;
+
 constexpr int kGwBits = 8;                  // both g_w operands: X̂ (RTN) and Ĝ (SR)
 constexpr int64_t kMaxChunk = int64_t{1} << 17;  // int32-safe contraction for 8-bit x 8-bit
 enum TensorId : int { kGxId = 0, kGwId = 1, kLqsId = 2 };
 
-cpu::HadamardKeep keep_of(const std::vector<int>& rows) {
-  cpu::HadamardKeep k;
+HadamardKeep keep_of(const std::vector<int>& rows) {
+  HadamardKeep k;
   k.r = static_cast<int>(rows.size());
   for (size_t j = 0; j < rows.size(); ++j) k.idx[j] = rows[j];
   return k;
 }
 
-const cpu::HadamardKeep kAll16 = keep_of({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
-
-using backend::QuantizeKernels;
+const HadamardKeep kAll16 = keep_of({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
 
 // The device's vector kernels, or the CPU's scalar references for the emulation oracle.
 const QuantizeKernels& kernels_for(const HotSettings& s, Device d) {
@@ -58,25 +61,6 @@ bool is_pointwise(const ConvGeometry& cg) {
   const auto& a = cg.args;
   return cg.kH == 1 && cg.kW == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 &&
          a.padding[1] == 0;
-}
-
-// Emulation: C (m, n) = op(A) B with A, B the dequantised levels in f64, then ·alpha to f32.
-void dgemm_to_f32(bool trans_a, int64_t m, int64_t n, int64_t k, const std::vector<double>& a,
-                  int64_t lda, const std::vector<double>& b, int64_t ldb, double alpha, float* out) {
-  std::vector<double> c(static_cast<size_t>(m * n));
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a.data(), static_cast<int>(lda), b.data(),
-              static_cast<int>(ldb), 0.0, c.data(), static_cast<int>(n));
-  for (size_t i = 0; i < c.size(); ++i) out[i] = static_cast<float>(c[i]);
-}
-
-std::vector<double> dequantize_f64(const int8_t* q, int64_t rows, int64_t cols, const float* row_scale,
-                                   float scale) {
-  std::vector<double> v(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      v[r * cols + c] = static_cast<double>(q[r * cols + c]) * (row_scale ? row_scale[r] : scale);
-  return v;
 }
 
 const char* lqs_name(Hot::Lqs l) {
@@ -155,9 +139,9 @@ nlohmann::json Hot::hyperparams() const { return settings_.to_json(); }
 // ---------------------------------------------------------------- helpers
 
 namespace {
-cpu::QuantParams qparams(int bits, bool stochastic, int64_t layer_id, int tensor_id,
-                         int64_t micro = 0) {
-  cpu::QuantParams p;
+QuantParams qparams(int bits, bool stochastic, int64_t layer_id, int tensor_id,
+                    int64_t micro = 0) {
+  QuantParams p;
   p.qmax = quant::qmax_for_bits(bits);
   p.stochastic = stochastic;
   const RunContext& rc = run_context();
@@ -172,19 +156,19 @@ struct GyQuant {
   float s_g = 0.f, s_gh = 0.f;
 };
 
-GyQuant quantize_grad_output(const QuantizeKernels& k, const HotSettings& st, const cpu::HadamardKeep& keep,
+GyQuant quantize_grad_output(const QuantizeKernels& k, const HotSettings& st, const HadamardKeep& keep,
                              int64_t layer_id, int64_t micro, bool per_token, const Tensor& g2d,
                              bool for_gx, bool for_gw) {
-  const int64_t M = g2d.size(0), O = g2d.size(1), O16 = cpu::round_up16(O);
+  const int64_t M = g2d.size(0), O = g2d.size(1), O16 = round_up16(O);
   const Device dev = g2d.device();
-  const cpu::QuantParams pr = qparams(st.gx_bits, true, layer_id, kGxId, micro);
-  const cpu::QuantParams pc = qparams(kGwBits, true, layer_id, kGwId, micro);
+  const QuantParams pr = qparams(st.gx_bits, true, layer_id, kGxId, micro);
+  const QuantParams pc = qparams(kGwBits, true, layer_id, kGwId, micro);
   GyQuant r;
   if (for_gx) r.gq = workspace({M, O16}, DType::I8, dev);
   if (for_gx && per_token) r.row_scale = workspace({M}, DType::F32, dev);
-  if (for_gw) r.ghq = workspace({cpu::cols_out_rows(M, keep), O}, DType::I8, dev);
+  if (for_gw) r.ghq = workspace({cols_out_rows(M, keep), O}, DType::I8, dev);
   if (for_gx && for_gw) {  // one fused pair of passes over g_y
-    const cpu::DualScales ds = k.dual_quantize(g2d, pr, per_token, r.gq, r.row_scale, keep, pc, r.ghq);
+    const DualScales ds = k.dual_quantize(g2d, pr, per_token, r.gq, r.row_scale, keep, pc, r.ghq);
     r.s_g = ds.rows;
     r.s_gh = ds.cols;
   } else if (for_gx) {
@@ -212,7 +196,7 @@ struct WeightQuant {
 WeightQuant quantize_weight(const QuantizeKernels& k, const HotSettings& st, int64_t layer_id, const Tensor& w) {
   const int64_t O = w.size(0), I = w.size(1);
   const int qmax = quant::qmax_for_bits(st.gx_bits);
-  const cpu::TensorStats ws = k.cols_stats(w, kAll16);
+  const TensorStats ws = k.cols_stats(w, kAll16);
   float clip = ws.absmax;
   if (st.w_scale == "sawb" && ws.count > 0) {
     const float c = quant::sawb_clip(ws.sum_sq / static_cast<double>(ws.count),
@@ -221,7 +205,7 @@ WeightQuant quantize_weight(const QuantizeKernels& k, const HotSettings& st, int
   }
   WeightQuant r;
   r.s_w = quant::scale_from_absmax(clip, qmax);
-  r.wq = workspace({cpu::round_up16(O), I}, DType::I8, w.device());
+  r.wq = workspace({round_up16(O), I}, DType::I8, w.device());
   k.cols_quantize(w, kAll16, quant::inv_scale_from_absmax(clip, qmax), qparams(st.gx_bits, false, layer_id, kGxId),
                   r.wq);
   return r;
@@ -230,8 +214,8 @@ WeightQuant quantize_weight(const QuantizeKernels& k, const HotSettings& st, int
 
 void Hot::compress_tokens(const Tensor& x2d, SavedState& s) const {
   const int64_t M = x2d.size(0), I = x2d.size(1);
-  const cpu::HadamardKeep keep = keep_of(rows_);
-  const int64_t Kr = cpu::cols_out_rows(M, keep);
+  const HadamardKeep keep = keep_of(rows_);
+  const int64_t Kr = cols_out_rows(M, keep);
   const QuantizeKernels& k = kernels_for(settings_, x2d.device());
   if (!settings_.quantize) {
     Tensor xh = Tensor::empty({Kr, I}, DType::F32, x2d.device());
@@ -240,7 +224,7 @@ void Hot::compress_tokens(const Tensor& x2d, SavedState& s) const {
     s.scalars = {1.0};
     return;
   }
-  const cpu::TensorStats st = k.cols_stats(x2d, keep);
+  const TensorStats st = k.cols_stats(x2d, keep);
   const int qmax = quant::qmax_for_bits(kGwBits);
   Tensor xq = Tensor::empty({Kr, I}, DType::I8, x2d.device());
   k.cols_quantize(x2d, keep, quant::inv_scale_from_absmax(st.absmax, qmax), qparams(kGwBits, false, layer_id_, kGwId),
@@ -251,9 +235,9 @@ void Hot::compress_tokens(const Tensor& x2d, SavedState& s) const {
 
 Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bool want_gw,
                          const Tensor& xhat, float s_x) {
-  const int64_t M = g2d.size(0), O = g2d.size(1), O16 = cpu::round_up16(O);
-  const cpu::HadamardKeep keep = keep_of(rows_);
-  const int64_t Kr = cpu::cols_out_rows(M, keep);
+  const int64_t M = g2d.size(0), O = g2d.size(1), O16 = round_up16(O);
+  const HadamardKeep keep = keep_of(rows_);
+  const int64_t Kr = cols_out_rows(M, keep);
   const Device dev = g2d.device();
   const QuantizeKernels& k = kernels_for(settings_, dev);
   Tensor w;
@@ -296,9 +280,8 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
     out.grad_input = Tensor::empty({M, I}, DType::F32, dev);
     if (settings_.emulate) {
       const float* rs = q.row_scale.defined() ? q.row_scale.data<float>() : nullptr;
-      const auto a = dequantize_f64(q.gq.data<int8_t>(), M, O16, rs, q.s_g);
-      const auto b = dequantize_f64(wq.wq.data<int8_t>(), O16, I, nullptr, wq.s_w);
-      dgemm_to_f32(false, M, I, O16, a, O16, b, I, 1.0 / 16, out.grad_input.data<float>());
+      backend::kCpuInt8GemmHost.emulated_f64(false, M, I, O16, q.gq.data<int8_t>(), rs, q.s_g, wq.wq.data<int8_t>(),
+                                             wq.s_w, 1.0 / 16, out.grad_input.data<float>());
     } else {  // the row scale in the epilogue, the rest in alpha
       const float alpha = (q.row_scale.defined() ? 1.f : q.s_g) * wq.s_w / 16.f;
       int8.gemm_f32(false, false, M, I, O16, q.gq, 0, O16, wq.wq, 0, I, out.grad_input, I, q.row_scale, alpha, false);
@@ -308,9 +291,8 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
   if (want_gw) {
     out.grad_weight = Tensor::empty({O, I}, DType::F32, dev);
     if (settings_.emulate) {
-      const auto a = dequantize_f64(q.ghq.data<int8_t>(), Kr, O, nullptr, q.s_gh);
-      const auto b = dequantize_f64(xhat.data<int8_t>(), Kr, I, nullptr, s_x);
-      dgemm_to_f32(true, O, I, Kr, a, O, b, I, 1.0 / 16, out.grad_weight.data<float>());
+      backend::kCpuInt8GemmHost.emulated_f64(true, O, I, Kr, q.ghq.data<int8_t>(), nullptr, q.s_gh,
+                                             xhat.data<int8_t>(), s_x, 1.0 / 16, out.grad_weight.data<float>());
     } else {  // int32-safe chunks of the contraction, summed in f32
       const float alpha = q.s_gh * s_x / 16.f;
       if (Kr == 0) out.grad_weight.zero_();
@@ -342,13 +324,13 @@ void Hot::run_lqs(const Tensor& g2d, const char* how) {
     lqs_how_ = "disabled (lqs: false)";
     return;
   }
-  const int64_t M = g2d.size(0), O = g2d.size(1), O16 = cpu::round_up16(O);
+  const int64_t M = g2d.size(0), O = g2d.size(1), O16 = round_up16(O);
   const Device dev = g2d.device();
   const QuantizeKernels& k = backend::quantize_kernels(dev);  // LQS uses the vector kernels even when emulating
   const int qmax = quant::qmax_for_bits(settings_.gx_bits);
   Tensor gt = workspace({M, O16}, DType::F32, dev);
   k.rows(g2d, gt);  // the tensor both quantisers see
-  const cpu::QuantParams p = qparams(settings_.gx_bits, true, layer_id_, kLqsId);
+  const QuantParams p = qparams(settings_.gx_bits, true, layer_id_, kLqsId);
   Tensor q = workspace({M, O16}, DType::I8, dev);
   const float m = k.rows_absmax(g2d);
   k.rows_quantize(g2d, quant::inv_scale_from_absmax(m, qmax), p, q);
@@ -422,7 +404,7 @@ SavedState Hot::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry
   const int64_t N = cg.x_shape[0], L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
   // Keep whichever is smaller: the int8 HLA of the im2col tokens (e.g. 1×1 stride 2) or the
   // int8 raw input (k > 1: the tokens are k² times larger).
-  const int64_t token_bytes = cpu::cols_out_rows(N * L, keep_of(rows_)) * I;
+  const int64_t token_bytes = cols_out_rows(N * L, keep_of(rows_)) * I;
   if (token_bytes <= x.numel()) return Strategy::save_conv(x, w2d, cg);
   check_f32(x, layer_name_, "x");
   last_geom_ = {N, L, I, O};
@@ -434,13 +416,11 @@ SavedState Hot::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry
     s.scalars = {1.0};
   } else {
     const Tensor xc = detail::contiguous_nograd(x);
-    const auto stats = settings_.emulate ? cpu::ref::tensor_stats : cpu::tensor_stats;
-    const auto quantize = settings_.emulate ? cpu::ref::quantize : cpu::quantize;
+    const QuantizeKernels& k = kernels_for(settings_, xc.device());
     const int qmax = quant::qmax_for_bits(kGwBits);
-    const float m = stats(xc.data<float>(), xc.numel()).absmax;
-    Tensor xq = Tensor::empty(x.shape(), DType::I8);
-    quantize(xc.data<float>(), xc.numel(), quant::inv_scale_from_absmax(m, qmax),
-               qparams(kGwBits, false, layer_id_, kGwId), xq.data<int8_t>());
+    const float m = k.absmax(xc);
+    Tensor xq = Tensor::empty(x.shape(), DType::I8, xc.device());
+    k.quantize(xc, quant::inv_scale_from_absmax(m, qmax), qparams(kGwBits, false, layer_id_, kGwId), xq);
     s.tensors = {xq};
     s.scalars = {quant::scale_from_absmax(m, qmax)};
   }
@@ -470,8 +450,8 @@ Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, cons
     // Dequantise the raw input, im2col, then HLA + requantisation as for a Linear input.
     Tensor x = s.tensors[0];
     if (settings_.quantize) {
-      x = workspace(s.tensors[0].shape(), DType::F32);
-      cpu::dequantize(s.tensors[0].data<int8_t>(), x.numel(), static_cast<float>(s.scalars[0]), x.data<float>());
+      x = workspace(s.tensors[0].shape(), DType::F32, s.tensors[0].device());
+      kernels_for(settings_, x.device()).dequantize(s.tensors[0], static_cast<float>(s.scalars[0]), x);
     }
     const Tensor tokens = conv_to_tokens(x, cg);  // (N, L, I)
     compress_tokens(tokens.view({N * L, I}), xs);
@@ -488,13 +468,16 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
   // Plain copies, not a structured binding: lambdas below capture them (C++20 allows
   // capturing bindings, clang before 16 does not).
   const int64_t N = s.geom.B, L = s.geom.L, I = s.geom.I, O = s.geom.O;
-  const int64_t M = N * L, O16 = cpu::round_up16(O);
-  const cpu::HadamardKeep keep = keep_of(rows_);
-  const int64_t Kr = cpu::cols_out_rows(M, keep), Kn = L / 16 * keep.r;  // HLA rows: total, per image
+  const int64_t M = N * L, O16 = round_up16(O);
+  const HadamardKeep keep = keep_of(rows_);
+  const int64_t Kr = cols_out_rows(M, keep), Kn = L / 16 * keep.r;  // HLA rows: total, per image
   const Tensor g2d = g_y_tokens.view({M, O});
   if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
   const GyQuant q = quantize_grad_output(backend::kCpuQuantize, settings_, keep, layer_id_, next_micro(), lqs_ == Lqs::PerToken, g2d,
                                          want_gx, want_gw);
+  // This path runs on the CPU: host kernels called image by image from the loops below.
+  const backend::Int8GemmHostKernels& int8 = backend::kCpuInt8GemmHost;
+  const backend::HlaIm2colKernels& hla = backend::kCpuHlaIm2col;
   const int8_t* xq = s.tensors[0].data<int8_t>();
   const float s_in = static_cast<float>(s.scalars[0]);
   Gradients out;
@@ -517,8 +500,8 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
       float* cols = cols_t.data<float>();
 #pragma omp for schedule(dynamic, 1)
       for (int64_t n = 0; n < N; ++n) {
-        cpu::int8_gemm_f32(true, true, I, L, O16, wq.wq.data<int8_t>(), I, q.gq.data<int8_t>() + n * L * O16, O16,
-                           cols, L, nullptr, alpha, false, rs ? rs + n * L : nullptr);
+        int8.gemm_f32(true, true, I, L, O16, wq.wq.data<int8_t>(), I, q.gq.data<int8_t>() + n * L * O16, O16, cols, L,
+                      nullptr, alpha, false, rs ? rs + n * L : nullptr);
         col2im(cols, C, H, W, cg.kH, cg.kW, cg.args, pdx + n * chw);
       }
     }
@@ -533,36 +516,36 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
     const int64_t C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3], chw = C * H * W;
     int8_t* pxht = xht.data<int8_t>();
     float m = 0.f, inv = 0.f;
-    if (cpu::hla_im2col_table_fits(W, cg.kW, cg.args)) {
+    if (hla.table_fits(W, cg.kW, cg.args)) {
       // One transform per distinct block (the kH kernel rows share them), kept for the
       // rounding pass: C·kW·H·Wo/16·r floats per image, kH·Ho/H times fewer than the columns'.
-      const int64_t per = cpu::hla_im2col_table_size(C, H, W, cg.kW, cg.args, keep);
+      const int64_t per = hla.table_size(C, H, W, cg.kW, cg.args, keep);
       Tensor table = workspace({N, per}, DType::F32);
       float* pt = table.data<float>();
 #pragma omp parallel for reduction(max : m) schedule(dynamic, 1)
       for (int64_t n = 0; n < N; ++n)
-        m = std::max(m, cpu::hla_im2col_table(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep, pt + n * per));
+        m = std::max(m, hla.table(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep, pt + n * per));
       inv = quant::inv_scale_from_absmax(m, qmax);
 #pragma omp parallel for schedule(dynamic, 1)
       for (int64_t n = 0; n < N; ++n)
-        cpu::hla_im2col_table_quantize(pt + n * per, C, H, W, cg.kH, cg.kW, cg.args, keep, inv, qmax, pxht + n * Kn, Kr);
+        hla.table_quantize(pt + n * per, C, H, W, cg.kH, cg.kW, cg.args, keep, inv, qmax, pxht + n * Kn, Kr);
     } else {  // two transforms per block: absmax, then round-to-nearest
-      const cpu::QuantParams px = qparams(kGwBits, false, layer_id_, kGwId);
+      const QuantParams px = qparams(kGwBits, false, layer_id_, kGwId);
 #pragma omp parallel for reduction(max : m) schedule(dynamic, 1)
       for (int64_t n = 0; n < N; ++n)
-        m = std::max(m, cpu::hla_im2col_absmax(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep));
+        m = std::max(m, hla.absmax(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep));
       inv = quant::inv_scale_from_absmax(m, qmax);
 #pragma omp parallel for schedule(dynamic, 1)
       for (int64_t n = 0; n < N; ++n)
-        cpu::hla_im2col_quantize(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep, inv, px, pxht + n * Kn, Kr);
+        hla.quantize(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep, inv, px, pxht + n * Kn, Kr);
     }
     // g_wᵀ (I, O) = X̂ᵀ (I, Kr) · q_Ĝ (Kr, O): both operands in their fast layouts.
     const float alpha = q.s_gh * quant::scale_from_absmax(m, qmax) / 16.f;
     Tensor gwt = workspace({I, O}, DType::F32);
     if (Kr == 0) gwt.zero_();
     for (int64_t k0 = 0; k0 < Kr; k0 += kMaxChunk)
-      cpu::int8_gemm_f32(false, false, I, O, std::min(kMaxChunk, Kr - k0), xht.data<int8_t>() + k0, Kr,
-                         q.ghq.data<int8_t>() + k0 * O, O, gwt.data<float>(), O, nullptr, alpha, k0 > 0);
+      int8.gemm_f32(false, false, I, O, std::min(kMaxChunk, Kr - k0), xht.data<int8_t>() + k0, Kr,
+                    q.ghq.data<int8_t>() + k0 * O, O, gwt.data<float>(), O, nullptr, alpha, k0 > 0, nullptr);
     out.grad_weight = detail::contiguous_nograd(gwt.transpose(0, 1));
   }
   return out;
@@ -574,7 +557,7 @@ double Hot::paper_backward_flops(const LayerGeometry& g) const {
   // Integer GEMM multiply-adds (2 FLOPs each) plus the Hadamard transforms' additions
   // (log2 16 = 4 per element): HT of g_y and w along O, HLA of x (forward) and g_y along L.
   const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
-  const double O16 = static_cast<double>(cpu::round_up16(g.O)), rn = static_cast<double>(rows_.size()) / 16.0;
+  const double O16 = static_cast<double>(round_up16(g.O)), rn = static_cast<double>(rows_.size()) / 16.0;
   return 2.0 * L * O16 * I + 2.0 * (L * rn) * O * I + 4.0 * (L * O16 + O16 * I + L * I + L * O);
 }
 
