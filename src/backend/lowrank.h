@@ -13,6 +13,7 @@
 // written with tensor views and the device's GEMM table (batched cuBLAS on a GPU). The
 // generic versions work on any device, so the CPU tests check them against the CPU kernels.
 #pragma once
+#include <type_traits>
 #include <vector>
 
 #include "lb/core/tensor.h"
@@ -48,6 +49,33 @@ bool generic_lowrank_on_cpu();
 extern const LowrankKernels kGenericLowrank;
 inline const LowrankKernels& lowrank_kernels(Device d) {
   return d.is_cpu() && generic_lowrank_on_cpu() ? kGenericLowrank : lowrank_tables(d);
+}
+
+// The CPU's serial building blocks on host pointers (the contracts of src/cpu/lowrank.h and
+// src/cpu/gemm_serial.h), for INSTANT's loops that run on the CPU image by image (the conv
+// image layout, calibration from im2col columns): called from the strategy's own OpenMP loop,
+// except gram_acc, which splits its GEMM over the threads itself.
+template <typename T>
+struct LowrankHostKernels {
+  // c = alpha op(a) op(b) + beta c, single-threaded (cblas argument order)
+  void (*gemm_serial)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                      const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+  void (*project_tokens)(const T* a, int64_t R, int64_t L, const T* x, int64_t B, int64_t C, T* const* out_rows,
+                         int64_t out_b_stride, T* col_sums);
+  void (*rows_dot_acc)(const T* a, int64_t M, const T* b, int64_t N, int64_t K, T* c);
+  void (*row_sums_acc)(const T* a, int64_t M, int64_t K, T* out);
+  void (*gram_acc)(bool trans, int64_t n, int64_t k, double alpha, const T* a, int64_t lda, T* c, int64_t ldc);
+};
+// src/cpu/lowrank.cpp
+extern const LowrankHostKernels<float> kCpuLowrankHostF32;
+extern const LowrankHostKernels<double> kCpuLowrankHostF64;
+template <typename T>
+const LowrankHostKernels<T>& lowrank_host_kernels() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "lowrank host kernels: f32 or f64");
+  if constexpr (std::is_same_v<T, float>)
+    return kCpuLowrankHostF32;
+  else
+    return kCpuLowrankHostF64;
 }
 
 // The device-agnostic versions (src/backend/lowrank_generic.cpp).

@@ -11,6 +11,7 @@
 #include "lb/core/dispatch.h"
 #include "src/backend/lowrank.h"
 #include "src/cpu/gemm.h"
+#include "src/cpu/gemm_serial.h"
 
 namespace lb::cpu {
 
@@ -428,5 +429,12 @@ Tensor leading_rows(const Tensor& v, int64_t R, double scale) {
 }  // namespace
 
 const LowrankKernels kCpuLowrank{project, expand, gram_add, gram_finish, leading_rows};
+
+template <typename T>
+constexpr LowrankHostKernels<T> host_table() {
+  return {cpu::gemm_serial, cpu::project_tokens<T>, cpu::rows_dot_acc<T>, cpu::row_sums_acc<T>, cpu::gram_acc<T>};
+}
+const LowrankHostKernels<float> kCpuLowrankHostF32 = host_table<float>();
+const LowrankHostKernels<double> kCpuLowrankHostF64 = host_table<double>();
 
 }  // namespace lb::backend

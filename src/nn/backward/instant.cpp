@@ -20,7 +20,6 @@
 #include "lb/ops/linalg.h"
 #include "lb/ops/shape_ops.h"
 #include "src/backend/lowrank.h"
-#include "src/cpu/lowrank.h"
 
 namespace lb::nn::backward {
 
@@ -368,9 +367,10 @@ void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int
   detail::dispatch_float(settings_.gram_dtype, "instant calibration", [&](auto tag) {
     using T = decltype(tag);
     T* s = acc.sum.data<T>();
+    const auto& host = backend::lowrank_host_kernels<T>();
     const double alpha = 1.0 / static_cast<double>(B);
     if (token) {  // x_b x_bᵀ = colsᵀ cols (L, L), one image at a time
-      for (int64_t b = 0; b < B; ++b) cpu::gram_acc(true, L, C, alpha, columns(b).data<T>(), L, s);
+      for (int64_t b = 0; b < B; ++b) host.gram_acc(true, L, C, alpha, columns(b).data<T>(), L, s, 0);
       return;
     }
     // Channel axis: Σ_b cols_b cols_bᵀ (C, C) = W Wᵀ with W the images' columns side by side.
@@ -384,7 +384,7 @@ void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int
     for (int64_t b0 = 0; b0 < B; b0 += nb) {
       const int64_t m = std::min(nb, B - b0);
       if (nb == 1) {
-        cpu::gram_acc(false, C, L, alpha, columns(b0).data<T>(), L, s);
+        host.gram_acc(false, C, L, alpha, columns(b0).data<T>(), L, s, 0);
         continue;
       }
       T* pw = wide.data<T>();
@@ -394,7 +394,7 @@ void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int
         for (int64_t r = 0; r < C; ++r)
           std::copy(pc + r * L, pc + (r + 1) * L, pw + r * m * L + k * L);
       }
-      cpu::gram_acc(false, C, m * L, alpha, pw, m * L, s);
+      host.gram_acc(false, C, m * L, alpha, pw, m * L, s, 0);
     }
   });
   ++acc.batches;

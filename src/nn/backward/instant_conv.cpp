@@ -21,8 +21,7 @@
 #include "lb/nn/backward/instant.h"
 #include "lb/ops/conv.h"
 #include "lb/ops/linalg.h"
-#include "src/cpu/gemm_serial.h"
-#include "src/cpu/lowrank.h"
+#include "src/backend/lowrank.h"
 
 namespace lb::nn::backward {
 
@@ -69,13 +68,14 @@ SavedState Instant::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeom
     Tensor xh = Tensor::empty({Rx, N, I}, x.dtype());
     detail::dispatch_float(x.dtype(), "instant conv save", [&](auto tag) {
       using T = decltype(tag);
+      const auto& host = backend::lowrank_host_kernels<T>();
 #pragma omp parallel if (N > 1)
       {
         Tensor cols = Tensor::empty({I, L}, x.dtype(), Device::cpu(), MemTag::Workspace);
 #pragma omp for schedule(dynamic)
         for (int64_t n = 0; n < N; ++n) {
           im2col(xc.data<T>() + n * C * H * W, C, H, W, cg.kH, cg.kW, cg.args, cols.data<T>());
-          cpu::gemm_serial(false, true, Rx, I, L, T(1), P.data<T>(), L, cols.data<T>(), L, T(0),
+          host.gemm_serial(false, true, Rx, I, L, T(1), P.data<T>(), L, cols.data<T>(), L, T(0),
                            xh.data<T>() + n * I, N * I);
         }
       }
@@ -137,6 +137,7 @@ Gradients Instant::backward_conv_image(const SavedState& s, const Tensor& g_y, c
   const int64_t nt = N > 1 ? omp_get_max_threads() : 1;
   detail::dispatch_float(dt, "instant conv backward", [&](auto tag) {
     using T = decltype(tag);
+    const auto& host = backend::lowrank_host_kernels<T>();
     const T* pg = g_y.data<T>();
     const T* pxh = want_gw ? s.tensors.at(0).data<T>() : nullptr;
     // Per-thread partial sums of the channel-axis g_w core and of g_b.
@@ -152,21 +153,21 @@ Gradients Instant::backward_conv_image(const SavedState& s, const Tensor& g_y, c
 #pragma omp for schedule(static)
       for (int64_t n = 0; n < N; ++n) {
         const T* gn = pg + n * O * L;  // (O, L)
-        cpu::row_sums_acc(gn, O, L, part_b.data() + tid * O);
-        if (want_gw && !x_token) cpu::rows_dot_acc(gn, O, pxh + n * Rx * L, Rx, L, part_w.data() + tid * O * Rx);
+        host.row_sums_acc(gn, O, L, part_b.data() + tid * O);
+        if (want_gw && !x_token) host.rows_dot_acc(gn, O, pxh + n * Rx * L, Rx, L, part_w.data() + tid * O * Rx);
         if (want_gw && x_token) {  // u = g_n Pᵀ (O, R_x) into A's columns r·N + n
-          cpu::gemm_serial(false, true, O, Rx, L, T(1), gn, L, P.data<T>(), L, T(0), u.data(), Rx);
+          host.gemm_serial(false, true, O, Rx, L, T(1), gn, L, P.data<T>(), L, T(0), u.data(), Rx);
           T* pa = A.data<T>();
           for (int64_t o = 0; o < O; ++o)
             for (int64_t r = 0; r < Rx; ++r) pa[o * Rx * N + r * N + n] = u[o * Rx + r];
         }
         if (want_gx && g_token) {  // Q g_nᵀ (R_y, O) into rows n·R_y.. of tq (below)
-          cpu::gemm_serial(false, true, Ry, O, L, T(1), Q.data<T>(), L, gn, L, T(0), tq.data<T>() + n * Ry * O, O);
+          host.gemm_serial(false, true, Ry, O, L, T(1), Q.data<T>(), L, gn, L, T(0), tq.data<T>() + n * Ry * O, O);
         } else if (want_gx) {  // columns = W2ᵀ (Q g_n)
-          cpu::project_tokens(Q.data<T>(), Ry, O, gn, 1, L, trows.data(), 0);  // (R_y, L)
+          host.project_tokens(Q.data<T>(), Ry, O, gn, 1, L, trows.data(), 0, nullptr);  // (R_y, L)
           // (I, R_y)(R_y, L) through the GEMM kernel: R_y here is often 30-60 (ResNet's first
           // stages), where the blocked kernel beats expand_tokens' small-rank tiles.
-          cpu::gemm_serial(true, false, I, L, Ry, T(1), W2.data<T>(), I, tt.data(), L, T(0), cols.data(), L);
+          host.gemm_serial(true, false, I, L, Ry, T(1), W2.data<T>(), I, tt.data(), L, T(0), cols.data(), L);
           col2im(cols.data(), C, H, W, cg.kH, cg.kW, cg.args, dx.data<T>() + n * C * H * W);
         }
       }
@@ -183,7 +184,7 @@ Gradients Instant::backward_conv_image(const SavedState& s, const Tensor& g_y, c
         std::vector<T> cols(static_cast<size_t>(I * L));
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < N; ++n) {
-          cpu::gemm_serial(true, false, I, L, Ry, T(1), pz + n * Ry * I, I, Q.data<T>(), L, T(0), cols.data(), L);
+          host.gemm_serial(true, false, I, L, Ry, T(1), pz + n * Ry * I, I, Q.data<T>(), L, T(0), cols.data(), L);
           col2im(cols.data(), C, H, W, cg.kH, cg.kW, cg.args, dx.data<T>() + n * C * H * W);
         }
       }
