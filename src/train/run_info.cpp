@@ -8,10 +8,7 @@
 #include <fstream>
 #include <thread>
 
-#include "src/cpu/cpu_features.h"
-#include "src/cpu/int8_gemm.h"
-#include "src/cpu/sgemm_avx512.h"
-#include "src/cpu/sgemm_bf16.h"
+#include "src/backend/kernel_info.h"
 
 #ifndef LEANBACK_SOURCE_DIR
 #define LEANBACK_SOURCE_DIR "."
@@ -43,23 +40,18 @@ std::string git_commit() {
 }
 
 nlohmann::json environment_json() {
+  const backend::CpuKernelInfo k = backend::cpu_kernel_info();
   return {{"leanback_version", LEANBACK_VERSION},
           {"build_type", LEANBACK_BUILD_TYPE},
           {"cpu", cpu_model()},
           {"hardware_threads", std::thread::hardware_concurrency()},
           {"omp_threads", omp_get_max_threads()},
           {"build_arch", LEANBACK_ARCH},
-          {"isa", cpu::isa_name(cpu::isa_selected())},
-          {"sgemm", cpu::sgemm_kernel_name()},
-          {"int8_gemm", cpu::int8_gemm_kernel()}};
+          {"isa", k.isa},
+          {"sgemm", k.sgemm},
+          {"int8_gemm", k.int8_gemm}};
 }
 
-std::string bf16_products_note() {
-  if (cpu::sgemm_bf16_preferred()) return cpu::sgemm_bf16_kernel_name();
-  return cpu::sgemm_bf16_available()
-             ? "rounded operands through the f32 kernel (vdpbf16ps runs below the f32 FMA rate on this CPU: "
-               "same numbers, no speed-up)"
-             : "rounded operands through the f32 kernel (this CPU has no AVX512-BF16: same numbers, no speed-up)";
-}
+std::string bf16_products_note() { return backend::bf16_products_note(); }
 
 }  // namespace lb::train

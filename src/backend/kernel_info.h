@@ -1,0 +1,19 @@
+// Internal: which CPU kernels run on this machine (chosen at run time from the CPU's features
+// and LEANBACK_ISA), for the run's environment record and log (src/train/run_info.cpp).
+#pragma once
+#include <string>
+
+namespace lb::backend {
+
+struct CpuKernelInfo {
+  const char* isa;        // the instruction set the kernels were chosen for, e.g. "avx512-vnni"
+  const char* sgemm;      // the f32 GEMM kernel
+  const char* int8_gemm;  // the int8 GEMM kernel (HOT)
+};
+
+// src/cpu/kernel_info.cpp
+CpuKernelInfo cpu_kernel_info();
+// Which kernel runs a bf16 run's products on this CPU, in words.
+std::string bf16_products_note();
+
+}  // namespace lb::backend
