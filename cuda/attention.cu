@@ -17,7 +17,7 @@
 #include "lb/core/philox.h"
 #include "src/backend/attention.h"
 #include "src/backend/gemm.h"
-#include "src/ops/fast_exp.h"
+#include "src/backend/fast_exp.h"
 
 namespace lb::backend {
 namespace {

@@ -11,7 +11,7 @@
 #include "cuda/strided.cuh"
 #include "lb/core/dispatch.h"
 #include "src/backend/softmax.h"
-#include "src/ops/fast_exp.h"
+#include "src/backend/fast_exp.h"
 
 namespace lb::backend {
 namespace {

@@ -1,4 +1,4 @@
-// The vectorizable single-precision formulas behind f32 GELU (src/ops/gelu_f32.h): erf and
+// The vectorizable single-precision formulas behind f32 GELU (src/backend/gelu_f32.h): erf and
 // tanh against libm over a dense grid, GELU and its derivative (erf and tanh forms) in f32
 // against the f64 op, and the constant-derivative scalar ops saving nothing.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "lb/ops.h"
-#include "src/ops/gelu_f32.h"
+#include "src/backend/gelu_f32.h"
 #include "testing/testing.h"
 
 namespace lb {

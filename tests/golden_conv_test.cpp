@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "lb/ops.h"
-#include "src/ops/winograd_conv.h"
+#include "src/cpu/winograd_conv.h"
 #include "testing/testing.h"
 
 namespace lb {

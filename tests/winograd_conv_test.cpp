@@ -1,8 +1,8 @@
-// Winograd F(2×2, 3×3) convolution (src/ops/winograd_conv.h): output and all gradients
+// Winograd F(2×2, 3×3) convolution (src/cpu/winograd_conv.h): output and all gradients
 // against conv2d's im2col path (itself checked against direct loops in conv_pool_test) across
 // batch, channels, image sizes, paddings and bias; f64 finite-difference gradchecks through
 // conv2d; the raw entry points with only dx or only dw wanted; the dispatch rule.
-#include "src/ops/winograd_conv.h"
+#include "src/cpu/winograd_conv.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 
 #include "lb/core/error.h"
 #include "lb/core/host_device.h"
-#include "src/ops/gelu_f32.h"
+#include "src/backend/gelu_f32.h"
 
 namespace lb::backend {
 

@@ -23,8 +23,8 @@
 #include "lb/core/dispatch.h"
 #include "src/backend/attention.h"
 #include "src/cpu/gemm.h"
-#include "src/ops/fast_exp.h"
-#include "src/ops/philox_lanes.h"
+#include "src/backend/fast_exp.h"
+#include "src/cpu/philox_lanes.h"
 
 namespace lb::backend {
 

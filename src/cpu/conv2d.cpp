@@ -31,7 +31,7 @@
 #include "src/backend/conv2d.h"
 #include "src/cpu/gemm_serial.h"
 #include "src/ops/im2col.h"
-#include "src/ops/winograd_conv.h"
+#include "src/cpu/winograd_conv.h"
 
 namespace lb::backend {
 

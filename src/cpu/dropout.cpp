@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "lb/core/dispatch.h"
-#include "src/ops/philox_lanes.h"
+#include "src/cpu/philox_lanes.h"
 
 namespace lb::backend {
 namespace {

@@ -1,5 +1,5 @@
 // Convolution and pooling on NCHW tensors (f32/f64), differentiable. Conv2d is im2col + GEMM,
-// or Winograd F(2×2, 3×3) for 3×3 stride-1 convolutions with enough channels (src/ops/
+// or Winograd F(2×2, 3×3) for 3×3 stride-1 convolutions with enough channels (src/cpu/
 // winograd_conv.h; LEANBACK_CONV_ALGO=im2col|winograd|auto); its backward is split into data
 // (grad_input) and filter (grad_weight, grad_bias) parts.
 #pragma once

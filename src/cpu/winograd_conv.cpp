@@ -45,7 +45,7 @@
 // (LEANBACK_CONV_ALGO=im2col for the first figures). What is left besides the GEMMs, one
 // thread, 64ch 32×32 backward: the transforms and NHWC packing ~1/3 (each tile transform
 // writes 16 values per 4 input or output values), the GEMMs ~2/3.
-#include "src/ops/winograd_conv.h"
+#include "src/cpu/winograd_conv.h"
 
 #include <omp.h>
 

@@ -7,7 +7,7 @@
 //   The tanh form is evaluated as x σ(2u) = x / (1 + e^{-2u}), which equals 0.5 x (1 + tanh u)
 //   without the cancellation of 1 + tanh u in the negative tail.
 #pragma once
-#include "fast_exp.h"
+#include "src/backend/fast_exp.h"
 
 namespace lb::detail {
 
