@@ -33,7 +33,7 @@ nlohmann::json bench_bert(const std::string& name, const models::BertConfig& c, 
 
   optim::Adam adamw(optim::single_group(model.named_parameters(), 1e-4, 0.01));
   const TrainStepTimes t = time_train_steps(
-      opt, [&] { return model.forward(input_ids, Tensor(), keep, label_t).loss; }, adamw,
+      opt, model, kB, [&] { return model.forward(input_ids, Tensor(), keep, label_t).loss; }, adamw,
       strategies);
   return train_step_json(
       name, opt, t, model.num_parameters(),

@@ -36,7 +36,7 @@ nlohmann::json bench_resnet18(const BenchOptions& opt) {
   so.momentum = 0.9;
   optim::SGD sgd(optim::single_group(model.named_parameters(), 0.1, 5e-4), so);
   const TrainStepTimes t =
-      time_train_steps(opt, [&] { return model.forward(images, label_t).loss; }, sgd, strategies);
+      time_train_steps(opt, model, kB, [&] { return model.forward(images, label_t).loss; }, sgd, strategies);
   return train_step_json("resnet18", opt, t, model.num_parameters(),
                          {{"model", {{"depth", 18}, {"cifar_stem", true}, {"classes", 10}}},
                           {"batch", {{"B", kB}, {"image", kHW}}},

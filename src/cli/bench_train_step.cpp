@@ -5,13 +5,12 @@
 
 #include <chrono>
 
-#include "lb/autograd/node.h"
 #include "lb/core/allocator.h"
-#include "lb/core/cuda_runtime_info.h"
 #include "lb/core/storage.h"
 #include "lb/nn/backward/accounting.h"
 #include "lb/nn/backward/calibration.h"
 #include "lb/nn/backward/policy.h"
+#include "lb/train/train_step.h"
 #include "src/cli/bench_strategy.h"
 #include "src/cli/commands.h"
 
@@ -34,46 +33,39 @@ StrategyList apply_bench_strategy(nn::Module& model, const BenchOptions& opt) {
   return strategies;
 }
 
-TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Tensor()>& forward,
-                                optim::Optimizer& optimizer, const StrategyList& strategies) {
+TrainStepTimes time_train_steps(const BenchOptions& opt, nn::Module& model, int64_t batch,
+                                const std::function<Tensor()>& forward, optim::Optimizer& optimizer,
+                                const StrategyList& strategies) {
   std::vector<double> fwd, bwd, upd, step;
   TrainStepTimes r;
+  train::TrainStepOptions options;
+  options.synchronize = true;  // on a GPU each phase ends when its queued kernels have
+  options.device = opt.device;
+  options.strategies = strategies;
+  train::TrainStep train_step(model, optimizer, options);
+  const std::vector<train::MicroBatch> micro{{batch, forward}};
   nn::backward::Calibrator calibrator(strategies);
   optimizer.zero_grad();
   for (int it = 0; it < opt.warmup + opt.iters; ++it) {
     nn::backward::run_context().step = it;
     if (!strategies.empty()) {  // untimed: forward + backward passes without optimizer steps
       const auto c0 = BenchClock::now();
-      if (calibrator.calibrate(it, [&](int64_t) { forward().backward(); }, [&] { optimizer.zero_grad(); })) {
+      if (calibrator.calibrate(it, [&](int64_t) { train_step.accumulate(micro, "calibration"); },
+                               [&] { optimizer.zero_grad(); })) {
         r.calibration_ms += ms_since(c0, BenchClock::now());
         ++r.calibrations;
       }
     }
     if (it == opt.warmup) allocator_for(opt.device).reset_peak();
-    // On a GPU each phase ends when its queued kernels have (cuda_synchronize: a no-op on the CPU).
-    const auto sync = [&] {
-      if (opt.device.is_cuda()) cuda_synchronize(opt.device.index);
-    };
-    const auto t0 = BenchClock::now();
-    Tensor loss = forward();
-    sync();
-    const auto t1 = BenchClock::now();
-    // Outside the timed phases: walks the live nodes.
-    if (it == opt.warmup + opt.iters - 1) r.saved_bytes = autograd::saved_bytes();
-    const auto t2 = BenchClock::now();
-    loss.backward();
-    loss = Tensor();  // the graph is freed by backward; drop the last handle too
-    sync();
-    const auto t3 = BenchClock::now();
-    optimizer.step();
-    optimizer.zero_grad();
-    sync();
-    const auto t4 = BenchClock::now();
+    // Saved bytes: after the last timed step's forward (a walk of the live graph, untimed).
+    const bool last = it == opt.warmup + opt.iters - 1;
+    const train::StepResult s = train_step.run(it, micro, last);
+    if (last) r.saved_bytes = s.saved_bytes;
     if (it < opt.warmup) continue;
-    fwd.push_back(ms_since(t0, t1));
-    bwd.push_back(ms_since(t2, t3));
-    upd.push_back(ms_since(t3, t4));
-    step.push_back(ms_since(t0, t1) + ms_since(t2, t4));
+    fwd.push_back(s.forward_ms);
+    bwd.push_back(s.backward_ms);
+    upd.push_back(s.optimizer_ms);
+    step.push_back(s.forward_ms + s.backward_ms + s.optimizer_ms);
   }
   const MemStats m = allocator_for(opt.device).stats();
   r.ms_per_step = median(step);

@@ -44,9 +44,11 @@ using StrategyList = std::vector<std::shared_ptr<nn::backward::Strategy>>;
 // what the PyTorch twins measure). Bad names/ranks fail with the flag in the message.
 StrategyList apply_bench_strategy(nn::Module& model, const BenchOptions& opt);
 
-// `forward` runs the model on the workload's fixed batch and returns the scalar loss.
-TrainStepTimes time_train_steps(const BenchOptions& opt, const std::function<Tensor()>& forward,
-                                optim::Optimizer& optimizer, const StrategyList& strategies = {});
+// Times train::TrainStep on `model`: `forward` runs it on the workload's fixed batch of
+// `batch` examples and returns the scalar loss.
+TrainStepTimes time_train_steps(const BenchOptions& opt, nn::Module& model, int64_t batch,
+                                const std::function<Tensor()>& forward, optim::Optimizer& optimizer,
+                                const StrategyList& strategies = {});
 
 // The JSON line every model workload prints (extra fields are merged in); with strategies,
 // also their settings and the accounting totals (paper metrics and measured backward cost).

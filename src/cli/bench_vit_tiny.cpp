@@ -38,7 +38,7 @@ nlohmann::json bench_vit_tiny(const BenchOptions& opt) {
 
   optim::Adam adamw(optim::single_group(model.named_parameters(), 1e-4, 0.01));
   const TrainStepTimes t =
-      time_train_steps(opt, [&] { return model.forward(pixels, label_t).loss; }, adamw, strategies);
+      time_train_steps(opt, model, kB, [&] { return model.forward(pixels, label_t).loss; }, adamw, strategies);
   return train_step_json(
       "vit_tiny", opt, t, model.num_parameters(),
       {{"model", {{"layers", c.num_hidden_layers}, {"hidden", c.hidden_size},

@@ -1,12 +1,37 @@
-// GradientSync (see data_parallel.h).
+// The trainer's data-parallel pieces (see data_parallel.h).
 #include "src/train/data_parallel.h"
 
 #include <chrono>
 
 #include "lb/autograd/node.h"
 #include "lb/core/error.h"
+#include "lb/dist/nccl_group.h"
 
 namespace lb::train {
+
+Ranks join_ranks(dist::ProcessGroup* given, Device device) {
+  Ranks r;
+  r.device = device;
+  if (given) {
+    r.group = given;
+    return r;
+  }
+  if (device.is_cuda() && dist::world().size() > 1) {
+    LB_CHECK(dist::nccl_compiled(), "--device ", device.str(), " with ", dist::world().size(),
+             " ranks: this build has no NCCL, which data-parallel training on GPUs runs over");
+    r.device = Device::cuda(dist::nccl_device_of_this_rank());
+    r.owned = dist::make_nccl_group(r.device.index);
+  }
+  r.group = r.owned ? r.owned.get() : &dist::world();
+  return r;
+}
+
+bool on_any_rank(dist::ProcessGroup& group, bool flag, const std::string& what) {
+  if (group.size() == 1) return flag;
+  std::vector<double> v{flag ? 1.0 : 0.0};
+  group.all_reduce_sum(v, what);
+  return v[0] > 0;
+}
 
 GradientSync::GradientSync(dist::ProcessGroup& group, std::vector<Tensor> params, int64_t bucket_bytes)
     : group_(group), params_(std::move(params)) {

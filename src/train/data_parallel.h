@@ -6,13 +6,30 @@
 // first), while the backward goes on; finish() waits for them and copies the sums back.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "lb/core/device.h"
 #include "lb/core/tensor.h"
 #include "lb/dist/process_group.h"
 
 namespace lb::train {
+
+// The ranks a run trains over and the device this rank uses: `given` (tests), else on GPUs
+// under mpirun (or torchrun's variables) one GPU per rank, its local rank's, with the
+// collectives over NCCL (which carries the strings and counts as well), else dist::world().
+struct Ranks {
+  dist::ProcessGroup* group = nullptr;
+  Device device = Device::cpu();
+  std::unique_ptr<dist::ProcessGroup> owned;  // the NCCL group, when this made one
+};
+Ranks join_ranks(dist::ProcessGroup* given, Device device);
+
+// Whether `flag` is set on any rank (every rank stops at the same step: Ctrl-C reaches them
+// at different times). `what` names the collective in its errors.
+bool on_any_rank(dist::ProcessGroup& group, bool flag, const std::string& what);
 
 class GradientSync {
  public:

@@ -25,9 +25,10 @@ nlohmann::json closeness(double dot, double ee, double aa, double dd) {
 // stochastic rounding, so training is unchanged by it. Pass 1 runs every compressed layer
 // beside its exact backward from the same (exact) g_y ("local": g_w and g_x); pass 2 runs the
 // ordinary compressed backward, whose g_w is compared with pass 1's exact one ("end to end").
-nlohmann::json run_grad_probe(TaskModel& model, nn::Module& module,
+nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
                               const std::vector<std::shared_ptr<nn::backward::Strategy>>& strategies,
-                              data::BatchSource& loader, optim::Optimizer& optimizer, int64_t step) {
+                              data::BatchSource& loader, int64_t step) {
+  nn::Module& module = train_step.module();
   std::vector<std::shared_ptr<nn::backward::Strategy>> probed;
   for (const auto& s : strategies)
     if (s->type() != "vanilla") probed.push_back(s);
@@ -53,13 +54,15 @@ nlohmann::json run_grad_probe(TaskModel& model, nn::Module& module,
     auto it = params.find(layer + ".weight");
     return it != params.end() && it->second.grad().defined() ? it->second.grad().clone() : Tensor();
   };
+  const std::vector<data::Batch> batch{held};
+  const auto forward_backward = [&] { train_step.accumulate(micro_batches(model, batch), "gradient probe"); };
   for (const auto& s : probed) s->set_probing(true);
-  model.forward(held).loss.backward();
+  forward_backward();
   for (const auto& s : probed) s->set_probing(false);
   std::vector<Tensor> exact_gw;
   for (const auto& s : probed) exact_gw.push_back(weight_grad(s->layer_name()));
-  optimizer.zero_grad();
-  model.forward(held).loss.backward();
+  train_step.optimizer().zero_grad();
+  forward_backward();
   for (size_t i = 0; i < probed.size(); ++i) {
     const auto& st = probed[i]->probe_stats();
     nlohmann::json l = {{"layer", probed[i]->layer_name()}, {"type", probed[i]->type()}};
@@ -78,7 +81,7 @@ nlohmann::json run_grad_probe(TaskModel& model, nn::Module& module,
     }
     out.push_back(l);
   }
-  optimizer.zero_grad();
+  train_step.optimizer().zero_grad();
   if (was_training) module.train();
   rc.step = saved_step;
   return out;

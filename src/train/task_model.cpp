@@ -130,4 +130,11 @@ std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_la
   return std::make_unique<ResNetTask>(std::make_unique<models::ResNet>(cfg), smoothing);
 }
 
+std::vector<MicroBatch> micro_batches(TaskModel& model, const std::vector<data::Batch>& batches) {
+  std::vector<MicroBatch> micro;
+  micro.reserve(batches.size());
+  for (const auto& b : batches) micro.push_back({b.size(), [&model, &b] { return model.forward(b).loss; }});
+  return micro;
+}
+
 }  // namespace lb::train

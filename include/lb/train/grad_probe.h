@@ -9,17 +9,18 @@
 #include "lb/data/batch.h"
 #include "lb/nn/backward/strategy.h"
 #include "lb/nn/module.h"
-#include "lb/optim/optimizer.h"
 #include "lb/train/task_model.h"
+#include "lb/train/train_step.h"
 
 namespace lb::train {
 
 // One probe at optimizer step `step` on the first batch of `loader` (positioned afresh):
 // per compressed layer {"layer", "type", "local": {"g_w", "g_x"}, "end_to_end": {"g_w"}},
-// each {"cos", "rel_err"}, or "probed": false where the layer ran exact. The optimizer's
-// gradients are zeroed afterwards; the module's mode and the strategies' step key restored.
-nlohmann::json run_grad_probe(TaskModel& model, nn::Module& module,
+// each {"cos", "rel_err"}, or "probed": false where the layer ran exact. Its forward and
+// backward passes are the TrainStep's (no optimizer step); the gradients are zeroed afterwards,
+// the module's mode and the strategies' step key restored.
+nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
                               const std::vector<std::shared_ptr<nn::backward::Strategy>>& strategies,
-                              data::BatchSource& loader, optim::Optimizer& optimizer, int64_t step);
+                              data::BatchSource& loader, int64_t step);
 
 }  // namespace lb::train

@@ -4,10 +4,12 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lb/data/batch.h"
 #include "lb/nn/module.h"
 #include "lb/train/config.h"
+#include "lb/train/train_step.h"
 
 namespace lb::train {
 
@@ -45,5 +47,8 @@ class TaskModel {
 // the Hugging Face load report (weights newly initialised / unused).
 std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels,
                                             int64_t vocab_size, std::string* log = nullptr);
+
+// The batches as a TrainStep's micro-batches of `model` (the batches must outlive them).
+std::vector<MicroBatch> micro_batches(TaskModel& model, const std::vector<data::Batch>& batches);
 
 }  // namespace lb::train

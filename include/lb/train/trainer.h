@@ -38,15 +38,9 @@
 #include "lb/dist/process_group.h"
 
 #include "lb/train/config.h"
+#include "lb/train/train_step.h"  // Diverged
 
 namespace lb::train {
-
-// A run that diverged: its loss, gradients or weights became NaN or inf. The message names
-// the step and the last good checkpoint (none is written from non-finite state).
-class Diverged : public Error {
- public:
-  explicit Diverged(const std::string& msg) : Error(msg) {}
-};
 
 struct TrainOptions {
   std::string strategy;          // run override of backward strategies ("" = config's policy)

@@ -1,0 +1,49 @@
+// The trainer's calibrations (see calibration_schedule.h).
+#include "src/train/calibration_schedule.h"
+
+#include <chrono>
+
+#include "lb/core/error.h"
+
+namespace lb::train {
+
+CalibrationSchedule::CalibrationSchedule(std::vector<std::shared_ptr<nn::backward::Strategy>> strategies,
+                                         TaskModel& model, TrainStep& step, data::BatchSource& loader,
+                                         int64_t batches_per_epoch, int64_t grad_accum, dist::ProcessGroup* group)
+    : calibrator_(std::move(strategies)),
+      model_(model),
+      step_(step),
+      loader_(loader),
+      batches_(batches_per_epoch),
+      grad_accum_(grad_accum) {
+  calibrator_.set_group(group);
+}
+
+void CalibrationSchedule::run_if_due(int64_t step, TrainerState& st, MetricsLog& metrics, const Logger& log,
+                                     Progress& progress) {
+  if (!calibrator_.needs_calibration(step)) return;
+  const auto c0 = std::chrono::steady_clock::now();
+  calibrator_.calibrate(
+      step,
+      [&](int64_t) {
+        std::vector<data::Batch> mb(static_cast<size_t>(grad_accum_));
+        for (auto& b : mb) {
+          const int64_t c = st.calib_batches++;
+          loader_.start_epoch(c / batches_, c % batches_);
+          LB_CHECK(loader_.next(b), "calibration loader ran dry");
+        }
+        step_.accumulate(micro_batches(model_, mb), "calibration example count");
+      },
+      [&] { step_.optimizer().zero_grad(); });
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+  metrics.write({{"type", "calibration"}, {"step", step}, {"ms", ms}, {"report", calibrator_.report()["layers"]}});
+  for (const auto& [layer, why] : calibrator_.take_failures()) {
+    progress.pause();
+    log.warn("step " + std::to_string(step + 1) + ": calibration of " + layer +
+             " failed; the layer runs the vanilla (exact) backward from now on: " + why);
+    metrics.write({{"type", "warning"}, {"step", step}, {"layer", layer},
+                   {"message", "calibration failed; vanilla backward from now on: " + why}});
+  }
+}
+
+}  // namespace lb::train

@@ -1,0 +1,47 @@
+// Internal: the trainer's calibrations (INSTANT's bases, HOT's quantiser choice) before the
+// optimizer steps that need them, on their own stream of training batches (positioned by
+// TrainerState::calib_batches, so a resumed run draws the batches an uninterrupted one would).
+// One calibration pass sees what one optimizer step sees: grad_accum micro-batches, their
+// losses weighted as in training, so accumulation leaves the statistics unchanged.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/data/batch.h"
+#include "lb/dist/process_group.h"
+#include "lb/nn/backward/calibration.h"
+#include "lb/train/metrics_log.h"
+#include "lb/train/progress.h"
+#include "lb/train/task_model.h"
+#include "lb/train/train_step.h"
+#include "src/train/trainer_state.h"
+
+namespace lb::train {
+
+class CalibrationSchedule {
+ public:
+  // group: data-parallel ranks (nullptr: one process); the statistics are summed over them.
+  CalibrationSchedule(std::vector<std::shared_ptr<nn::backward::Strategy>> strategies, TaskModel& model,
+                      TrainStep& step, data::BatchSource& loader, int64_t batches_per_epoch, int64_t grad_accum,
+                      dist::ProcessGroup* group);
+
+  // Calibrates the strategies that want it before optimizer step `step` (none: nothing):
+  // a "calibration" metrics line, and a warning line and log for each layer whose calibration
+  // failed (it runs the exact backward from then on).
+  void run_if_due(int64_t step, TrainerState& state, MetricsLog& metrics, const Logger& log, Progress& progress);
+
+  // The Calibrator's report: calibrations, their time and steps, per-layer ranks and costs.
+  nlohmann::json report() const { return calibrator_.report(); }
+
+ private:
+  nn::backward::Calibrator calibrator_;
+  TaskModel& model_;
+  TrainStep& step_;
+  data::BatchSource& loader_;
+  int64_t batches_, grad_accum_;
+};
+
+}  // namespace lb::train

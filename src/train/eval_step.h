@@ -1,0 +1,26 @@
+// Internal: an evaluation during training (rank 0): the "eval" metrics line (Hugging Face
+// names: eval_loss, eval_accuracy, ...), its log line, and the best evaluation so far by the
+// task's primary metric, kept in the trainer state.
+#pragma once
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/data/batch.h"
+#include "lb/train/metrics_log.h"
+#include "lb/train/progress.h"
+#include "lb/train/task_data.h"
+#include "lb/train/task_model.h"
+#include "src/train/trainer_state.h"
+
+namespace lb::train {
+
+struct EvalAtStep {
+  nlohmann::json line;  // the metrics line written
+  bool best = false;    // the best so far (state.best_metric / best_eval updated)
+};
+
+EvalAtStep evaluate_at_step(TaskModel& model, data::BatchSource& loader, const TaskData& data,
+                            int64_t steps_per_epoch, TrainerState& state, MetricsLog& metrics, const Logger& log);
+
+}  // namespace lb::train

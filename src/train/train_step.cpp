@@ -1,0 +1,147 @@
+// One training step (see train_step.h).
+#include "lb/train/train_step.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "lb/autograd/node.h"
+#include "lb/core/cuda_runtime_info.h"
+#include "lb/nn/backward/accounting.h"
+#include "lb/ops/elementwise.h"
+#include "src/train/data_parallel.h"
+
+namespace lb::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+std::string number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+TrainStep::TrainStep(nn::Module& module, optim::Optimizer& optimizer, TrainStepOptions options)
+    : module_(module), optimizer_(optimizer), opt_(std::move(options)) {
+  for (const auto& p : module_.parameters())
+    if (p.requires_grad()) trainable_.push_back(p);
+}
+
+void TrainStep::wait_for_device() const {
+  if (opt_.synchronize && opt_.device.is_cuda()) cuda_synchronize(opt_.device.index);
+}
+
+// Data-parallel: each rank weights its micro-batches by their share of the global batch.
+int64_t TrainStep::global_examples(const std::vector<MicroBatch>& micro, const std::string& what) {
+  int64_t n = 0;
+  for (const auto& m : micro) n += m.examples;
+  if (opt_.group && opt_.group->size() > 1) {
+    std::vector<double> v{static_cast<double>(n)};
+    opt_.group->all_reduce_sum(v, what);
+    n = static_cast<int64_t>(v[0]);
+  }
+  return n;
+}
+
+void TrainStep::accumulate(const std::vector<MicroBatch>& micro, const std::string& what) {
+  const double examples = static_cast<double>(global_examples(micro, what));
+  for (const auto& m : micro) {
+    if (m.examples == 0) continue;
+    const double share = static_cast<double>(m.examples) / examples;
+    const Tensor loss = m.loss();
+    (share == 1.0 ? loss : loss * share).backward();
+  }
+}
+
+StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bool measure_saved) {
+  StepResult r;
+  const std::string at = "step " + std::to_string(step + 1);
+  r.examples = global_examples(micro, "example count of " + at);
+  const double examples = static_cast<double>(r.examples);
+  const bool parallel = opt_.group && opt_.group->size() > 1;
+  // Data-parallel: the last backward pass of the step starts the buckets' all-reduces as their
+  // gradients complete (GradientSync::arm), overlapping the rest of the backward.
+  size_t last_nonempty = micro.size();
+  for (size_t m = 0; m < micro.size(); ++m)
+    if (micro[m].examples > 0) last_nonempty = m;
+  for (size_t m = 0; m < micro.size(); ++m) {
+    if (micro[m].examples == 0) continue;
+    const auto f0 = Clock::now();
+    Tensor loss = micro[m].loss();
+    wait_for_device();
+    const auto f1 = Clock::now();
+    if (m == 0 && measure_saved) {  // untimed: walks the live graph
+      r.saved_bytes = autograd::saved_bytes();
+      // The papers' accounting at this batch's geometry (per example, as they report it).
+      const auto paper = nn::backward::paper_totals_last_call(opt_.strategies);
+      const double ex = static_cast<double>(micro[m].examples);
+      r.paper_flops_per_example = paper.backward_flops / ex;
+      r.paper_saved_bytes_per_example = paper.saved_bytes_fp32 / ex;
+    }
+    const double l = loss.item_double();
+    if (!std::isfinite(l))
+      throw Diverged(at + ": the training loss is " + number(l) + " (micro-batch " + std::to_string(m) + ")");
+    const double share = static_cast<double>(micro[m].examples) / examples;
+    r.loss += l * share;
+    const auto f2 = Clock::now();
+    if (parallel && opt_.sync && m == last_nonempty) opt_.sync->arm();
+    (share == 1.0 ? loss : loss * share).backward();
+    loss = Tensor();  // the graph is freed by backward; drop the last handle too
+    wait_for_device();
+    const auto f3 = Clock::now();
+    r.forward_ms += ms_between(f0, f1);
+    r.backward_ms += ms_between(f2, f3);
+  }
+  if (parallel) {  // the global batch's gradient and loss on every rank
+    const auto s0 = Clock::now();
+    if (opt_.sync) opt_.sync->finish();  // what the overlap did not hide
+    std::vector<double> v{r.loss};
+    opt_.group->all_reduce_sum(v, "loss of " + at);
+    r.loss = v[0];
+    r.sync_ms = ms_between(s0, Clock::now());
+  }
+  const auto o0 = Clock::now();
+  if (opt_.max_grad_norm) {
+    const double max = *opt_.max_grad_norm > 0 ? *opt_.max_grad_norm : std::numeric_limits<double>::infinity();
+    r.grad_norm = optim::clip_grad_norm(trainable_, max);
+    if (!std::isfinite(r.grad_norm)) {
+      const std::string bad = first_bad_gradient();
+      throw Diverged(at + ": non-finite gradient norm " + number(r.grad_norm) +
+                     (bad.empty() ? std::string("") : " (first in " + bad + ")"));
+    }
+  }
+  if (opt_.schedule) optimizer_.set_lr_factor(opt_.schedule->factor(step));
+  r.lr = optimizer_.groups().front().lr;
+  optimizer_.step();
+  optimizer_.zero_grad();
+  wait_for_device();
+  r.optimizer_ms = ms_between(o0, Clock::now());
+  return r;
+}
+
+// The first parameter whose gradient holds a NaN/inf, as "name (layer L, backward strategy S)".
+std::string TrainStep::first_bad_gradient() {
+  for (const auto& [name, p] : module_.named_parameters()) {
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    const auto v = g.to_double_vector();
+    if (std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); })) continue;
+    for (const auto& s : opt_.strategies)
+      if (name.rfind(s->layer_name() + ".", 0) == 0)
+        return name + " (layer " + s->layer_name() + ", backward strategy " + s->type() + ")";
+    return name;
+  }
+  return "";
+}
+
+}  // namespace lb::train

@@ -1,0 +1,111 @@
+// A training run's parts (see training_setup.h).
+#include "src/train/training_setup.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lb/core/error.h"
+#include "lb/core/random.h"
+
+namespace lb::train {
+
+namespace {
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, nn::Module& model) {
+  const OptimizerSection& o = c.optimizer;
+  const auto named = model.named_parameters();
+  auto groups = optim::param_groups_with_decay(named, o.lr, o.weight_decay, o.no_decay);
+  if (o.type == "sgd") {
+    optim::SgdOptions s;
+    s.momentum = o.momentum;
+    s.nesterov = o.nesterov;
+    return std::make_unique<optim::SGD>(std::move(groups), s);
+  }
+  optim::AdamOptions a;
+  a.beta1 = o.beta1;
+  a.beta2 = o.beta2;
+  a.eps = o.eps;
+  a.decoupled = o.type == "adamw";
+  return std::make_unique<optim::Adam>(std::move(groups), a);
+}
+
+optim::LrSchedule make_schedule(const ScheduleSection& s, int64_t total_steps) {
+  optim::LrSchedule sch;
+  sch.kind = s.type == "linear"   ? optim::ScheduleKind::Linear
+             : s.type == "cosine" ? optim::ScheduleKind::Cosine
+                                  : optim::ScheduleKind::Constant;
+  sch.total_steps = total_steps;
+  sch.warmup_steps = s.warmup_steps > 0
+                         ? s.warmup_steps
+                         : static_cast<int64_t>(std::ceil(s.warmup_ratio * static_cast<double>(total_steps)));
+  if (sch.kind != optim::ScheduleKind::Constant)
+    sch.warmup_steps = std::min(sch.warmup_steps, std::max<int64_t>(total_steps - 1, 0));
+  sch.min_ratio = s.min_ratio;
+  return sch;
+}
+
+}  // namespace
+
+TrainingSetup set_up_training(Config& config, const std::string& strategy, Device device,
+                              const dist::ProcessGroup& pg) {
+  const TrainSection& tc = config.train;
+  const int64_t world = pg.size();
+  TrainingSetup s;
+  manual_seed(tc.seed);
+  s.data = load_task_data(config);
+  s.model = build_task_model(config, s.data.num_labels, s.data.vocab_size, &s.load_log);
+  nn::Module& module = s.model->module();
+  for (const auto& g : config.freeze) {
+    try {
+      module.freeze(g);
+    } catch (const Error& e) {
+      throw Error(config.source + ": freeze: " + e.what());
+    }
+  }
+  s.policy = nn::backward::Policy::from_json(config.backward, "backward");
+  try {
+    s.plan = s.policy.plan(module, strategy);
+  } catch (const Error& e) {
+    throw Error(config.source + ": " + e.what());
+  }
+  // Padding: dynamic by default. BERT runs padding-free unless told not to (skip_padding
+  // "auto" = true): token-wise layers see only the kept tokens, and INSTANT's token-axis
+  // projections work per sequence (packed_sequences.h). Their bases span max_seq_len
+  // positions and each sequence (or padded batch) of L tokens projects with their first L
+  // columns (set_max_tokens, below).
+  if (config.data.padding == "auto") config.data.padding = "dynamic";
+  if (config.model.type == "bert") {
+    if (config.model.skip_padding == "auto") config.model.skip_padding = "true";
+    s.model->set_skip_padding(config.model.skip_padding == "true");
+  }
+  s.strategies = s.policy.apply(module, strategy);
+  if (s.data.text)
+    for (const auto& st : s.strategies) st->set_max_tokens(config.data.max_seq_len);
+  if (!device.is_cpu()) {
+    for (const auto& st : s.strategies)
+      LB_CHECK(!st->cpu_only(st->on_conv()), "--device ", device.str(), ": layer ", st->layer_name(), " uses ",
+               st->type(), ", whose ", st->on_conv() ? "Conv2d" : "Linear",
+               " kernels run on the CPU only so far. HINT: --strategy vanilla");
+    s.model->to(device);  // before the optimizer takes the parameters
+  }
+  LB_CHECK(world == 1 || tc.grad_probe_every == 0, config.source,
+           ": train.grad_probe_every is not supported with data-parallel training yet (run the probe "
+           "with one process)");
+  s.optimizer = make_optimizer(config, module);
+  const auto params = module.parameters();
+  LB_CHECK(std::any_of(params.begin(), params.end(), [](const Tensor& p) { return p.requires_grad(); }), config.source, ": freeze: every parameter is frozen; nothing to train");
+
+  s.train_loader = make_loader(s.data, config, /*train_split=*/true, tc.seed, pg.rank(), world);
+  s.calib_loader = make_loader(s.data, config, true, tc.seed ^ 0x5ca1ab1eULL, pg.rank(), world);
+  s.eval_loader = make_loader(s.data, config, /*train_split=*/false, tc.seed);
+  s.batches = s.train_loader->batches_per_epoch();
+  s.steps_per_epoch = (s.batches + tc.grad_accum - 1) / tc.grad_accum;
+  s.total_steps = tc.max_steps > 0 ? tc.max_steps
+                                   : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(
+                                                              tc.epochs * static_cast<double>(s.steps_per_epoch))));
+  s.schedule = make_schedule(config.schedule, s.total_steps);
+  s.eval_every = tc.eval_every > 0 ? tc.eval_every : s.steps_per_epoch;
+  return s;
+}
+
+}  // namespace lb::train
