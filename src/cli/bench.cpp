@@ -72,9 +72,12 @@ std::optional<BenchOptions> parse_options(const std::vector<std::string>& args) 
   add_precision_option(app, opt.precision, {"f32", "bf16", "tf32"},
                        "f32; bf16: every float product on bf16 operands; tf32 (CUDA)");
   add_device_option(app, device);
+  int threads = 0;
+  add_threads_option(app, threads);
   app.add_flag("--json", opt.json, "one JSON line");
   if (!parse_cli(app, std::vector<std::string>(args.begin() + 1, args.end()))) return std::nullopt;
   opt.device = parse_device_flag(device);
+  apply_threads_flag(threads);
   return opt;
 }
 

@@ -154,7 +154,7 @@ int cmd_bench_gemm(const std::vector<std::string>& args) {
   app.add_flag("--ta", one.ta, "A transposed");
   app.add_flag("--tb", one.tb, "B transposed");
   app.add_option("--iters", iters, "timed repetitions")->check(CLI::Range(1, 1000))->capture_default_str();
-  app.add_option("--threads", threads, "threads (CPU)")->check(CLI::Range(1, 64))->capture_default_str();
+  add_threads_option(app, threads, "copies run at once, one per CPU thread", 1, 64)->capture_default_str();
   add_precision_option(app, precision, {"f32", "bf16", "int8", "tf32"}, "f32, bf16, int8; tf32 (CUDA)");
   add_device_option(app, device);
   app.add_flag("--json", json, "one JSON line per shape");

@@ -33,10 +33,21 @@ std::vector<std::string> strategy_names();
 // (exit 2) otherwise, before any work.
 Device parse_device_flag(const std::string& flag);
 
+// --threads: the CPU threads of every kernel (OpenMP, and OpenBLAS through it), as
+// torch.set_num_threads; 0 leaves the default (OMP_NUM_THREADS, else every core).
+void apply_threads_flag(int threads);
+
 // The flags every command spells the same way (the value is checked by parse_device_flag /
-// the listed choices).
-inline CLI::Option* add_device_option(CLI::App& app, std::string& device) {
-  return app.add_option("--device", device, "cpu, or cuda / cuda:N")->capture_default_str();
+// the listed choices; --threads is applied by apply_threads_flag).
+inline CLI::Option* add_device_option(CLI::App& app, std::string& device,
+                                      const std::string& help = "cpu, or cuda / cuda:N") {
+  return app.add_option("--device", device, help)->capture_default_str();
+}
+inline CLI::Option* add_threads_option(
+    CLI::App& app, int& threads,
+    const std::string& help = "CPU threads of every kernel (default: OMP_NUM_THREADS, else every core)",
+    int lowest = 0, int highest = 1024) {
+  return app.add_option("--threads", threads, help)->check(CLI::Range(lowest, highest));
 }
 inline CLI::Option* add_precision_option(CLI::App& app, std::string& precision,
                                          const std::vector<std::string>& choices, const std::string& help) {

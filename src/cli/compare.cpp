@@ -33,11 +33,14 @@ int cmd_compare(const std::vector<std::string>& args) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   app.add_option("--set", sets, "override a config key for every run (repeatable)")->allow_extra_args(false);
   app.add_option("--out", opt.out_dir, "compare directory (default: <run dir>-compare)");
-  app.add_option("--device", device,
-                 "cpu, or cuda / cuda:N (vanilla only for now: INSTANT's and HOT's kernels are CPU-only)");
+  add_device_option(app, device,
+                    "cpu, or cuda / cuda:N (vanilla only for now: INSTANT's and HOT's kernels are CPU-only)");
+  int threads = 0;
+  add_threads_option(app, threads);
   app.add_flag("--no-plots", no_plots, "write the report without drawing plots");
   app.add_flag("--no-progress", no_progress, "plain log lines even on a terminal");
   if (!parse_cli(app, args)) return 0;
+  apply_threads_flag(threads);
   opt.strategies.clear();
   const auto known = strategy_names();
   for (size_t start = 0; start <= strategies.size();) {

@@ -62,6 +62,7 @@ void refuse_replacing(const fs::path& file, const fs::path& dir, bool overwrite)
 int cmd_eval(const std::vector<std::string>& args) {
   CLI::App app{"Evaluate a checkpoint on a labeled split: prints the metrics as JSON.", "leanback eval"};
   std::string config_path, checkpoint, split, predictions, device = "cpu";
+  int threads = 0;
   std::vector<std::string> sets;
   bool overwrite = false;
   app.add_option("config", config_path, "the run's JSON config")->required();
@@ -69,9 +70,11 @@ int cmd_eval(const std::vector<std::string>& args) {
   app.add_option("--split", split, "dev (default: the task's first dev split), dev_matched, test, ...");
   app.add_option("--predictions", predictions, "write per-example index, gold, prediction, logits (JSON lines)");
   app.add_option("--set", sets, "override a config key (repeatable)")->allow_extra_args(false);
-  app.add_option("--device", device, "cpu, or cuda / cuda:N");
+  add_device_option(app, device);
+  add_threads_option(app, threads);
   app.add_flag("--overwrite", overwrite, "replace an existing predictions file");
   if (!parse_cli(app, args)) return 0;
+  apply_threads_flag(threads);
   if (!predictions.empty()) refuse_existing(predictions, overwrite);
   Loaded l = load(config_path, sets, checkpoint, split, parse_device_flag(device));
   if (!l.data.eval_labeled() && predictions.empty())
@@ -106,6 +109,7 @@ int cmd_eval(const std::vector<std::string>& args) {
 int cmd_predict(const std::vector<std::string>& args) {
   CLI::App app{"Predict the test split(s) and write GLUE-server submission files.", "leanback predict"};
   std::string config_path, checkpoint, out_dir, device = "cpu";
+  int threads = 0;
   std::vector<std::string> sets, splits;
   bool overwrite = false;
   app.add_option("config", config_path, "the run's JSON config")->required();
@@ -114,9 +118,11 @@ int cmd_predict(const std::vector<std::string>& args) {
   app.add_option("--split", splits, "split(s) to predict (default: the task's test splits)")
       ->allow_extra_args(false);
   app.add_option("--set", sets, "override a config key (repeatable)")->allow_extra_args(false);
-  app.add_option("--device", device, "cpu, or cuda / cuda:N");
+  add_device_option(app, device);
+  add_threads_option(app, threads);
   app.add_flag("--overwrite", overwrite, "replace existing submission files");
   if (!parse_cli(app, args)) return 0;
+  apply_threads_flag(threads);
   const train::Config probe = train::load_config(config_path, sets);
   if (splits.empty()) {
     if (probe.data.task == "synthetic" || probe.data.task == "cifar10" ||

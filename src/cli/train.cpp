@@ -3,6 +3,7 @@
 // SIGTERM saves a resumable checkpoint and exits with status 130 / 143 (stop_signals.h).
 #include <fcntl.h>
 #include <sys/wait.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,6 +38,10 @@ Device parse_device_flag(const std::string& flag) {
                      (cuda_compiled() ? "this machine has " + std::to_string(cuda_device_count()) + " CUDA device(s)"
                                       : std::string("this leanback was built without CUDA")));
   return d;
+}
+
+void apply_threads_flag(int threads) {
+  if (threads > 0) omp_set_num_threads(threads);
 }
 
 namespace {
@@ -136,8 +141,11 @@ int cmd_train(const std::vector<std::string>& args) {
   app.add_option("--resume", opt.resume, "continue from a run directory or one of its checkpoints");
   app.add_option("--seed", seed, "seed of every random stream (overrides train.seed)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--device", device,
-                 "cpu, or cuda / cuda:N (every layer vanilla for now: INSTANT's and HOT's kernels are CPU-only)");
+  add_device_option(app, device,
+                    "cpu, or cuda / cuda:N (every layer vanilla for now: INSTANT's and HOT's kernels are CPU-only)");
+  int threads = 0;
+  add_threads_option(app, threads, "CPU threads of every kernel, per process (default: OMP_NUM_THREADS, else every "
+                                   "core, divided among --nproc processes)");
   app.add_flag("--overwrite", opt.overwrite,
                "replace an earlier run in the run directory (only a directory leanback created; only the files it wrote)");
   app.add_flag("--no-progress", no_progress, "plain log lines even on a terminal");
@@ -153,6 +161,7 @@ int cmd_train(const std::vector<std::string>& args) {
     return run_mpirun(nproc, args);
   }
   opt.device = parse_device_flag(device);
+  apply_threads_flag(threads);
   if (seed >= 0) opt.seed = static_cast<uint64_t>(seed);
   if (no_progress) opt.progress = 0;
   if (!opt.resume.empty() && opt.out_dir.empty()) {

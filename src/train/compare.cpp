@@ -15,6 +15,7 @@
 #include "lb/core/error.h"
 #include "lb/io/atomic_file.h"
 #include "lb/io/json_file.h"
+#include "lb/train/metrics_log.h"
 #include "lb/train/output_dir.h"
 #include "lb/train/plots.h"
 #include "lb/train/trainer.h"
@@ -26,24 +27,6 @@ namespace fs = std::filesystem;
 namespace {
 
 nlohmann::json read_json_file(const fs::path& p) { return io::read_json_file(p.string()); }
-
-std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
-  std::ifstream in(p);
-  LB_CHECK(in.good(), p.string(), ": cannot read");
-  std::vector<nlohmann::json> out;
-  int line_no = 0;
-  for (std::string l; std::getline(in, l);) {
-    ++line_no;
-    if (l.empty()) continue;
-    try {
-      out.push_back(io::parse_json(l, p.string() + ":" + std::to_string(line_no)));
-    } catch (const Error&) {
-      // A run killed mid-write leaves a torn last line; anything else is damage.
-      LB_CHECK(in.peek() == std::char_traits<char>::eof(), p.string(), ":", line_no, ": not valid JSON");
-    }
-  }
-  return out;
-}
 
 // Written into a run directory whose training diverged (non-finite loss or gradient).
 constexpr const char* kFailedFile = "compare_failed.txt";
@@ -118,7 +101,7 @@ nlohmann::json summarize_probes(const std::vector<nlohmann::json>& probes, doubl
 // One finished run: its metrics, costs and per-layer choices.
 nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
   const nlohmann::json results = read_json_file(run / "eval_results.json");
-  const auto lines = read_jsonl(run / "metrics.jsonl");
+  const auto lines = read_metrics((run / "metrics.jsonl").string());
   std::vector<double> step_ms, fwd_ms, bwd_ms, saved, paper_flops, paper_saved, wait_ms;
   double saved_peak = 0, peak_bytes = 0, calib_ms = 0;
   int64_t last_step = 0;

@@ -1,4 +1,4 @@
-// metrics.jsonl writer and its resume truncation (see metrics_log.h).
+// metrics.jsonl: writer, reader and resume truncation (see metrics_log.h).
 #include "lb/train/metrics_log.h"
 
 #include <fcntl.h>
@@ -41,6 +41,24 @@ void MetricsLog::write(const nlohmann::json& line) {
             cut ? " (the partial line was removed; the file ends at the previous line)"
                 : " (the file may end in a partial line)");
   }
+}
+
+std::vector<nlohmann::json> read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  LB_CHECK(in.good(), path, ": cannot read");
+  std::vector<nlohmann::json> out;
+  int line_no = 0;
+  for (std::string l; std::getline(in, l);) {
+    ++line_no;
+    if (l.empty()) continue;
+    try {
+      out.push_back(io::parse_json(l, path + ":" + std::to_string(line_no)));
+    } catch (const Error&) {
+      // A run killed mid-write leaves a torn last line; anything else is damage.
+      LB_CHECK(in.peek() == std::char_traits<char>::eof(), path, ":", line_no, ": not valid JSON");
+    }
+  }
+  return out;
 }
 
 void truncate_metrics(const std::string& path, int64_t step) {
