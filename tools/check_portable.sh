@@ -17,7 +17,7 @@ while IFS= read -r obj; do
     echo "error: $obj has $n AVX/AVX-512 instructions outside the dispatched kernels" >&2
     bad=1
   fi
-done < <(find "$build/CMakeFiles/leanback_lib.dir" -name '*.o')
+done < <(find "$build"/CMakeFiles/lb_*.dir -name '*.o')  # the layer libraries (CMakeLists.txt)
 [ "$bad" = 0 ] || exit 1
 "$build/leanback" info
 for isa in portable avx2 avx512 avx512-vnni avx512-bf16 amx; do

@@ -7,14 +7,14 @@
 // kernel), and a strided copy — so the CPU tests check them against the CPU loops.
 #pragma once
 #include "lb/core/tensor.h"
-#include "lb/nn/backward/strategy.h"
+#include "lb/ops/conv.h"
 #include "src/backend/backend.h"
 
 namespace lb::backend {
 
 struct ConvTokenKernels {
-  Tensor (*to_tokens)(const Tensor& x, const nn::backward::ConvGeometry& cg);
-  Tensor (*from_tokens)(const Tensor& tokens, const nn::backward::ConvGeometry& cg);
+  Tensor (*to_tokens)(const Tensor& x, const ConvGeometry& cg);
+  Tensor (*from_tokens)(const Tensor& tokens, const ConvGeometry& cg);
   Tensor (*transpose_last2)(const Tensor& t);
 };
 
@@ -30,8 +30,8 @@ inline const ConvTokenKernels& conv_token_kernels(Device d) {
 }
 
 namespace generic_conv_tokens {
-Tensor to_tokens(const Tensor& x, const nn::backward::ConvGeometry& cg);
-Tensor from_tokens(const Tensor& tokens, const nn::backward::ConvGeometry& cg);
+Tensor to_tokens(const Tensor& x, const ConvGeometry& cg);
+Tensor from_tokens(const Tensor& tokens, const ConvGeometry& cg);
 Tensor transpose_last2(const Tensor& t);
 }  // namespace generic_conv_tokens
 

@@ -16,8 +16,6 @@
 
 namespace lb::backend {
 
-using nn::backward::ConvGeometry;
-
 namespace {
 
 bool is_pointwise(const ConvGeometry& cg) {

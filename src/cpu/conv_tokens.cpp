@@ -9,8 +9,6 @@
 
 namespace lb::backend {
 
-using nn::backward::ConvGeometry;
-
 namespace {
 // (B, R, C) contiguous -> (B, C, R) contiguous, in 32x32 tiles (the generic strided copy is
 // several times slower, and these layouts are moved on every strategy-driven conv call).

@@ -7,8 +7,8 @@
 
 #include "lb/autograd/grad_mode.h"
 #include "lb/core/dispatch.h"
+#include "lb/core/glob.h"
 #include "src/backend/optim.h"
-#include "lb/nn/module.h"
 
 namespace lb::optim {
 
@@ -19,7 +19,7 @@ std::vector<ParamGroup> param_groups_with_decay(const NamedTensors& named, doubl
   for (const auto& [name, p] : named) {
     if (!p.requires_grad()) continue;
     bool nd = false;
-    for (const auto& pat : no_decay) nd = nd || nn::glob_match(pat, name);
+    for (const auto& pat : no_decay) nd = nd || glob_match(pat, name);
     (nd ? plain : decay).params.emplace_back(name, p);
   }
   std::vector<ParamGroup> out;

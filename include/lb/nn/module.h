@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "lb/core/glob.h"
 #include "lb/core/tensor.h"
 
 namespace lb::nn {
@@ -23,8 +24,8 @@ struct LoadReport {
   std::vector<std::string> unexpected;
 };
 
-// Glob over dotted names: '*' matches any run of characters (dots included), '?' one.
-bool glob_match(const std::string& pattern, const std::string& name);
+// Glob over dotted names (lb/core/glob.h).
+using lb::glob_match;
 
 class Module {
  public:

@@ -42,6 +42,16 @@ void im2col(const double* x, int64_t C, int64_t H, int64_t W, int64_t kH, int64_
 void col2im(const double* cols, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
             const Conv2dArgs& args, double* dx);
 
+// A Conv2d call seen as a GEMM: x (N, C, H, W) -> tokens (B = N, L = Ho·Wo, I = C·kH·kW)
+// by im2col (1×1 stride-1 unpadded: a plain transpose), w (O, C, kH, kW) -> (O, I). The
+// backward strategies work on this view (lb/nn/backward/strategy.h); it lives here, with the
+// convolution, because the backend's token-view kernels (src/backend/conv_tokens.h) take it.
+struct ConvGeometry {
+  Shape x_shape;  // (N, C, H, W)
+  int64_t kH = 1, kW = 1, Ho = 1, Wo = 1;
+  Conv2dArgs args;
+};
+
 struct Pool2dArgs {
   std::array<int64_t, 2> kernel{2, 2};
   std::array<int64_t, 2> stride{2, 2};

@@ -49,13 +49,8 @@ struct SavedState {
   SequenceOffsets sequences;  // a padding-free call's sequences (null: not packed)
 };
 
-// A Conv2d call seen as a GEMM: x (N, C, H, W) -> tokens (B = N, L = Ho·Wo, I = C·kH·kW)
-// by im2col (1×1 stride-1 unpadded: a plain transpose), w (O, C, kH, kW) -> (O, I).
-struct ConvGeometry {
-  Shape x_shape;  // (N, C, H, W)
-  int64_t kH = 1, kW = 1, Ho = 1, Wo = 1;
-  Conv2dArgs args;
-};
+// A Conv2d call seen as a GEMM (lb/ops/conv.h).
+using ConvGeometry = lb::ConvGeometry;
 // im2col of a whole batch into the token layout (N, Ho·Wo, C·kH·kW), and its adjoint.
 Tensor conv_to_tokens(const Tensor& x, const ConvGeometry& cg);
 Tensor conv_from_tokens(const Tensor& tokens, const ConvGeometry& cg);  // sums overlaps (col2im)

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Every #include points down the layers (CMakeLists.txt: one static target per layer, linked
+# downward only; DESIGN.md "Layers"). All the headers sit under one include root, so the
+# compiler alone would accept an upward include; this check fails on one and names the file,
+# the line and the layers the file may include. Also the backend boundary: nn, train and
+# models reach kernels only through the backend tables, so no file there includes a src/cpu/
+# or cuda/ header, <cblas.h> or <lapacke.h>.
+#   tools/check_layers.sh [SOURCE_DIR]      (CTest: Layers.IncludesPointDown)
+set -euo pipefail
+root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
+cd "$root"
+# The layer of a file, or of an include path ("lb/nn/module.h", "src/cpu/gemm.h"): the CMake
+# target that compiles it. core = core + autograd + backend + cpu + cuda + ops (one target;
+# CMakeLists.txt says why).
+# The layers each layer may include (besides its own).
+awk_prog='
+function layer(p) {
+  sub(/^include\//, "", p)
+  if (p ~ /^(src\/core|lb\/core|src\/autograd|lb\/autograd|src\/backend|src\/cpu|cuda|src\/ops|lb\/ops)\// || p == "lb/ops.h") return "core"
+  if (p ~ /^(src|lb)\/io\//) return "io"
+  if (p ~ /^(src|lb)\/dist\//) return "dist"
+  if (p ~ /^(src|lb)\/data\//) return "data"
+  if (p ~ /^(src|lb)\/nn\//) return "nn"
+  if (p ~ /^(src|lb)\/optim\//) return "optim"
+  if (p ~ /^models\//) return "models"
+  if (p ~ /^(src|lb)\/train\//) return "train"
+  if (p ~ /^src\/cli\//) return "cli"
+  return ""
+}
+BEGIN {
+  allowed["core"] = " core "
+  allowed["io"] = " io core "
+  allowed["dist"] = " dist core "
+  allowed["data"] = " data io core "
+  allowed["nn"] = " nn dist core "
+  allowed["optim"] = " optim io core "
+  allowed["models"] = " models nn dist io core "
+  allowed["train"] = " train models optim data nn dist io core "
+  allowed["cli"] = " cli train models optim data nn dist io core "
+  bad = 0
+}
+{
+  # input: FILE:LINE:TEXT
+  file = $0; sub(/:.*/, "", file)
+  rest = substr($0, length(file) + 2); line = rest; sub(/:.*/, "", line)
+  text = substr(rest, length(line) + 2)
+  if (!match(text, /#[ \t]*include[ \t]*[<"][^">]+[">]/)) next
+  inc = substr(text, RSTART, RLENGTH); sub(/^#[ \t]*include[ \t]*[<"]/, "", inc); sub(/[">]$/, "", inc)
+  from = layer(file); if (from == "") next
+  if (from ~ /^(nn|train|models)$/ && (inc ~ /^(src\/cpu|cuda)\// || inc ~ /^(cblas|lapacke)\.h$/)) {
+    printf "%s:%s: %s includes %s: %s reaches kernels only through the backend tables (src/backend/)\n", file, line, from, inc, from
+    bad = 1; next
+  }
+  to = layer(inc); if (to == "") next
+  if (index(allowed[from], " " to " ") == 0) {
+    printf "%s:%s: layer %s includes %s (layer %s); %s may include only:%s\n", file, line, from, inc, to, from, allowed[from]
+    bad = 1
+  }
+}
+END { exit bad }
+'
+if find src include models cuda -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print0 |
+   xargs -0 grep -nE '^[[:space:]]*#[[:space:]]*include' | awk "$awk_prog"; then
+  echo "layers ok"
+else
+  echo "error: an #include points up the layers (see above); move the helper down or the code up" >&2
+  exit 1
+fi
