@@ -161,6 +161,13 @@ TEST(Compare, ReusesFinishedRunsAndResumesAnInterruptedOne) {
   EXPECT_TRUE(fs::exists(tmp.sub("cmp") + "/hot/seed-7/eval_results.json"));
   EXPECT_EQ(strategy(retuned.report, "vanilla")["metrics"], strategy(more.report, "vanilla")["metrics"]);
   EXPECT_EQ(read(tmp.sub("cmp") + "/compare.json")["config"]["backward"]["strategies"]["hot"]["full_basis"], true);
+  // Settings are compared typed: INSTANT's default oversampling written out is the same
+  // setting as left out, so nothing is refused or rerun.
+  nlohmann::json spelled = tuned;
+  spelled["backward"]["strategies"]["instant"]["oversampling"] = 7;
+  const auto instant_stamp = fs::last_write_time(tmp.sub("cmp") + "/instant/seed-7/metrics.jsonl");
+  compare(Config::from_json(spelled, "tiny.json"), o);
+  EXPECT_EQ(fs::last_write_time(tmp.sub("cmp") + "/instant/seed-7/metrics.jsonl"), instant_stamp);
 
   // A directory that is not a comparison is never written into.
   fs::create_directories(tmp.sub("mine"));

@@ -29,10 +29,9 @@ int cmd_plan(const std::vector<std::string>& args) {
   else if (t != "synthetic" && t != "image_folder") labels = data::glue_task(t).num_labels;
   auto model = train::build_task_model(c, labels, 0);
   for (const auto& g : c.freeze) model->module().freeze(g);
-  const auto policy = nn::backward::Policy::from_json(c.backward, "backward");
   nn::backward::Plan plan;
   try {
-    plan = policy.plan(model->module(), strategy);
+    plan = c.backward.plan(model->module(), strategy);
   } catch (const Error& e) {
     throw Error(config_path + ": " + e.what());
   }

@@ -15,6 +15,7 @@
 #include "lb/core/error.h"
 #include "lb/io/atomic_file.h"
 #include "lb/io/json_file.h"
+#include "lb/nn/backward/policy.h"
 #include "lb/train/metrics_log.h"
 #include "lb/train/output_dir.h"
 #include "lb/train/plots.h"
@@ -241,18 +242,30 @@ std::vector<std::vector<std::string>> table_rows(const nlohmann::json& report) {
 }
 
 
+// The backward section of a config's JSON as a run uses it (Policy::resolved_json: a setting
+// written out at its default equals one left out); as written when it does not parse.
+nlohmann::json resolved_backward(const nlohmann::json& c) {
+  const auto bw = c.find("backward");
+  if (bw == c.end()) return nn::backward::Policy().resolved_json();
+  try {
+    return nn::backward::Policy::from_json(*bw, "backward").resolved_json();
+  } catch (const Error&) {
+    return *bw;
+  }
+}
+
 // A run trained with --strategy S reads backward.strategies.S and nothing else of that map
 // (Policy uses the map only for the override), so a config that differs from a directory's
-// only there leaves the other strategies' runs valid. Returns the strategy names whose
-// settings differ, or nullopt when anything else differs.
+// only there leaves the other strategies' runs valid. Compared as typed settings (resolved).
+// Returns the strategy names whose settings differ, or nullopt when anything else differs.
 std::optional<std::set<std::string>> changed_strategy_settings(const nlohmann::json& a, const nlohmann::json& b) {
   auto settings = [](const nlohmann::json& c) {
-    const auto bw = c.find("backward");
-    if (bw == c.end() || !bw->is_object() || !bw->contains("strategies")) return nlohmann::json::object();
-    return (*bw)["strategies"];
+    const nlohmann::json bw = resolved_backward(c);
+    return bw.is_object() && bw.contains("strategies") ? bw["strategies"] : nlohmann::json::object();
   };
   auto rest = [](nlohmann::json c) {
-    if (c.contains("backward") && c["backward"].is_object()) c["backward"].erase("strategies");
+    c["backward"] = resolved_backward(c);
+    if (c["backward"].is_object()) c["backward"].erase("strategies");
     return c;
   };
   if (rest(a) != rest(b)) return std::nullopt;

@@ -249,8 +249,7 @@ Config Config::from_json(const nlohmann::json& j, const std::string& source) {
     c.train = parse_train(section(j, "train"));
     c.optimizer = parse_optimizer(section(j, "optimizer"));
     c.schedule = parse_schedule(section(j, "schedule"));
-    c.backward = section(j, "backward");
-    (void)nn::backward::Policy::from_json(c.backward, "backward");  // validates every rule
+    c.backward = nn::backward::Policy::from_json(section(j, "backward"), "backward");
     if (j.contains("freeze")) {
       const auto& f = j.at("freeze");
       LB_CHECK(f.is_array(), "freeze: expected a list of parameter-name globs, got ", f.dump());
@@ -332,7 +331,7 @@ nlohmann::json Config::to_json() const {
             {"warmup_ratio", schedule.warmup_ratio},
             {"warmup_steps", schedule.warmup_steps},
             {"min_ratio", schedule.min_ratio}}},
-          {"backward", backward},
+          {"backward", backward.source_json()},
           {"freeze", freeze},
           {"output", {{"dir", output.dir}}}};
 }

@@ -132,7 +132,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     st = resume_run(resume_ckpt, module, *s.optimizer, s.schedule, config, s.total_steps, dir.path(), main_rank);
   // config.json: every default filled in, the backward strategies' settings included.
   nlohmann::json resolved = config.to_json();
-  resolved["backward"] = s.policy.resolved_json();
+  resolved["backward"] = config.backward.resolved_json();
   dir.write_run_files(resolved, s.plan.table());
   MetricsLog metrics((dir.path() / "metrics.jsonl").string(), main_rank);
   TrainStepOptions step_options;

@@ -62,9 +62,8 @@ TrainingSetup set_up_training(Config& config, const std::string& strategy, Devic
       throw Error(config.source + ": freeze: " + e.what());
     }
   }
-  s.policy = nn::backward::Policy::from_json(config.backward, "backward");
   try {
-    s.plan = s.policy.plan(module, strategy);
+    s.plan = config.backward.plan(module, strategy);
   } catch (const Error& e) {
     throw Error(config.source + ": " + e.what());
   }
@@ -78,7 +77,7 @@ TrainingSetup set_up_training(Config& config, const std::string& strategy, Devic
     if (config.model.skip_padding == "auto") config.model.skip_padding = "true";
     s.model->set_skip_padding(config.model.skip_padding == "true");
   }
-  s.strategies = s.policy.apply(module, strategy);
+  s.strategies = config.backward.apply(module, strategy);
   if (s.data.text)
     for (const auto& st : s.strategies) st->set_max_tokens(config.data.max_seq_len);
   if (!device.is_cpu()) {

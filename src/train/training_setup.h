@@ -23,7 +23,6 @@ struct TrainingSetup {
   TaskData data;
   std::unique_ptr<TaskModel> model;
   std::string load_log;  // what loading pretrained weights did
-  nn::backward::Policy policy;
   nn::backward::Plan plan;
   std::vector<std::shared_ptr<nn::backward::Strategy>> strategies;
   std::unique_ptr<optim::Optimizer> optimizer;

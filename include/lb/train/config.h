@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lb/nn/backward/policy.h"
+
 namespace lb::train {
 
 struct ModelSection {
@@ -97,7 +99,9 @@ struct Config {
   TrainSection train;
   OptimizerSection optimizer;
   ScheduleSection schedule;
-  nlohmann::json backward = nlohmann::json::object();  // the Policy (lb/nn/backward/policy.h)
+  // The backward policy, parsed once (every rule's strategy settings validated); to_json()
+  // gives the section as written, the run's config.json Policy::resolved_json().
+  nn::backward::Policy backward;
   std::vector<std::string> freeze;  // globs of parameters to freeze
   OutputSection output;
 

@@ -25,6 +25,7 @@ std::vector<std::string> string_list(const nlohmann::json& v, const std::string&
 Policy Policy::from_json(const nlohmann::json& j, const std::string& path) {
   Policy p;
   p.path_ = path;
+  p.source_ = j;
   JsonReader r(j, path);
   if (r.has("default")) {
     p.default_spec_ = r.raw("default");
@@ -91,23 +92,26 @@ bool Policy::compressible(const std::string& layer) const {
   return in;
 }
 
-Plan Policy::plan(Module& root, const std::string& override_type) const {
+std::vector<std::pair<Module*, PlanEntry>> Policy::decide(Module& root, const std::string& override_type, Plan* plan,
+                                                          std::vector<std::vector<std::string>>* others) const {
   nlohmann::json override_spec;
   if (!override_type.empty()) {
     auto it = strategies_.find(override_type);
     override_spec = it != strategies_.end() ? it->second : nlohmann::json{{"type", override_type}};
     make_strategy(override_spec, "--strategy " + override_type);
   }
-  Plan plan;
-  for (const auto& r : rules_) plan.rule_matches.emplace_back(r.match, 0);
-  std::vector<std::vector<std::string>> other_matches(rules_.size());
+  if (plan)
+    for (const auto& r : rules_) plan->rule_matches.emplace_back(r.match, 0);
+  if (others) others->assign(rules_.size(), {});
+  std::vector<std::pair<Module*, PlanEntry>> out;
   for (auto& [name, m] : root.named_modules()) {
     auto* lin = dynamic_cast<Linear*>(m);
     auto* conv = dynamic_cast<Conv2d*>(m);
     if (!lin && !conv) {
-      for (size_t i = 0; i < rules_.size(); ++i)
-        if (!name.empty() && glob_match(rules_[i].match, name) && other_matches[i].size() < 3)
-          other_matches[i].push_back(name + " (" + m->type_name() + ")");
+      if (others)
+        for (size_t i = 0; i < rules_.size(); ++i)
+          if (!name.empty() && glob_match(rules_[i].match, name) && (*others)[i].size() < 3)
+            (*others)[i].push_back(name + " (" + m->type_name() + ")");
       continue;
     }
     PlanEntry e;
@@ -119,7 +123,7 @@ Plan Policy::plan(Module& root, const std::string& override_type) const {
       if (glob_match(rules_[i].match, name)) {
         e.spec = rules_[i].spec;
         e.reason = path_ + ".rules[" + std::to_string(i) + "] '" + rules_[i].match + "'";
-        ++plan.rule_matches[i].second;
+        if (plan) ++plan->rule_matches[i].second;
         break;
       }
     if (!override_type.empty()) {
@@ -130,6 +134,7 @@ Plan Policy::plan(Module& root, const std::string& override_type) const {
         e.reason += " (not compressible: " + path_ + ".exclude)";
       }
     }
+    // Frozen layers keep nothing for g_w anyway; grouped convs stay exact (ALGORITHMS.md).
     const Tensor& weight = lin ? lin->weight() : conv->weight();
     if (!weight.requires_grad() && e.spec.value("type", "") != "vanilla") {
       e.spec = {{"type", "vanilla"}};
@@ -138,8 +143,15 @@ Plan Policy::plan(Module& root, const std::string& override_type) const {
       e.spec = {{"type", "vanilla"}};
       e.reason = "grouped convolution (stays exact)";
     }
-    plan.layers.push_back(std::move(e));
+    out.emplace_back(m, std::move(e));
   }
+  return out;
+}
+
+Plan Policy::plan(Module& root, const std::string& override_type) const {
+  Plan plan;
+  std::vector<std::vector<std::string>> other_matches;
+  for (auto& [m, e] : decide(root, override_type, &plan, &other_matches)) plan.layers.push_back(std::move(e));
   for (size_t i = 0; i < rules_.size(); ++i) {
     if (plan.rule_matches[i].second > 0) continue;
     std::string seen;
@@ -190,34 +202,13 @@ nlohmann::json Plan::to_json() const {
 
 std::vector<std::shared_ptr<Strategy>> Policy::apply(Module& root,
                                                      const std::string& override_type) const {
-  nlohmann::json override_spec;
-  if (!override_type.empty()) {
-    auto it = strategies_.find(override_type);
-    override_spec = it != strategies_.end() ? it->second : nlohmann::json{{"type", override_type}};
-    make_strategy(override_spec, "--strategy " + override_type);
-  }
   std::vector<std::shared_ptr<Strategy>> out;
   int64_t id = 0;
-  for (auto& [name, m] : root.named_modules()) {
-    auto* lin = dynamic_cast<Linear*>(m);
-    auto* conv = dynamic_cast<Conv2d*>(m);
-    if (!lin && !conv) continue;
-    Tensor& weight = lin ? lin->weight() : conv->weight();
-    nlohmann::json spec = default_spec_;
-    std::string where = path_ + ".default";
-    for (size_t i = 0; i < rules_.size(); ++i)
-      if (glob_match(rules_[i].match, name)) {
-        spec = rules_[i].spec;
-        where = path_ + ".rules[" + std::to_string(i) + "]";
-        break;
-      }
-    if (!override_type.empty() && compressible(name)) spec = override_spec;
-    // Frozen layers keep nothing for g_w anyway; grouped convs stay exact (ALGORITHMS.md).
-    if (!weight.requires_grad() || (conv && conv->args().groups != 1)) spec = {{"type", "vanilla"}};
-    std::shared_ptr<Strategy> s = make_strategy(spec, where);
-    s->set_layer(name, id++, conv != nullptr);
-    if (lin) lin->set_backward(s);
-    else conv->set_backward(s);
+  for (auto& [m, e] : decide(root, override_type, nullptr, nullptr)) {
+    std::shared_ptr<Strategy> s = make_strategy(e.spec, e.reason);
+    s->set_layer(e.layer, id++, e.kind == "Conv2d");
+    if (auto* lin = dynamic_cast<Linear*>(m)) lin->set_backward(s);
+    else static_cast<Conv2d*>(m)->set_backward(s);
     out.push_back(s);
   }
   return out;

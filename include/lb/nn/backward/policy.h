@@ -60,7 +60,16 @@ class Policy {
   // earlier rule took) is an error naming the rule and what it matched.
   Plan plan(Module& root, const std::string& override_type = "") const;
 
+  // The section as it was given (from_json's argument; {} for the default policy).
+  const nlohmann::json& source_json() const { return source_; }
+
  private:
+  // The one matcher behind plan() and apply(): every Linear/Conv2d under `root`, in module
+  // order, with the spec it gets and why. With `plan`, its rule_matches count the layers each
+  // rule decided, and `others` gets, per rule, up to three other modules it matched.
+  std::vector<std::pair<Module*, PlanEntry>> decide(Module& root, const std::string& override_type, Plan* plan,
+                                                    std::vector<std::vector<std::string>>* others) const;
+
   struct Rule {
     std::string match;
     nlohmann::json spec;  // includes "type"
@@ -71,6 +80,7 @@ class Policy {
   std::vector<std::string> compressible_ = {"*"};
   std::vector<std::string> exclude_ = {"*classifier*", "*pooler*", "*embeddings*", "*head*"};
   std::string path_ = "backward";
+  nlohmann::json source_ = nlohmann::json::object();
 };
 
 }  // namespace lb::nn::backward
