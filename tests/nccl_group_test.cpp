@@ -94,7 +94,17 @@ TEST(Rendezvous, FileCarriesRankZerosValue) {
   // A file left by an earlier job is refused rather than handing out its stale value.
   EXPECT_NE(testing::error_message([&] { exchange_through_file(path, 0, "beef", 10.0); }).find("already exists"),
             std::string::npos);
-  std::filesystem::remove(path);
+  {
+    std::ifstream f(path);
+    std::string kept;
+    std::getline(f, kept);
+    EXPECT_EQ(kept, "cafe");  // refused, never replaced
+  }
+  // Rank 0 removes the file only while it holds the value it wrote.
+  remove_rendezvous_file(path, "beef");
+  EXPECT_TRUE(std::filesystem::exists(path));
+  remove_rendezvous_file(path, "cafe");
+  EXPECT_FALSE(std::filesystem::exists(path));
   // A rank waiting for a rank 0 that never writes gives up with a named error.
   EXPECT_NE(testing::error_message([&] { exchange_through_file(path, 2, "", 0.1); })
                 .find("rank 2: rendezvous file " + path + " did not appear within 0.1 s"),

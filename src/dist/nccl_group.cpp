@@ -284,10 +284,7 @@ std::unique_ptr<ProcessGroup> make_nccl_group(int device) {
   std::memcpy(&id, bytes.data(), sizeof(id));
   auto g = std::make_unique<NcclGroup>(device, rank, size, id, &boot);
   // Every rank has joined (ncclCommInitRank is collective), so no one reads the file again.
-  if (rank == 0 && boot.size() == 1 && size > 1) {
-    std::error_code ec;
-    std::filesystem::remove(file, ec);
-  }
+  if (rank == 0 && boot.size() == 1 && size > 1) remove_rendezvous_file(file, hex);
   return g;
 }
 

@@ -1,7 +1,11 @@
 // Environment and file rendezvous for non-MPI groups (contract in src/dist/rendezvous.h).
 #include "src/dist/rendezvous.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <cstdio>
@@ -48,19 +52,20 @@ std::string exchange_through_file(const std::string& path, int rank, const std::
   namespace fs = std::filesystem;
   LB_CHECK(!path.empty(), "rank ", rank, ": the rendezvous file path is empty (LEANBACK_NCCL_ID_FILE)");
   if (rank == 0) {
-    std::error_code ec;
-    LB_CHECK(!fs::exists(path, ec), "rank 0: rendezvous file ", path, " already exists (left by an "
-             "earlier job?): remove it or set LEANBACK_NCCL_ID_FILE to a fresh path");
+    // Never replaces a file: the value goes to a fresh temporary file of ours (O_EXCL), which
+    // is then hard-linked as `path` (fails, rather than overwrites, if `path` exists).
     const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      LB_CHECK(f.good(), "rank 0: cannot write rendezvous file ", tmp);
-      f << value;
-      f.close();
-      LB_CHECK(f.good(), "rank 0: writing rendezvous file ", tmp, " failed");
-    }
-    fs::rename(tmp, path, ec);
-    LB_CHECK(!ec, "rank 0: cannot rename ", tmp, " to ", path, ": ", ec.message());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    LB_CHECK(fd >= 0, "rank 0: cannot create rendezvous file ", tmp, ": ", std::strerror(errno));
+    const bool written = ::write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
+    const bool closed = ::close(fd) == 0;
+    const int linked = written && closed ? ::link(tmp.c_str(), path.c_str()) : -1;
+    const int link_errno = errno;
+    ::unlink(tmp.c_str());  // ours (created above)
+    LB_CHECK(written && closed, "rank 0: writing rendezvous file ", tmp, " failed");
+    LB_CHECK(linked == 0 || link_errno != EEXIST, "rank 0: rendezvous file ", path, " already exists (left by an "
+             "earlier job?): remove it or set LEANBACK_NCCL_ID_FILE to a fresh path");
+    LB_CHECK(linked == 0, "rank 0: cannot create rendezvous file ", path, ": ", std::strerror(link_errno));
     return value;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -76,6 +81,17 @@ std::string exchange_through_file(const std::string& path, int rank, const std::
              timeout_s, " s (LEANBACK_DIST_TIMEOUT): is rank 0 running, with the same LEANBACK_NCCL_ID_FILE?");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+void remove_rendezvous_file(const std::string& path, const std::string& value) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f.good()) return;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  f.close();
+  if (ss.str() != value) return;  // not the file rank 0 wrote: never ours to delete
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
 }
 
 std::string hex_encode(const void* data, size_t n) {

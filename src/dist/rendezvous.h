@@ -21,11 +21,15 @@ struct RankInfo {
 // A malformed or inconsistent value is an error naming the variable.
 RankInfo rank_info_from_env();
 
-// Rank 0 writes `value` to `path` (write to a temporary file, then rename) and returns it; any
+// Rank 0 writes `value` to `path` (a fresh temporary file, then a hard link: an existing
+// `path` is refused, never replaced) and returns it; any
 // other rank waits up to timeout_s seconds for the file and returns its contents. Errors name
 // the path, the rank and what to do.
 std::string exchange_through_file(const std::string& path, int rank, const std::string& value,
                                   double timeout_s);
+// Rank 0, once every rank has read it: removes `path` only if it still holds `value` (the file
+// exchange_through_file wrote); anything else there is left alone.
+void remove_rendezvous_file(const std::string& path, const std::string& value);
 
 std::string hex_encode(const void* data, size_t n);
 // Decodes exactly n bytes; anything else is an error naming `what`.
