@@ -4,7 +4,6 @@
 #include <cmath>
 #include <optional>
 
-#include "lb/nn/backward/packed_sequences.h"
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
 #include "models/model_size.h"
@@ -142,10 +141,12 @@ BertLayer::BertLayer(const BertConfig& c) : act_(nn::activation_from_name(c.hidd
 
 Tensor BertLayer::forward(const Tensor& x, const Tensor& mask, const nn::TokenPacking* packing) {
   // Post-LN: h = LN(x + drop(W_o attn(x))); y = LN(h + drop(W_2 act(W_1 h))).
+  nn::backward::CallContext call;  // packed: every Linear call is (1, N, ·) over these sequences
+  if (packing) call.sequences = packing->sequence_offsets();
   const Tensor ctx = packing ? self_->forward_packed(x, mask, *packing) : self_->forward(x, mask);
-  const Tensor h = attn_norm_->forward(add(x, dropout_->forward(attn_out_->forward(ctx))));
-  const Tensor inter = nn::apply_activation(intermediate_->forward(h), act_);
-  return out_norm_->forward(add(h, dropout_->forward(out_->forward(inter))));
+  const Tensor h = attn_norm_->forward(add(x, dropout_->forward(attn_out_->forward(ctx, call))));
+  const Tensor inter = nn::apply_activation(intermediate_->forward(h, call), act_);
+  return out_norm_->forward(add(h, dropout_->forward(out_->forward(inter, call))));
 }
 
 BertForSequenceClassification::BertForSequenceClassification(const BertConfig& c) : config_(c) {
@@ -180,8 +181,7 @@ SequenceClassifierOutput BertForSequenceClassification::forward(const Tensor& id
   }
   if (packing) {
     // The layers' strategies see (1, N, H) calls; per-sequence ones (INSTANT's token axis)
-    // read the sequence boundaries from this scope.
-    nn::backward::PackedSequencesScope sequences(packing->sequence_offsets());
+    // get the sequence boundaries with each call (BertLayer::forward).
     Tensor h = embeddings_->forward(packing->pack(ids), packing->pack(tt), packing->positions());
     for (size_t i = 0; i < layers_->size(); ++i)
       h = static_cast<BertLayer&>(*(*layers_)[i]).forward(h, mask, &*packing);

@@ -5,6 +5,7 @@
 
 #include "lb/nn/backward/factory.h"
 #include "lb/nn/backward/policy.h"
+#include "lb/nn/backward/probe.h"
 #include "lb/nn/layers.h"
 #include "src/backend/conv_tokens.h"
 #include "testing/testing.h"
@@ -200,7 +201,7 @@ TEST(Strategy, GenericConvTokensMatchTheCpuLoops) {
   }
 }
 
-// On a GPU every strategy runs a convolution through the token view (save_conv_checked); on
+// On a GPU every strategy runs a convolution through the token view (Strategy::save_conv); on
 // the CPU, with that route forced: INSTANT's gradients equal its image-layout path's, and
 // HOT's equal HOT's Linear path on the tokens (same draws), bit for bit.
 TEST(Strategy, ConvTokenViewRouteMatchesTheImagePaths) {
@@ -246,10 +247,11 @@ TEST(Strategy, ConvTokenViewRouteMatchesTheImagePaths) {
     cg.kH = cg.kW = 3;
     cg.args = a;
     cg.Ho = cg.Wo = 8;
-    run_context().seed = 7;
-    run_context().step = 1;
+    const auto step = std::make_shared<const StepContext>(StepContext{7, 1, kTrainingStream});
     std::shared_ptr<Strategy> conv = make_strategy({{"type", "hot"}, {"lqs", false}}, "test");
     std::shared_ptr<Strategy> lin = make_strategy({{"type", "hot"}, {"lqs", false}}, "test");
+    conv->set_step_context(step);
+    lin->set_step_context(step);
     std::vector<Tensor> via_conv;
     {
       Route route;
@@ -267,8 +269,9 @@ TEST(Strategy, ConvTokenViewRouteMatchesTheImagePaths) {
   }
 }
 
-// The gradient-fidelity probe: while probing, the ops pass on the exact gradients (equal to
-// the plain op's) and record the strategy's own against them, for Linear and Conv2d.
+// The gradient-fidelity probe: a ProbedStrategy passes on the exact gradients (equal to the
+// plain op's) and records the wrapped strategy's own against them, for Linear and Conv2d; the
+// wrapped strategy draws from the probe stream meanwhile and gets its context and figures back.
 TEST(Strategy, ProbePassesExactGradientsAndRecordsTheStrategys) {
   for (const bool conv : {false, true}) {
     Conv2dArgs a;
@@ -277,20 +280,25 @@ TEST(Strategy, ProbePassesExactGradientsAndRecordsTheStrategys) {
     const Tensor w = conv ? testing::randn({16, 16, 3, 3}, 61, DType::F32) : testing::randn({24, 16}, 61, DType::F32);
     std::vector<Tensor> grads[2];
     std::shared_ptr<Strategy> hot = make_strategy({{"type", "hot"}}, "test");
+    const auto step = std::make_shared<const StepContext>(StepContext{3, 5, kTrainingStream});
+    hot->set_step_context(step);
+    auto probe = std::make_shared<ProbedStrategy>(hot);
+    EXPECT_EQ(hot->step_context().stream, kProbeStream);
+    EXPECT_EQ(hot->step_context().step, 5);
     for (int path = 0; path < 2; ++path) {
       Tensor xi = x.clone(), wi = w.clone();
       xi.set_requires_grad();
       wi.set_requires_grad();
-      hot->set_probing(path == 1);
       const Tensor y = path == 0 ? (conv ? conv2d(xi, wi, Tensor(), a) : linear(xi, wi, Tensor()))
-                                 : (conv ? strategy_conv2d(xi, wi, Tensor(), a, hot) : strategy_linear(xi, wi, Tensor(), hot));
+                                 : (conv ? strategy_conv2d(xi, wi, Tensor(), a, probe) : strategy_linear(xi, wi, Tensor(), probe));
       sum(mul(y, testing::randn(y.shape(), 62, DType::F32))).backward();
       grads[path] = {xi.grad(), wi.grad()};
     }
-    hot->set_probing(false);
+    probe->end();
+    EXPECT_EQ(hot->step_context_ptr(), step);
     for (int i = 0; i < 2; ++i)
       EXPECT_TRUE(testing::all_close(grads[1][i], grads[0][i], 1e-5, 1e-5)) << (conv ? "conv" : "linear") << " grad " << i;
-    const auto& st = hot->probe_stats();
+    const auto& st = probe->stats();
     EXPECT_EQ(st.calls, 1);
     // HOT's INT4 g_x and low-rank g_w are close to, but not, the exact gradients.
     for (const auto& [dot, ee, aa, dd] : {std::tuple{st.gw_dot, st.gw_ee, st.gw_aa, st.gw_dd},

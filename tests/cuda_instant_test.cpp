@@ -11,7 +11,6 @@
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/nn/backward/factory.h"
 #include "lb/nn/backward/instant.h"
-#include "lb/nn/backward/packed_sequences.h"
 #include "lb/ops.h"
 #include "src/backend/lowrank.h"
 #include "testing/strategies.h"
@@ -29,12 +28,12 @@ struct Grads {
 };
 
 Grads run_linear(const std::shared_ptr<Strategy>& s, const Tensor& x, const Tensor& w, const Tensor& b,
-                 const Tensor& g, Device d) {
+                 const Tensor& g, Device d, const CallContext& call = {}) {
   Tensor xi = x.to(d), wi = w.to(d), bi = b.to(d);
   xi.set_requires_grad();
   wi.set_requires_grad();
   bi.set_requires_grad();
-  Tensor y = strategy_linear(xi, wi, bi, s);
+  Tensor y = strategy_linear(xi, wi, bi, s, call);
   y.backward(g.to(d));
   return {xi.grad().to(Device::cpu()), wi.grad().to(Device::cpu()), bi.grad().to(Device::cpu())};
 }
@@ -120,13 +119,14 @@ TEST(CudaInstant, PackedSequencesMatchTheCpu) {
   Grads got[2];
   int i = 0;
   for (auto [s, d] : {std::pair{cpu, Device::cpu()}, std::pair{gpu, kCuda}}) {
-    s->set_max_tokens(Lmax);
-    PackedSequencesScope scope(offsets);
+    s->calibration()->set_max_tokens(Lmax);
+    const CallContext call{offsets, nullptr};
     s->begin_calibration();
-    run_linear(s, testing::randn({1, N, I}, 10).to(DType::F32), w, b, testing::randn({1, N, O}, 20).to(DType::F32), d);
+    run_linear(s, testing::randn({1, N, I}, 10).to(DType::F32), w, b, testing::randn({1, N, O}, 20).to(DType::F32), d,
+               call);
     s->finish_calibration();
     got[i++] = run_linear(s, testing::randn({1, N, I}, 30).to(DType::F32), w, b,
-                          testing::randn({1, N, O}, 31).to(DType::F32), d);
+                          testing::randn({1, N, O}, 31).to(DType::F32), d, call);
   }
   EXPECT_LT(testing::rel_error(got[1].gw, got[0].gw), 1e-4) << "g_w";
   EXPECT_LT(testing::rel_error(got[1].gx, got[0].gx), 1e-4) << "g_x";

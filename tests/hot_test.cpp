@@ -20,11 +20,18 @@
 namespace lb::nn::backward {
 namespace {
 
+// The step context the strategies of these tests draw from (the training loop's part).
+const std::shared_ptr<StepContext>& test_step() {
+  static const auto step = std::make_shared<StepContext>();
+  return step;
+}
+
 std::shared_ptr<Strategy> make(const nlohmann::json& settings, int64_t layer_id = 3) {
   nlohmann::json j = settings;
   j["type"] = "hot";
   std::shared_ptr<Strategy> s = make_strategy(j, "test");
   s->set_layer("layer", layer_id);
+  s->set_step_context(test_step());
   return s;
 }
 std::shared_ptr<Strategy> vanilla() { return make_strategy({{"type", "vanilla"}}, "test"); }
@@ -211,13 +218,13 @@ TEST(Hot, StochasticRoundingIsUnbiasedThroughTheStrategy) {
   const auto egx = v.gx.to_double_vector(), egw = v.gw.to_double_vector();
   std::vector<double> sx(egx.size()), sxx(egx.size()), sw(egw.size()), sww(egw.size());
   for (int64_t step = 0; step < N; ++step) {
-    run_context().step = step;
+    test_step()->step = step;
     const Grads h = run_linear(s, x, w, b, gy);
     const auto gx = h.gx.to_double_vector(), gw = h.gw.to_double_vector();
     for (size_t i = 0; i < gx.size(); ++i) sx[i] += gx[i], sxx[i] += gx[i] * gx[i];
     for (size_t i = 0; i < gw.size(); ++i) sw[i] += gw[i], sww[i] += gw[i] * gw[i];
   }
-  run_context().step = 0;
+  test_step()->step = 0;
   auto check = [&](const std::vector<double>& sum, const std::vector<double>& sq, const std::vector<double>& exact,
                    const char* what) {
     double max_z = 0, mean_z2 = 0;
@@ -241,20 +248,20 @@ TEST(Hot, MicroBatchesOfOneStepDrawAfresh) {
   const Tensor x = randn32({2, 32, 16}, 30), w = randn32({24, 16}, 31), b = Tensor::zeros({24});
   const Tensor gy = randn32({2, 32, 24}, 32);
   auto s = make({{"lqs", false}});
-  run_context().step = 7;
+  test_step()->step = 7;
   const Grads first = run_linear(s, x, w, b, gy), second = run_linear(s, x, w, b, gy);
   EXPECT_FALSE(testing::all_close(second.gx, first.gx, 0, 0));
   EXPECT_FALSE(testing::all_close(second.gw, first.gw, 0, 0));
-  run_context().step = 8;
+  test_step()->step = 8;
   run_linear(s, x, w, b, gy);
-  run_context().step = 7;  // back to a step's first call: the same draws as `first`
+  test_step()->step = 7;  // back to a step's first call: the same draws as `first`
   const Grads again = run_linear(s, x, w, b, gy);
   EXPECT_TRUE(testing::all_close(again.gx, first.gx, 0, 0));
   EXPECT_TRUE(testing::all_close(again.gw, first.gw, 0, 0));
   auto fresh = make({{"lqs", false}});  // a fresh layer with the same id: same stream
   const Grads other = run_linear(fresh, x, w, b, gy);
   EXPECT_TRUE(testing::all_close(other.gx, first.gx, 0, 0));
-  run_context().step = 0;
+  test_step()->step = 0;
 }
 
 // ---------------------------------------------------------------- LQS
@@ -282,7 +289,7 @@ TEST(Hot, LqsPicksPerTokenForOutlierTokensAndPerTensorForGaussian) {
 
 TEST(Hot, LqsRunsOnceInCalibrationAndPersists) {
   auto s = make({});
-  EXPECT_TRUE(s->needs_calibration(0));
+  EXPECT_TRUE(s->calibration()->needs_calibration(0));
   const Tensor x = randn32({2, 16, 24}, 32), w = randn32({32, 24}, 33), b = randn32({32}, 34);
   Tensor gy = randn32({2, 16, 32}, 35);
   for (int64_t o = 0; o < 32; ++o) gy.data<float>()[5 * 32 + o] *= 50.f;  // one outlier token
@@ -292,15 +299,15 @@ TEST(Hot, LqsRunsOnceInCalibrationAndPersists) {
   const Grads v = run_linear(vanilla(), x, w, b, gy);
   EXPECT_TRUE(close_scaled(c.gx, v.gx, 1e-6));
   EXPECT_TRUE(close_scaled(c.gw, v.gw, 1e-6));
-  EXPECT_FALSE(s->needs_calibration(1));
+  EXPECT_FALSE(s->calibration()->needs_calibration(1));
   const auto st = s->state_json();
   EXPECT_EQ(st["lqs"]["choice"], "per_token");
   EXPECT_EQ(s->report()["hot"]["lqs"]["decided_by"], "calibration");
   // A fresh layer restored from the state skips LQS.
   auto restored = s->clone();
-  EXPECT_TRUE(restored->needs_calibration(0));
+  EXPECT_TRUE(restored->calibration()->needs_calibration(0));
   restored->load_state_json(st);
-  EXPECT_FALSE(restored->needs_calibration(0));
+  EXPECT_FALSE(restored->calibration()->needs_calibration(0));
   EXPECT_EQ(restored->state_json(), st);
   EXPECT_THROW(restored->load_state_json({{"lqs", {{"choice", "sometimes"}}}}), Error);
   // Through a checkpoint: the layer's LQS choice is saved with the model and restored.
@@ -312,9 +319,9 @@ TEST(Hot, LqsRunsOnceInCalibrationAndPersists) {
     train::save_checkpoint(dir, *model, nullptr, nullptr);
     auto fresh = make({});
     fc->set_backward(fresh);
-    EXPECT_TRUE(fresh->needs_calibration(0));
+    EXPECT_TRUE(fresh->calibration()->needs_calibration(0));
     train::load_checkpoint(dir, *model, nullptr);
-    EXPECT_FALSE(fresh->needs_calibration(0));
+    EXPECT_FALSE(fresh->calibration()->needs_calibration(0));
     EXPECT_EQ(fresh->state_json()["lqs"]["choice"], "per_token");
   }
   // Without calibration the first backward decides.
@@ -379,7 +386,7 @@ TEST(Hot, IntegerPathMatchesEmulationOracle) {
       Tensor g = gy.clone();
       if (outlier)
         for (int64_t o = 0; o < 70; ++o) g.data<float>()[7 * 70 + o] *= 40.f;
-      run_context().step = 5;
+      test_step()->step = 5;
       auto real = make(cfg), emu = make([&] { auto c = cfg; c["emulate"] = true; return c; }());
       const Grads r = run_linear(real, x, w, b, g), e = run_linear(emu, x, w, b, g);
       EXPECT_EQ(real->state_json(), emu->state_json()) << cfg.dump();
@@ -426,7 +433,7 @@ TEST(Hot, IntegerPathMatchesEmulationOracle) {
       y1.backward(randn32(y1.shape(), 58));
       EXPECT_TRUE(wr.grad().defined());
     }
-  run_context().step = 0;
+  test_step()->step = 0;
 }
 
 TEST(Hot, LongContractionIsSplitAndStillMatchesTheOracle) {
@@ -462,7 +469,7 @@ TEST(Hot, TrainsLikeVanilla) {
     PhiloxStream data(99);
     std::vector<double> losses;
     for (int64_t step = 0; step < 200; ++step) {
-      run_context().step = step;
+      test_step()->step = step;
       // Tokens correlated along L (each of 4 base tokens repeated 4 times, plus noise), as
       // neighbouring patches or words are: the regime HLA's low-sequency basis assumes.
       const Tensor base = rand_normal({32, 4, 1, 32}, data);
@@ -480,7 +487,7 @@ TEST(Hot, TrainsLikeVanilla) {
       opt.step();
       losses.push_back(loss.item<float>());
     }
-    run_context().step = 0;
+    test_step()->step = 0;
     double tail = 0;
     for (size_t i = losses.size() - 20; i < losses.size(); ++i) tail += losses[i] / 20;
     return std::make_pair(losses.front(), tail);

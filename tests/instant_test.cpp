@@ -12,7 +12,7 @@
 #include "lb/nn/backward/calibration.h"
 #include "lb/nn/backward/factory.h"
 #include "lb/nn/backward/instant.h"
-#include "lb/nn/backward/packed_sequences.h"
+#include "lb/nn/attention.h"
 #include "lb/nn/backward/policy.h"
 #include "lb/nn/layers.h"
 #include "lb/ops.h"
@@ -30,14 +30,15 @@ struct Grads {
   Tensor gx, gw, gb;
 };
 
-// One forward/backward of y = x wᵀ + b through `s` with upstream gradient g.
+// One forward/backward of y = x wᵀ + b through `s` with upstream gradient g (`call`: a
+// padding-free call's sequences).
 Grads run_linear(const std::shared_ptr<Strategy>& s, const Tensor& x, const Tensor& w,
-                 const Tensor& b, const Tensor& g) {
+                 const Tensor& b, const Tensor& g, const CallContext& call = {}) {
   Tensor xi = x.clone(), wi = w.clone(), bi = b.clone();
   xi.set_requires_grad();
   wi.set_requires_grad();
   bi.set_requires_grad();
-  Tensor y = strategy_linear(xi, wi, bi, s);
+  Tensor y = strategy_linear(xi, wi, bi, s, call);
   y.backward(g);
   return {xi.grad(), wi.grad(), bi.grad()};
 }
@@ -283,7 +284,7 @@ TEST(Instant, VariableLengthEqualsZeroExtension) {
   const int64_t B = 2, Lmax = 8, I = 6, O = 5;
   const nlohmann::json spec = {{"rank", 3}, {"axis", "token"}, {"exact_when_no_gain", false}};
   auto var = instant(spec), fixed = instant(spec);
-  var->set_max_tokens(Lmax);
+  var->calibration()->set_max_tokens(Lmax);
   auto extend = [&](const Tensor& t) {  // (B, L, C) -> (B, Lmax, C) with zero rows
     Tensor z = Tensor::zeros({t.size(0), Lmax, t.size(2)}, t.dtype());
     z.slice(1, 0, t.size(1)).copy_(t);
@@ -316,7 +317,7 @@ TEST(Instant, VariableLengthEqualsZeroExtension) {
   EXPECT_FALSE(fixed->compresses({B, 4, I, O}));
 }
 
-// Padding-free calls (packed_sequences.h): x (1, N, I) holding S sequences back to back gives
+// Padding-free calls (CallContext::sequences): x (1, N, I) holding S sequences back to back gives
 // what the padded (S, Lmax, I) batch with zero rows at the padding gives with fixed-length
 // bases — the same Grams, bases and gradients on the kept rows — on either axis. Widths that
 // exercise both the SIMD tiles and the scalar tails of the segment kernels.
@@ -344,13 +345,13 @@ TEST(Instant, GenericKernelsGiveTheCpuKernelsResults) {
         for (int generic = 0; generic < 2; ++generic) {
           std::unique_ptr<GenericOnCpu> guard = generic ? std::make_unique<GenericOnCpu>() : nullptr;
           auto s = instant(spec);
-          s->set_max_tokens(8);
-          std::unique_ptr<PackedSequencesScope> scope = packed ? std::make_unique<PackedSequencesScope>(offsets) : nullptr;
+          s->calibration()->set_max_tokens(8);
+          const CallContext call{packed ? offsets : nullptr, nullptr};
           calibrate(s, [&] {
             for (uint64_t i = 0; i < 2; ++i)
-              run_linear(s, testing::randn(xs, 10 + i).to(dt), w, b, testing::randn(gs, 20 + i).to(dt));
+              run_linear(s, testing::randn(xs, 10 + i).to(dt), w, b, testing::randn(gs, 20 + i).to(dt), call);
           });
-          got[generic] = run_linear(s, testing::randn(xs, 30).to(dt), w, b, testing::randn(gs, 31).to(dt));
+          got[generic] = run_linear(s, testing::randn(xs, 30).to(dt), w, b, testing::randn(gs, 31).to(dt), call);
           proj[generic] = matmul(s->x_basis().proj, s->x_basis().proj, true, false);  // sign-free
         }
         EXPECT_LT(testing::rel_error(proj[1], proj[0]), tol) << what << " x basis";
@@ -383,10 +384,9 @@ TEST(Instant, PackedSequencesEqualZeroPaddedBatch) {
   for (const char* axis : {"token", "channel"}) {
     const nlohmann::json spec = {{"rank", 3}, {"axis", axis}, {"gram_dtype", "f64"}, {"exact_when_no_gain", false}};
     auto var = instant(spec), fixed = instant(spec);
-    var->set_max_tokens(Lmax);
+    var->calibration()->set_max_tokens(Lmax);
     auto packed_linear = [&](const Tensor& x, const Tensor& g) {
-      PackedSequencesScope scope(offsets);
-      return run_linear(var, pack(x), w, b, pack(g));
+      return run_linear(var, pack(x), w, b, pack(g), CallContext{offsets, nullptr});
     };
     calibrate(var, [&] {
       for (uint64_t i = 0; i < 2; ++i) packed_linear(padded(I, 10 + i), padded(O, 20 + i));
@@ -415,8 +415,7 @@ TEST(Instant, PackedSequencesEqualZeroPaddedBatch) {
   auto unsized = instant({{"rank", 3}, {"axis", "token"}});
   try {
     calibrate(unsized, [&] {
-      PackedSequencesScope scope(offsets);
-      run_linear(unsized, pack(padded(I, 50)), w, b, pack(padded(O, 51)));
+      run_linear(unsized, pack(padded(I, 50)), w, b, pack(padded(O, 51)), CallContext{offsets, nullptr});
     });
     FAIL() << "expected an error";
   } catch (const Error& e) {
@@ -426,8 +425,9 @@ TEST(Instant, PackedSequencesEqualZeroPaddedBatch) {
 }
 
 // Layers that read one x (BERT's query, key, value) calibrate on the same inputs, so their x
-// bases are bit-identical: x̂ is computed and kept once (the tape counts it once, as vanilla
-// keeps their shared x once), with the gradients of separate copies. Packed calls too.
+// bases are bit-identical: given the input as shared (CallContext::shared, as SelfAttention
+// passes it), x̂ is computed and kept once (the tape counts it once, as vanilla keeps their
+// shared x once), with the gradients of separate copies. Packed calls too.
 TEST(Instant, LayersReadingOneInputKeepOneProjection) {
   const int64_t B = 2, L = 8, I = 6, O = 5, R = 3;
   for (bool packed : {false, true}) {
@@ -435,7 +435,7 @@ TEST(Instant, LayersReadingOneInputKeepOneProjection) {
     std::vector<std::shared_ptr<Instant>> layers;
     for (int i = 0; i < 3; ++i) {
       layers.push_back(instant({{"rank", R}, {"axis", "token"}, {"gram_dtype", "f64"}, {"exact_when_no_gain", false}}));
-      layers.back()->set_max_tokens(L);
+      layers.back()->calibration()->set_max_tokens(L);
     }
     std::vector<Tensor> w, b, g;
     for (uint64_t i = 0; i < 3; ++i) {
@@ -443,12 +443,12 @@ TEST(Instant, LayersReadingOneInputKeepOneProjection) {
       b.push_back(testing::randn({O}, 4 + i));
     }
     const Shape xs = packed ? Shape{1, 16, I} : Shape{B, L, I}, gs = packed ? Shape{1, 16, O} : Shape{B, L, O};
-    auto scope = [&] { return packed ? std::make_unique<PackedSequencesScope>(offsets) : nullptr; };
+    const SequenceOffsets sequences = packed ? offsets : nullptr;
     for (auto& l : layers) l->begin_calibration();
     for (uint64_t k = 0; k < 2; ++k) {
       const Tensor x = testing::randn(xs, 10 + k);
-      auto sc = scope();
-      for (uint64_t i = 0; i < 3; ++i) run_linear(layers[i], x, w[i], b[i], testing::randn(gs, 20 + 3 * k + i));
+      for (uint64_t i = 0; i < 3; ++i)
+        run_linear(layers[i], x, w[i], b[i], testing::randn(gs, 20 + 3 * k + i), CallContext{sequences, nullptr});
     }
     for (auto& l : layers) l->finish_calibration();
     ASSERT_TRUE(testing::all_close(layers[0]->x_basis().proj, layers[2]->x_basis().proj, 0, 0));
@@ -458,13 +458,13 @@ TEST(Instant, LayersReadingOneInputKeepOneProjection) {
       std::vector<Tensor> xi, wi;
       Tensor loss;
       {
-        auto sc = scope();
+        const CallContext call{sequences, shared ? std::make_shared<SharedInput>() : nullptr};
         for (int i = 0; i < 3; ++i) {
           xi.push_back(shared && i > 0 ? xi[0] : x0.clone());
           if (!shared || i == 0) xi.back().set_requires_grad();
           wi.push_back(w[i].clone());
           wi.back().set_requires_grad();
-          const Tensor y = strategy_linear(xi.back(), wi.back(), b[i], layers[i]);
+          const Tensor y = strategy_linear(xi.back(), wi.back(), b[i], layers[i], call);
           const Tensor term = sum(mul(y, testing::randn(gs, 40 + i)));
           loss = loss.defined() ? add(loss, term) : term;
         }
@@ -481,6 +481,38 @@ TEST(Instant, LayersReadingOneInputKeepOneProjection) {
     EXPECT_EQ(saved_copies - saved_shared, 2 * R * samples * I * 8) << "packed " << packed;
     for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(testing::all_close(a[i], e[i], 1e-12, 1e-12)) << i;
   }
+}
+
+// SelfAttention owns the sharing: its query, key and value calls get one SharedInput, so the
+// three equal bases keep one x̂, two fewer than three unshared calls on the same x keep.
+TEST(Instant, SelfAttentionKeepsOneProjectionForQueryKeyValue) {
+  const int64_t B = 2, T = 8, H = 6, R = 3;
+  SelfAttention attn(H, 2);
+  const Policy policy = Policy::from_json(
+      {{"default", {{"type", "instant"}, {"rank", R}, {"axis", "token"}, {"gram_dtype", "f64"},
+                    {"exact_when_no_gain", false}}}},
+      "test");
+  const auto strategies = policy.apply(attn);
+  ASSERT_EQ(strategies.size(), 3u);
+  auto* q = dynamic_cast<Linear*>(attn.named_modules()[1].second);
+  auto* k = dynamic_cast<Linear*>(attn.named_modules()[2].second);
+  auto* v = dynamic_cast<Linear*>(attn.named_modules()[3].second);
+  ASSERT_TRUE(q && k && v);
+  for (const auto& s : strategies) s->begin_calibration();
+  for (uint64_t i = 0; i < 2; ++i) sum(attn.forward(testing::randn({B, T, H}, 10 + i, DType::F32))).backward();
+  for (const auto& s : strategies) s->finish_calibration();
+  const Tensor x = testing::randn({B, T, H}, 20, DType::F32);
+  int64_t shared = 0, unshared = 0;
+  {
+    const Tensor y = attn.forward(x);
+    shared = autograd::saved_bytes();
+  }
+  {
+    const Tensor y = scaled_dot_product_attention(q->forward(x), k->forward(x), v->forward(x), 2, Tensor(), 0.0, true);
+    unshared = autograd::saved_bytes();
+  }
+  for (const auto& s : strategies) ASSERT_TRUE(dynamic_cast<Instant&>(*s).compresses(s->last_geometry()));
+  EXPECT_EQ(unshared - shared, 2 * R * B * H * 4);  // two x̂ (R, B, H) in f32
 }
 
 TEST(Instant, RankSelectionKnownSpectrum) {
@@ -603,8 +635,7 @@ class FailingInstant : public Instant {
  public:
   explicit FailingInstant(const Instant& proto) : Instant(proto) {}
 
- protected:
-  void finish_calibration_impl() override {
+  void on_calibration_end() override {
     LB_FAIL("eigh: ?syevd did not converge on a (4, 4) f32 matrix (test)");
   }
 };
@@ -649,10 +680,10 @@ TEST(Instant, FailedCalibrationFallsBackToExact) {
 
 TEST(Instant, CalibrationSchedule) {
   auto s = instant({{"calib_every", 10}, {"calib_batches", 3}});
-  EXPECT_EQ(s->calibration_batches(), 3);
+  EXPECT_EQ(s->calibration()->calibration_batches(), 3);
   // Before any calibration every step needs one (e.g. after resuming from a checkpoint).
-  EXPECT_TRUE(s->needs_calibration(0));
-  EXPECT_TRUE(s->needs_calibration(7));
+  EXPECT_TRUE(s->calibration()->needs_calibration(0));
+  EXPECT_TRUE(s->calibration()->needs_calibration(7));
   const Tensor w = testing::randn({6, 5}, 1, DType::F32), b = testing::randn({6}, 2, DType::F32);
   std::shared_ptr<Strategy> vanilla = make_strategy({{"type", "vanilla"}}, "test");
   Calibrator cal(std::vector<std::shared_ptr<Strategy>>{vanilla, s});
@@ -682,7 +713,7 @@ TEST(Instant, CalibrationSchedule) {
   std::shared_ptr<Strategy> hot = make_strategy({{"type", "hot"}}, "test");
   Calibrator hot_cal(std::vector<std::shared_ptr<Strategy>>{hot, s});
   EXPECT_EQ(hot_cal.num_batches(0), 3);
-  EXPECT_EQ(hot_cal.num_batches(5), hot->needs_calibration(5) ? 1 : 0);
+  EXPECT_EQ(hot_cal.num_batches(5), hot->calibration()->needs_calibration(5) ? 1 : 0);
 }
 
 TEST(Instant, ExactBeforeCalibrationAndOnZeroEnergy) {
@@ -826,8 +857,8 @@ TEST(Instant, CheckpointStateRoundTrip) {
     auto r = std::shared_ptr<Strategy>(s->clone());
     r->set_layer("enc.fc", 0);
     r->load_state_json(nlohmann::json::parse(text));
-    EXPECT_FALSE(r->needs_calibration(7));
-    EXPECT_TRUE(r->needs_calibration(10));
+    EXPECT_FALSE(r->calibration()->needs_calibration(7));
+    EXPECT_TRUE(r->calibration()->needs_calibration(10));
     const Tensor x = testing::randn({2, 4, 5}, 5), g = testing::randn({2, 4, 6}, 6);
     expect_equal_grads(run_linear(r, x, w, b, g), run_linear(s, x, w, b, g), 0, 0, gram);
     EXPECT_EQ(r->report()["instant"]["x"], s->report()["instant"]["x"]);
@@ -835,7 +866,7 @@ TEST(Instant, CheckpointStateRoundTrip) {
   auto s = instant({});
   s->set_layer("enc.fc", 0);
   EXPECT_NO_THROW(s->load_state_json(nlohmann::json::object()));  // nothing saved: uncalibrated
-  EXPECT_TRUE(s->needs_calibration(3));
+  EXPECT_TRUE(s->calibration()->needs_calibration(3));
   try {
     s->load_state_json({{"x", {{"valid", true}, {"axis", "token"}, {"n", 4}, {"rank", 2}, {"k", 1},
                                {"eta", 0.9}, {"eigenvalues", {1, 2}}, {"proj", {}}}}});

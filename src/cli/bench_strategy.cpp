@@ -34,7 +34,7 @@ std::shared_ptr<nn::backward::Strategy> bench_strategy(const BenchOptions& opt) 
 }
 
 double bench_calibrate(nn::backward::Strategy& s, const std::function<void()>& pass) {
-  if (!s.needs_calibration(0)) return 0.0;
+  if (!s.calibration() || !s.calibration()->needs_calibration(0)) return 0.0;
   const auto t0 = std::chrono::steady_clock::now();
   s.begin_calibration();
   pass();
@@ -54,27 +54,28 @@ void bench_strategy_fields(nlohmann::json& r, const nn::backward::Strategy* s,
   r["backward_mflops_per_sample"] = s->paper_backward_flops(g) / 1e6;
   r["saved_mib_fp32_per_sample"] = s->paper_saved_bytes_fp32(g) / (1024.0 * 1024.0);
   if (vanilla) return;
-  const nlohmann::json rep = s->report();
-  if (rep.contains("instant")) {
+  const nn::backward::StrategySummary sum = s->summary();
+  if (sum.ranks) {
+    using Rank = nn::backward::StrategySummary::OperandRank;
     // A fixed rank above the projected dimension n runs at n: say so, never silently.
     const int64_t asked = s->hyperparams().value("rank", int64_t{0});
-    for (const char* t : {"x", "g_y"}) {
-      const int64_t got = rep["instant"][t].value("rank", int64_t{0}), n = rep["instant"][t].value("n", int64_t{0});
-      if (asked > got && got == n && n > 0) {
-        const std::string w = std::string("--rank ") + std::to_string(asked) + " exceeds " + t + "'s projected dimension " +
-                              std::to_string(n) + " (" + rep["instant"][t].value("axis", std::string("?")) +
-                              " axis); INSTANT runs at rank " + std::to_string(n);
-        std::cerr << "leanback bench: warning: " << w << "\n";
-        r["warnings"].push_back(w);
-      }
-    }
+    const auto warn_capped = [&](const char* t, const Rank& o) {
+      if (asked <= o.rank || o.rank != o.n || o.n <= 0) return;
+      const std::string w = std::string("--rank ") + std::to_string(asked) + " exceeds " + t + "'s projected dimension " +
+                            std::to_string(o.n) + " (" + o.axis + " axis); INSTANT runs at rank " + std::to_string(o.n);
+      std::cerr << "leanback bench: warning: " << w << "\n";
+      r["warnings"].push_back(w);
+    };
+    warn_capped("x", sum.ranks->x);
+    warn_capped("g_y", sum.ranks->g_y);
+    const auto axis = [](const Rank& o) { return o.valid ? o.axis : std::string("none"); };
+    r["ranks"] = {{"x", sum.ranks->x.rank},
+                  {"g_y", sum.ranks->g_y.rank},
+                  {"x_axis", axis(sum.ranks->x)},
+                  {"g_y_axis", axis(sum.ranks->g_y)}};
   }
-  if (rep.contains("instant"))
-    r["ranks"] = {{"x", rep["instant"]["x"].value("rank", int64_t{0})},
-                  {"g_y", rep["instant"]["g_y"].value("rank", int64_t{0})},
-                  {"x_axis", rep["instant"]["x"].value("axis", std::string("none"))},
-                  {"g_y_axis", rep["instant"]["g_y"].value("axis", std::string("none"))}};
-  r["strategy_report"] = rep;
+  if (sum.quantizer) r["quantizer"] = *sum.quantizer;
+  r["strategy_report"] = s->report();
 }
 
 nlohmann::json bench_layer(const std::string& workload, const BenchOptions& opt,

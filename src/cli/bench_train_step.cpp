@@ -47,7 +47,7 @@ TrainStepTimes time_train_steps(const BenchOptions& opt, nn::Module& model, int6
   nn::backward::Calibrator calibrator(strategies);
   optimizer.zero_grad();
   for (int it = 0; it < opt.warmup + opt.iters; ++it) {
-    nn::backward::run_context().step = it;
+    train_step.begin_step(it);
     if (!strategies.empty()) {  // untimed: forward + backward passes without optimizer steps
       const auto c0 = BenchClock::now();
       if (calibrator.calibrate(it, [&](int64_t) { train_step.accumulate(micro, "calibration"); },

@@ -10,7 +10,7 @@
 // and embeddings excluded, lb/nn/backward/policy.h) gets {"type": S, "rank": N}, the others
 // run vanilla. Calibrations (INSTANT's bases at step 0, HOT's quantiser choice) run through
 // the Calibrator before the step that needs them, outside the timed phases, and are reported
-// apart; each step sets run_context().step (HOT's random streams).
+// apart; each step keys the strategies' random streams (HOT) by its number.
 #pragma once
 #include <functional>
 #include <memory>

@@ -39,15 +39,19 @@ std::string SelfAttention::extra_repr() const {
   return std::to_string(hidden_) + ", heads " + std::to_string(heads_);
 }
 
+// query, key and value read the same x: their calls share it (CallContext::shared), so a
+// strategy that keeps a projection of x keeps it once for the three.
 Tensor SelfAttention::forward(const Tensor& x, const Tensor& mask) {
-  return scaled_dot_product_attention(query_->forward(x), key_->forward(x), value_->forward(x),
+  const backward::CallContext call{nullptr, std::make_shared<backward::SharedInput>()};
+  return scaled_dot_product_attention(query_->forward(x, call), key_->forward(x, call), value_->forward(x, call),
                                       heads_, mask, dropout_p_, is_training());
 }
 
 Tensor SelfAttention::forward_packed(const Tensor& x, const Tensor& mask, const TokenPacking& packing) {
+  const backward::CallContext call{packing.sequence_offsets(), std::make_shared<backward::SharedInput>()};
   const Tensor ctx = scaled_dot_product_attention(
-      packing.unpack(query_->forward(x)), packing.unpack(key_->forward(x)),
-      packing.unpack(value_->forward(x)), heads_, mask, dropout_p_, is_training());
+      packing.unpack(query_->forward(x, call)), packing.unpack(key_->forward(x, call)),
+      packing.unpack(value_->forward(x, call)), heads_, mask, dropout_p_, is_training());
   return packing.pack(ctx);
 }
 

@@ -35,11 +35,11 @@ std::string Linear::extra_repr() const {
              backward_ ? ", backward " + backward_->type() : "");
 }
 
-Tensor Linear::forward(const Tensor& x) {
+Tensor Linear::forward(const Tensor& x, const backward::CallContext& call) {
   LB_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input ",
            shape_str(x.shape()), " must end in ", in_);
   // Strategies apply while training; evaluation runs the plain op (nothing is saved anyway).
-  if (backward_ && is_training()) return backward::strategy_linear(x, weight_, bias_, backward_);
+  if (backward_ && is_training()) return backward::strategy_linear(x, weight_, bias_, backward_, call);
   return linear(x, weight_, bias_);
 }
 
@@ -69,6 +69,19 @@ std::string Conv2d::extra_repr() const {
 Tensor Conv2d::forward(const Tensor& x) {
   if (backward_ && is_training()) return backward::strategy_conv2d(x, weight_, bias_, args_, backward_);
   return conv2d(x, weight_, bias_, args_);
+}
+
+std::shared_ptr<backward::Strategy> backward_strategy_of(Module& m) {
+  if (auto* lin = dynamic_cast<Linear*>(&m)) return lin->backward_strategy();
+  if (auto* conv = dynamic_cast<Conv2d*>(&m)) return conv->backward_strategy();
+  return nullptr;
+}
+
+bool set_backward_strategy(Module& m, std::shared_ptr<backward::Strategy> s) {
+  if (auto* lin = dynamic_cast<Linear*>(&m)) lin->set_backward(std::move(s));
+  else if (auto* conv = dynamic_cast<Conv2d*>(&m)) conv->set_backward(std::move(s));
+  else return false;
+  return true;
 }
 
 // ---------------------------------------------------------------- LayerNorm

@@ -48,10 +48,7 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::backward::Strategy>>> str
     nn::Module& model) {
   std::vector<std::pair<std::string, std::shared_ptr<nn::backward::Strategy>>> out;
   for (auto& [name, m] : model.named_modules()) {
-    std::shared_ptr<nn::backward::Strategy> s;
-    if (auto* lin = dynamic_cast<nn::Linear*>(m)) s = lin->backward_strategy();
-    else if (auto* conv = dynamic_cast<nn::Conv2d*>(m)) s = conv->backward_strategy();
-    if (s) out.emplace_back(name, s);
+    if (auto s = nn::backward_strategy_of(*m)) out.emplace_back(name, s);
   }
   return out;
 }

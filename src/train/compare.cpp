@@ -16,6 +16,7 @@
 #include "lb/io/atomic_file.h"
 #include "lb/io/json_file.h"
 #include "lb/nn/backward/policy.h"
+#include "lb/nn/backward/summary.h"
 #include "lb/train/metrics_log.h"
 #include "lb/train/output_dir.h"
 #include "lb/train/plots.h"
@@ -140,21 +141,25 @@ nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
       metrics[it.key()] = it.value();
   // Per layer: the strategy, what it kept at its last call and the choices it made.
   nlohmann::json layers = nlohmann::json::array();
+  // (eval_results.json keeps each Strategy::report(); runs written before the generic keys
+  // are read through the strategy keys by StrategySummary::from_json.)
   for (const auto& r : results.value("layers", nlohmann::json::array())) {
-    nlohmann::json l = {{"layer", r.value("layer", "")},
-                        {"type", r.value("type", "")},
-                        {"saved_bytes_last_call", r["measured"].value("saved_bytes_last_call", 0)},
-                        {"backward_ms_total", r["measured"].value("backward_ms_total", 0.0)}};
-    if (r.contains("fallback_reason")) l["fallback_reason"] = r["fallback_reason"];
-    if (r.contains("instant")) {
-      const auto& in = r["instant"];
-      l["x_rank"] = in["x"].value("rank", 0);
-      l["x_axis"] = in["x"].value("axis", "");
-      l["g_y_rank"] = in["g_y"].value("rank", 0);
-      l["g_y_axis"] = in["g_y"].value("axis", "");
-      l["compressing"] = in.value("compressing", false);
+    const nn::backward::StrategySummary sum = nn::backward::StrategySummary::from_json(r);
+    nlohmann::json l = {{"layer", sum.layer},
+                        {"type", sum.type},
+                        {"saved_bytes_last_call", sum.measured.saved_bytes_last_call},
+                        {"backward_ms_total", sum.measured.backward_ms_total},
+                        {"compressing", sum.compressing}};
+    if (sum.fallback_reason) l["fallback_reason"] = *sum.fallback_reason;
+    if (sum.ranks) {
+      // The flat keys of earlier report.json files, and the generic "ranks".
+      l["x_rank"] = sum.ranks->x.rank;
+      l["x_axis"] = sum.ranks->x.axis;
+      l["g_y_rank"] = sum.ranks->g_y.rank;
+      l["g_y_axis"] = sum.ranks->g_y.axis;
+      l["ranks"] = {{"x", sum.ranks->x.to_json()}, {"g_y", sum.ranks->g_y.to_json()}};
     }
-    if (r.contains("hot")) l["quantizer"] = r["hot"]["lqs"].value("choice", "");
+    if (sum.quantizer) l["quantizer"] = *sum.quantizer;
     layers.push_back(std::move(l));
   }
   const nlohmann::json probe = summarize_probes(probes, results.value("grad_probe_ms_total", 0.0), train_s);
@@ -429,7 +434,7 @@ std::string report_markdown(const nlohmann::json& report, const std::vector<std:
       if (l.contains("x_rank"))
         choice = "x rank " + std::to_string(l["x_rank"].get<int64_t>()) + " (" + l.value("x_axis", "") +
                  "), g_y rank " + std::to_string(l["g_y_rank"].get<int64_t>()) + " (" + l.value("g_y_axis", "") +
-                 ")" + (l.value("compressing", true) ? "" : ", exact: no gain");
+                 ")" + (l.value("compressing", true) || l.contains("fallback_reason") ? "" : ", exact: no gain");
       if (l.contains("quantizer")) choice = "quantiser " + l["quantizer"].get<std::string>();
       if (l.contains("fallback_reason")) choice += "; fell back to exact";
       os << "| " << l["layer"].get<std::string>() << " | " << l["type"].get<std::string>() << " | " << choice

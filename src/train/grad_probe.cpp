@@ -2,12 +2,12 @@
 #include "lb/train/grad_probe.h"
 
 #include <cmath>
-#include <limits>
 #include <map>
 #include <string>
 
 #include "lb/core/error.h"
-#include "lb/nn/backward/strategy.h"
+#include "lb/nn/backward/probe.h"
+#include "lb/nn/layers.h"
 
 namespace lb::train {
 
@@ -21,31 +21,34 @@ nlohmann::json closeness(double dot, double ee, double aa, double dd) {
 }  // namespace
 
 // The gradient-fidelity probe (train.grad_probe_every) on one held training batch, in eval
-// mode (no dropout draws, BatchNorm statistics untouched) and under its own key for HOT's
-// stochastic rounding, so training is unchanged by it. Pass 1 runs every compressed layer
-// beside its exact backward from the same (exact) g_y ("local": g_w and g_x); pass 2 runs the
-// ordinary compressed backward, whose g_w is compared with pass 1's exact one ("end to end").
+// mode (no dropout draws, BatchNorm statistics untouched), with every compressed layer wrapped
+// in a ProbedStrategy (nn/backward/probe.h), which draws from the probe's own stream. Pass 1
+// compares each layer's g_w and g_x with the exact ones from the same (exact) g_y ("local");
+// pass 2 runs the ordinary compressed backward, whose g_w is compared with pass 1's exact one
+// ("end to end"). Training is unchanged by it: its draws, the strategies' state and figures
+// are as before.
 nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
                               const std::vector<std::shared_ptr<nn::backward::Strategy>>& strategies,
                               data::BatchSource& loader, int64_t step) {
+  train_step.begin_step(step);  // the probe's draws: this step's probe stream
   nn::Module& module = train_step.module();
-  std::vector<std::shared_ptr<nn::backward::Strategy>> probed;
+  std::map<std::string, nn::Module*> modules;
+  for (auto& [name, m] : module.named_modules()) modules[name] = m;
+  // The compressed layers, with their modules (a strategy not set on a layer is not probed).
+  std::vector<std::pair<std::shared_ptr<nn::backward::Strategy>, nn::Module*>> probed;
   for (const auto& s : strategies)
-    if (s->type() != "vanilla") probed.push_back(s);
+    if (s->type() != "vanilla")
+      if (const auto it = modules.find(s->layer_name()); it != modules.end() && nn::backward_strategy_of(*it->second) == s)
+        probed.emplace_back(s, it->second);
   nlohmann::json out = nlohmann::json::array();
   if (probed.empty()) return out;
   data::Batch held;
   loader.start_epoch(0, 0);
   LB_CHECK(loader.next(held), "gradient probe: no training batch");
-  auto& rc = nn::backward::run_context();
-  const int64_t saved_step = rc.step;
-  rc.step = std::numeric_limits<int64_t>::min() / 2 + step;  // never a training step's key
   const bool was_training = module.is_training();
   // Eval mode everywhere but in the layers with strategies (they use them in training mode
   // only): no dropout draws, BatchNorm's statistics untouched.
   module.eval();
-  std::map<std::string, nn::Module*> modules;
-  for (auto& [name, m] : module.named_modules()) modules[name] = m;
   for (const auto& s : strategies)
     if (const auto it = modules.find(s->layer_name()); it != modules.end()) it->second->train(true);
   std::map<std::string, Tensor> params;
@@ -56,16 +59,34 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
   };
   const std::vector<data::Batch> batch{held};
   const auto forward_backward = [&] { train_step.accumulate(micro_batches(model, batch), "gradient probe"); };
-  for (const auto& s : probed) s->set_probing(true);
-  forward_backward();
-  for (const auto& s : probed) s->set_probing(false);
+  std::vector<std::shared_ptr<nn::backward::ProbedStrategy>> wrapped;
+  const auto unwrap = [&] {
+    for (size_t i = 0; i < wrapped.size(); ++i) {
+      nn::set_backward_strategy(*probed[i].second, probed[i].first);
+      wrapped[i]->end();
+    }
+  };
   std::vector<Tensor> exact_gw;
-  for (const auto& s : probed) exact_gw.push_back(weight_grad(s->layer_name()));
-  train_step.optimizer().zero_grad();
-  forward_backward();
+  try {
+    for (const auto& [s, m] : probed) {
+      wrapped.push_back(std::make_shared<nn::backward::ProbedStrategy>(s));
+      nn::set_backward_strategy(*m, wrapped.back());
+    }
+    forward_backward();
+    for (const auto& [s, m] : probed) exact_gw.push_back(weight_grad(s->layer_name()));
+    train_step.optimizer().zero_grad();
+    for (const auto& w : wrapped) w->set_comparing(false);
+    forward_backward();
+  } catch (...) {
+    unwrap();
+    if (was_training) module.train();
+    throw;
+  }
+  unwrap();
   for (size_t i = 0; i < probed.size(); ++i) {
-    const auto& st = probed[i]->probe_stats();
-    nlohmann::json l = {{"layer", probed[i]->layer_name()}, {"type", probed[i]->type()}};
+    const auto& st = wrapped[i]->stats();
+    const auto& s = probed[i].first;
+    nlohmann::json l = {{"layer", s->layer_name()}, {"type", s->type()}};
     if (st.calls == 0) {
       l["probed"] = false;  // exact this step (not calibrated yet, fell back, frozen)
       out.push_back(l);
@@ -73,7 +94,7 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
     }
     if (st.gw_ee > 0) l["local"]["g_w"] = closeness(st.gw_dot, st.gw_ee, st.gw_aa, st.gw_dd);
     if (st.gx_ee > 0) l["local"]["g_x"] = closeness(st.gx_dot, st.gx_ee, st.gx_aa, st.gx_dd);
-    const Tensor approx = weight_grad(probed[i]->layer_name());
+    const Tensor approx = weight_grad(s->layer_name());
     if (exact_gw[i].defined() && approx.defined()) {
       double dot = 0, ee = 0, aa = 0, dd = 0;
       nn::backward::add_closeness(exact_gw[i], approx, dot, ee, aa, dd);
@@ -83,9 +104,7 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
   }
   train_step.optimizer().zero_grad();
   if (was_training) module.train();
-  rc.step = saved_step;
   return out;
 }
-
 
 }  // namespace lb::train

@@ -83,6 +83,15 @@ def curve_figures(series, metric, out_dir, title):
     save(fig_e, out_dir, "eval.png")
 
 
+def layer_rank(layer, operand):
+    """A compare layer's low-rank rank of `operand` ("x" or "g_y"), or None: the generic
+    "ranks" key, else the flat "x_rank" / "g_y_rank" of report.json files written before it."""
+    ranks = layer.get("ranks")
+    if isinstance(ranks, dict):
+        return ranks.get(operand, {}).get("rank", 0)
+    return layer.get(operand + "_rank")
+
+
 def compare_figures(d, out_dir):
     with open(os.path.join(d, "report.json"), encoding="utf-8") as f:
         report = json.load(f)
@@ -130,8 +139,8 @@ def compare_figures(d, out_dir):
     if not with_layers:
         return
     layers = [l["layer"] for l in with_layers[0]["layers"]]
-    instant = [s for s in with_layers if s["strategy"] == "instant"]
-    rows = 2 if instant else 1
+    low_rank = [s for s in with_layers if any(layer_rank(l, "x") is not None for l in s["layers"])]
+    rows = 2 if low_rank else 1
     fig, axes = plt.subplots(rows, 1, figsize=(max(8, 0.35 * len(layers)), 3.6 * rows), squeeze=False)
     width = 0.8 / len(with_layers)
     x = list(range(len(layers)))
@@ -142,11 +151,12 @@ def compare_figures(d, out_dir):
     axes[0][0].set_yscale("log")
     axes[0][0].set_ylabel("saved KiB (last call)")
     axes[0][0].legend()
-    if instant:
-        by = {l["layer"]: l for l in instant[0]["layers"]}
-        axes[1][0].bar([i - 0.2 for i in x], [by.get(n, {}).get("x_rank", 0) for n in layers], 0.4, label="x rank")
-        axes[1][0].bar([i + 0.2 for i in x], [by.get(n, {}).get("g_y_rank", 0) for n in layers], 0.4, label="g_y rank")
-        axes[1][0].set_ylabel("INSTANT rank")
+    if low_rank:
+        by = {l["layer"]: l for l in low_rank[0]["layers"]}
+        for operand, dx in (("x", -0.2), ("g_y", 0.2)):
+            ranks = [layer_rank(by.get(n, {}), operand) or 0 for n in layers]
+            axes[1][0].bar([i + dx for i in x], ranks, 0.4, label=operand + " rank")
+        axes[1][0].set_ylabel("%s rank" % low_rank[0]["strategy"].upper())
         axes[1][0].legend()
     short = [n.replace("bert.encoder.layer.", "L").replace("attention.", "") for n in layers]
     for row in axes:

@@ -32,9 +32,13 @@ std::string number(double v) {
 }  // namespace
 
 TrainStep::TrainStep(nn::Module& module, optim::Optimizer& optimizer, TrainStepOptions options)
-    : module_(module), optimizer_(optimizer), opt_(std::move(options)) {
+    : module_(module),
+      optimizer_(optimizer),
+      opt_(std::move(options)),
+      context_(std::make_shared<nn::backward::StepContext>(nn::backward::StepContext{opt_.seed, 0, 0})) {
   for (const auto& p : module_.parameters())
     if (p.requires_grad()) trainable_.push_back(p);
+  for (const auto& s : opt_.strategies) s->set_step_context(context_);
 }
 
 void TrainStep::wait_for_device() const {
@@ -64,6 +68,7 @@ void TrainStep::accumulate(const std::vector<MicroBatch>& micro, const std::stri
 }
 
 StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bool measure_saved) {
+  begin_step(step);
   StepResult r;
   const std::string at = "step " + std::to_string(step + 1);
   r.examples = global_examples(micro, "example count of " + at);

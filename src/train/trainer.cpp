@@ -141,6 +141,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   step_options.group = &pg;
   step_options.device = ranks.device;
   step_options.strategies = s.strategies;
+  // HOT's stochastic-rounding streams: keyed by rank too (rank 0 keeps the single-process key).
+  step_options.seed = tc.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(pg.rank()));
   TrainStep train_step(module, *s.optimizer, step_options);
   // Same starting weights on every rank (they are initialised alike, and a resumed run loaded
   // the same checkpoint; the broadcast makes it so bitwise).
@@ -188,8 +190,6 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
 
   // ---- the loop ----
   module.train();
-  // HOT's stochastic-rounding streams: keyed by rank too (rank 0 keeps the single-process key).
-  nn::backward::run_context().seed = tc.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(pg.rank()));
   Progress progress(s.total_steps, opt.progress < 0 ? ::isatty(2) != 0 : opt.progress == 1, opt.quiet || !main_rank);
   StepLog step_log(s.total_steps, s.steps_per_epoch, pg.size(), ranks.device);
   int64_t loader_epoch = -1, loader_next = 0;  // where train_loader stands
@@ -204,7 +204,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
       break;
     }
     const int64_t step = st.step;
-    nn::backward::run_context().step = step;
+    train_step.begin_step(step);
     calibration.run_if_due(step, st, metrics, log, progress);
     if (tc.grad_probe_every > 0 && step % tc.grad_probe_every == 0) {
       const auto p0 = Clock::now();

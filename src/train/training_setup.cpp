@@ -69,7 +69,7 @@ TrainingSetup set_up_training(Config& config, const std::string& strategy, Devic
   }
   // Padding: dynamic by default. BERT runs padding-free unless told not to (skip_padding
   // "auto" = true): token-wise layers see only the kept tokens, and INSTANT's token-axis
-  // projections work per sequence (packed_sequences.h). Their bases span max_seq_len
+  // projections work per sequence (CallContext::sequences). Their bases span max_seq_len
   // positions and each sequence (or padded batch) of L tokens projects with their first L
   // columns (set_max_tokens, below).
   if (config.data.padding == "auto") config.data.padding = "dynamic";
@@ -79,7 +79,8 @@ TrainingSetup set_up_training(Config& config, const std::string& strategy, Devic
   }
   s.strategies = config.backward.apply(module, strategy);
   if (s.data.text)
-    for (const auto& st : s.strategies) st->set_max_tokens(config.data.max_seq_len);
+    for (const auto& st : s.strategies)
+      if (auto* c = st->calibration()) c->set_max_tokens(config.data.max_seq_len);
   if (!device.is_cpu()) {
     for (const auto& st : s.strategies)
       LB_CHECK(!st->cpu_only(st->on_conv()), "--device ", device.str(), ": layer ", st->layer_name(), " uses ",

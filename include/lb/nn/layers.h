@@ -17,7 +17,9 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x);
+  // `call`: what the backward strategy needs to know of this call (a padding-free batch's
+  // sequences, an input shared with sibling layers); nothing without a strategy.
+  Tensor forward(const Tensor& x, const backward::CallContext& call = {});
   Tensor& weight() { return weight_; }
   Tensor& bias() { return bias_; }
   int64_t in_features() const { return in_; }
@@ -51,6 +53,11 @@ class Conv2d : public Module {
   Tensor weight_, bias_;
   std::shared_ptr<backward::Strategy> backward_;
 };
+
+// The backward strategy of a Linear or Conv2d (null for other modules, or none set), and
+// setting it (false: `m` is neither).
+std::shared_ptr<backward::Strategy> backward_strategy_of(Module& m);
+bool set_backward_strategy(Module& m, std::shared_ptr<backward::Strategy> s);
 
 class LayerNorm : public Module {
  public:

@@ -18,7 +18,8 @@ namespace lb::train {
 // per compressed layer {"layer", "type", "local": {"g_w", "g_x"}, "end_to_end": {"g_w"}},
 // each {"cos", "rel_err"}, or "probed": false where the layer ran exact. Its forward and
 // backward passes are the TrainStep's (no optimizer step); the gradients are zeroed afterwards,
-// the module's mode and the strategies' step key restored.
+// the module's mode and the layers' strategies restored. The compressed layers draw from
+// the step's probe stream (nn/backward/probe.h), never the training stream.
 nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
                               const std::vector<std::shared_ptr<nn::backward::Strategy>>& strategies,
                               data::BatchSource& loader, int64_t step);

@@ -53,8 +53,10 @@ struct TrainStepOptions {
   bool synchronize = false;
   Device device = Device::cpu();
   // The layers' backward strategies: the papers' accounting of the step, and the layer named
-  // when a gradient is not finite.
+  // when a gradient is not finite. The step gives them its step context (their random draws).
   std::vector<std::shared_ptr<nn::backward::Strategy>> strategies;
+  // The seed of the strategies' random streams (HOT's stochastic rounding).
+  uint64_t seed = 0;
 };
 
 struct StepResult {
@@ -79,6 +81,10 @@ class TrainStep {
   // Throws Diverged on a non-finite loss or gradient norm.
   StepResult run(int64_t step, const std::vector<MicroBatch>& micro, bool measure_saved);
 
+  // Makes `step` the key of the strategies' random draws in the passes that follow
+  // (calibration and probe passes before the step; run() calls it too).
+  void begin_step(int64_t step) { context_->step = step; }
+
   // Forward and backward of the weighted micro-batches only: gradients accumulate, nothing is
   // stepped or checked (calibration passes, the gradient probe). `what` names the pass in a
   // failed collective.
@@ -100,6 +106,7 @@ class TrainStep {
   optim::Optimizer& optimizer_;
   TrainStepOptions opt_;
   std::vector<Tensor> trainable_;
+  std::shared_ptr<nn::backward::StepContext> context_;
 };
 
 }  // namespace lb::train

@@ -3,6 +3,7 @@
 
 #include "lb/autograd/node.h"
 #include "lb/core/allocator.h"
+#include "lb/nn/backward/summary.h"
 
 namespace lb::nn::backward {
 
@@ -21,12 +22,12 @@ nlohmann::json accounting_report(const std::vector<std::shared_ptr<Strategy>>& s
   double mflops = 0, mib = 0, ms = 0;
   int64_t kept = 0;
   for (const auto& s : strategies) {
-    nlohmann::json r = s->report();
-    mflops += r["paper"]["backward_mflops_per_sample"].get<double>();
-    mib += r["paper"]["saved_mib_fp32_per_sample"].get<double>();
-    ms += r["measured"]["backward_ms_total"].get<double>();
-    kept += r["measured"]["saved_bytes_last_call"].get<int64_t>();
-    layers.push_back(std::move(r));
+    const StrategySummary sum = s->summary();
+    mflops += sum.paper.backward_flops / 1e6;
+    mib += sum.paper.saved_bytes_fp32 / (1024.0 * 1024.0);
+    ms += sum.measured.backward_ms_total;
+    kept += sum.measured.saved_bytes_last_call;
+    layers.push_back(s->report());
   }
   const MemStats m = cpu_allocator().stats();
   nlohmann::json by_tag = nlohmann::json::object();

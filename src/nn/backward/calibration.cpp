@@ -15,10 +15,19 @@ Calibrator::Calibrator(std::vector<std::shared_ptr<Strategy>> strategies)
 
 bool Calibrator::needs_calibration(int64_t step) const { return num_batches(step) > 0; }
 
+namespace {
+// The strategy's calibration side when it wants a pass before `step` (null otherwise).
+const Calibratable* wants_calibration(const Strategy& s, int64_t step) {
+  const Calibratable* c = s.calibration();
+  return c && !s.fell_back() && c->needs_calibration(step) ? c : nullptr;
+}
+}  // namespace
+
 int64_t Calibrator::num_batches(int64_t step) const {
   int64_t n = 0;
   for (const auto& s : all_)
-    if (!s->fell_back() && s->needs_calibration(step)) n = std::max<int64_t>(n, std::max<int64_t>(1, s->calibration_batches()));
+    if (const Calibratable* c = wants_calibration(*s, step))
+      n = std::max<int64_t>(n, std::max<int64_t>(1, c->calibration_batches()));
   return n;
 }
 
@@ -26,7 +35,7 @@ void Calibrator::begin(int64_t step) {
   LB_CHECK(active_.empty(), "Calibrator::begin(", step, "): a calibration is already running; call finish() first");
   num_batches_ = num_batches(step);
   for (size_t i = 0; i < all_.size(); ++i)
-    if (!all_[i]->fell_back() && all_[i]->needs_calibration(step)) {
+    if (wants_calibration(*all_[i], step)) {
       all_[i]->begin_calibration();
       active_.push_back(all_[i]);
       calibrated_[i] = true;
@@ -39,13 +48,13 @@ void Calibrator::finish() {
   const bool dp = group_ && group_->size() > 1;
   for (const auto& s : active_) {
     try {
-      if (dp) s->reduce_calibration(*group_);
+      if (dp) s->calibration()->reduce_calibration(*group_);
       s->finish_calibration();
     } catch (const Error& e) {
       s->fall_back_to_exact(e.what());
       failures_.emplace_back(s->layer_name(), e.what());
     }
-    if (dp && !s->reduces_calibration()) {  // rank 0's state everywhere (e.g. HOT's choice)
+    if (dp && !s->calibration()->reduces_calibration()) {  // rank 0's state everywhere (e.g. HOT's choice)
       std::string state = group_->is_main() ? s->state_json().dump() : std::string();
       group_->broadcast(state, 0, "calibrated state of " + s->layer_name());
       if (!group_->is_main()) s->load_state_json(nlohmann::json::parse(state));
@@ -77,13 +86,14 @@ nlohmann::json Calibrator::report() const {
   for (size_t i = 0; i < all_.size(); ++i) {
     if (!calibrated_[i]) continue;
     const auto& s = all_[i];
-    nlohmann::json r = s->report();
-    nlohmann::json l = {{"layer", s->layer_name()}, {"type", s->type()}};
-    if (r.contains("instant")) {
-      l["x"] = r["instant"]["x"];
-      l["g_y"] = r["instant"]["g_y"];
+    const StrategySummary sum = s->summary();
+    nlohmann::json l = {{"layer", sum.layer}, {"type", sum.type}};
+    if (sum.ranks) {
+      l["x"] = sum.ranks->x.to_json();
+      l["g_y"] = sum.ranks->g_y.to_json();
     }
-    if (r.contains("calibration")) l["cost"] = r["calibration"];
+    if (sum.quantizer) l["quantizer"] = *sum.quantizer;
+    if (sum.calibration) l["cost"] = sum.calibration_json();
     layers.push_back(l);
   }
   return {{"calibrations", calibrations_}, {"ms_total", ms_total_}, {"steps", steps_}, {"layers", layers}};

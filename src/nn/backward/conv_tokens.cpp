@@ -20,12 +20,34 @@ Tensor conv_from_tokens(const Tensor& tokens, const ConvGeometry& cg) {
   return backend::conv_token_kernels(tokens.device()).from_tokens(tokens, cg);
 }
 
-SavedState Strategy::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
-  return save(conv_to_tokens(x, cg), w2d);
+SavedState Strategy::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg, const CallContext& call) {
+  check_device(x, /*conv=*/true);
+  SavedState s;
+  if (fell_back_) {
+    s = save_conv_exact(x, w2d, cg);
+  } else if (x.device().is_cpu() && !conv_token_view_on_cpu()) {
+    s = save_conv_impl(x, w2d, cg, call);
+  } else {
+    s = Strategy::save_conv_impl(x, w2d, cg, call);
+    s.token_view = true;
+  }
+  s.step = step_context();
+  return s;
 }
 
-Gradients Strategy::backward_conv(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
-                                  bool want_gx, bool want_gw, const ConvGeometry&) {
+Gradients Strategy::backward_conv(const SavedState& s, const Tensor& g_y, const Tensor& w2d, bool want_gx,
+                                  bool want_gw, const ConvGeometry& cg) {
+  return s.token_view ? Strategy::backward_conv_image_impl(s, g_y, w2d, want_gx, want_gw, cg)
+                      : backward_conv_image_impl(s, g_y, w2d, want_gx, want_gw, cg);
+}
+
+SavedState Strategy::save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg,
+                                    const CallContext& call) {
+  return save(conv_to_tokens(x, cg), w2d, call);
+}
+
+Gradients Strategy::backward_conv_tokens_impl(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
+                                              bool want_gx, bool want_gw, const ConvGeometry&) {
   return backward(s, g_y_tokens, w2d, want_gx, want_gw);
 }
 
@@ -43,8 +65,8 @@ SavedState Strategy::save_conv_exact(const Tensor& x, const Tensor& w2d, const C
   return s;
 }
 
-Gradients Strategy::backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
-                                        bool want_gx, bool want_gw, const ConvGeometry& cg) {
+Gradients Strategy::backward_conv_image_impl(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
+                                             bool want_gx, bool want_gw, const ConvGeometry& cg) {
   if (s.conv_image) {
     const auto t0 = std::chrono::steady_clock::now();
     const Tensor x = autograd::saved_f32(s.tensors.at(0));
@@ -55,22 +77,17 @@ Gradients Strategy::backward_conv_image(const SavedState& s, const Tensor& g_y, 
     if (want_gw) r.grad_weight = g.grad_weight.view({w2d.size(0), w2d.size(1)});
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (calibrating_) {
-      ++calib_calls_;
-      calib_backward_ms_ += ms;
-    } else {
-      count_backward(ms);
-    }
+    count_backward(ms);
     return r;
   }
   const int64_t N = g_y.size(0), O = g_y.size(1), L = cg.Ho * cg.Wo;
   // g_y (N, O, Ho, Wo) -> tokens (N, L, O)
   const Tensor gt = backend::conv_token_kernels(g_y.device()).transpose_last2(g_y.reshape({N, O, L}));
-  return backward_conv(s, gt, w2d, want_gx, want_gw, cg);
+  return backward_conv_tokens_impl(s, gt, w2d, want_gx, want_gw, cg);
 }
 
 Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args,
-                       const std::shared_ptr<Strategy>& strategy) {
+                       const std::shared_ptr<Strategy>& strategy, const CallContext& call) {
   LB_CHECK(strategy != nullptr, "strategy_conv2d: no strategy");
   if (args.groups != 1 || !w.requires_grad() || !autograd::should_record({x, w, b}))
     return conv2d(x, w, b, args);  // exact op: grouped convs, frozen weights, no grad
@@ -88,38 +105,22 @@ Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const 
   cg.args = args;
   const int64_t O = w.size(0);
   const Tensor w2d = w.detach().reshape({O, -1});
-  SavedState state = strategy->save_conv_checked(x.detach(), w2d, cg);
-  const bool probe = strategy->probing();  // keep the image too: the exact backward runs beside
-  SavedState exact_state;
-  if (probe) exact_state = strategy->save_conv_exact(x.detach(), w2d, cg);
+  SavedState state = strategy->save_conv(x.detach(), w2d, cg, call);
   std::vector<Tensor> saved = state.tensors;
-  const size_t n_exact = exact_state.tensors.size();
-  for (const Tensor& t : exact_state.tensors) saved.push_back(t);
-  exact_state.tensors.clear();
   saved.push_back(w);  // a parameter: costs no saved bytes, and the exact conv backward wants
                       // its shape even when only g_w is needed
   const size_t n_state = state.tensors.size();
   state.tensors.clear();
   autograd::record(
       "conv2d[" + strategy->type() + "]", y, {x, w, b}, saved,
-      [strategy, state = std::move(state), exact_state = std::move(exact_state), n_state, n_exact, probe, cg,
-       w_shape = w.shape(), O](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
+      [strategy, state = std::move(state), n_state, cg, w_shape = w.shape(), O](
+          const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
         SavedState st = state;
         st.tensors.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_state));
         const Tensor w2d = s.back().defined() ? s.back().reshape({O, -1}) : Tensor();
         const Tensor gc = detail::contiguous_nograd(g);
-        Gradients gr = strategy->backward_conv_checked(st, gc, w2d, need[0], need[1], cg);
+        Gradients gr = strategy->backward_conv(st, gc, w2d, need[0], need[1], cg);
         if (need[0] && gr.grad_input.dim() != 4) gr.grad_input = conv_from_tokens(gr.grad_input, cg);
-        if (probe && (need[0] || need[1])) {
-          SavedState ex = exact_state;
-          ex.tensors.assign(s.begin() + static_cast<std::ptrdiff_t>(n_state),
-                            s.begin() + static_cast<std::ptrdiff_t>(n_state + n_exact));
-          Gradients exact = strategy->backward_conv_image(ex, gc, w2d, need[0], need[1], cg);
-          if (need[0] && exact.grad_input.dim() != 4) exact.grad_input = conv_from_tokens(exact.grad_input, cg);
-          strategy->record_probe(exact, gr);
-          gr.grad_input = exact.grad_input;
-          gr.grad_weight = exact.grad_weight;
-        }
         return std::vector<Tensor>{need[0] ? gr.grad_input : Tensor(),
                                    need[1] ? gr.grad_weight.reshape(w_shape) : Tensor(),
                                    need[2] ? (gr.grad_bias.defined() ? gr.grad_bias : sum(g, {0, 2, 3}))

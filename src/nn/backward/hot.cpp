@@ -139,13 +139,15 @@ nlohmann::json Hot::hyperparams() const { return settings_.to_json(); }
 // ---------------------------------------------------------------- helpers
 
 namespace {
-QuantParams qparams(int bits, bool stochastic, int64_t layer_id, int tensor_id,
+// `step` keys the draws of stochastic rounding; a stream other than training's (the probe's)
+// mixes into the seed, so the training stream's keys are those of the step alone.
+QuantParams qparams(int bits, bool stochastic, int64_t layer_id, int tensor_id, const StepContext& step = {},
                     int64_t micro = 0) {
   QuantParams p;
   p.qmax = quant::qmax_for_bits(bits);
   p.stochastic = stochastic;
-  const RunContext& rc = run_context();
-  p.key = quant::philox_key(rc.seed, rc.step, layer_id, tensor_id, micro);
+  const uint64_t seed = step.seed ^ (step.stream * 0xD1B54A32D192ED03ULL);
+  p.key = quant::philox_key(seed, step.step, layer_id, tensor_id, micro);
   return p;
 }
 
@@ -157,12 +159,12 @@ struct GyQuant {
 };
 
 GyQuant quantize_grad_output(const QuantizeKernels& k, const HotSettings& st, const HadamardKeep& keep,
-                             int64_t layer_id, int64_t micro, bool per_token, const Tensor& g2d,
-                             bool for_gx, bool for_gw) {
+                             int64_t layer_id, const StepContext& step, int64_t micro, bool per_token,
+                             const Tensor& g2d, bool for_gx, bool for_gw) {
   const int64_t M = g2d.size(0), O = g2d.size(1), O16 = round_up16(O);
   const Device dev = g2d.device();
-  const QuantParams pr = qparams(st.gx_bits, true, layer_id, kGxId, micro);
-  const QuantParams pc = qparams(kGwBits, true, layer_id, kGwId, micro);
+  const QuantParams pr = qparams(st.gx_bits, true, layer_id, kGxId, step, micro);
+  const QuantParams pc = qparams(kGwBits, true, layer_id, kGwId, step, micro);
   GyQuant r;
   if (for_gx) r.gq = workspace({M, O16}, DType::I8, dev);
   if (for_gx && per_token) r.row_scale = workspace({M}, DType::F32, dev);
@@ -234,7 +236,7 @@ void Hot::compress_tokens(const Tensor& x2d, SavedState& s) const {
 }
 
 Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bool want_gw,
-                         const Tensor& xhat, float s_x) {
+                         const Tensor& xhat, float s_x, const StepContext& step) {
   const int64_t M = g2d.size(0), O = g2d.size(1), O16 = round_up16(O);
   const HadamardKeep keep = keep_of(rows_);
   const int64_t Kr = cols_out_rows(M, keep);
@@ -246,7 +248,7 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
     w = detail::contiguous_nograd(w_in);
     check_f32(w, layer_name_, "w");
     I = w.size(1);
-    if (lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
+    if (lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward", step);
   }
   if (want_gw) {
     LB_CHECK(xhat.size(0) == Kr, "hot (", layer_name_, "): saved state has ", xhat.size(0), " rows for ", M,
@@ -272,7 +274,8 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
     return out;
   }
   const GyQuant q =
-      quantize_grad_output(k, settings_, keep, layer_id_, next_micro(), lqs_ == Lqs::PerToken, g2d, want_gx, want_gw);
+      quantize_grad_output(k, settings_, keep, layer_id_, step, next_micro(step), lqs_ == Lqs::PerToken, g2d, want_gx,
+                           want_gw);
   const backend::Int8GemmKernels& int8 = backend::int8_gemm_kernels(dev);
   // ---- g_x = (q_G q_W) · s_G(row) · s_W / 16
   if (want_gx) {
@@ -306,10 +309,10 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
 
 // ---------------------------------------------------------------- LQS
 
-int64_t Hot::next_micro() {
-  const int64_t step = run_context().step;
-  if (step != draw_step_) {
-    draw_step_ = step;
+int64_t Hot::next_micro(const StepContext& step) {
+  if (step.step != draw_step_ || step.stream != draw_stream_) {
+    draw_step_ = step.step;
+    draw_stream_ = step.stream;
     draw_micro_ = 0;
   } else {
     ++draw_micro_;
@@ -317,7 +320,7 @@ int64_t Hot::next_micro() {
   return draw_micro_;
 }
 
-void Hot::run_lqs(const Tensor& g2d, const char* how) {
+void Hot::run_lqs(const Tensor& g2d, const char* how, const StepContext& step) {
   if (lqs_ != Lqs::Undecided || !settings_.quantize) return;
   if (!settings_.lqs) {
     lqs_ = Lqs::PerTensor;
@@ -330,7 +333,7 @@ void Hot::run_lqs(const Tensor& g2d, const char* how) {
   const int qmax = quant::qmax_for_bits(settings_.gx_bits);
   Tensor gt = workspace({M, O16}, DType::F32, dev);
   k.rows(g2d, gt);  // the tensor both quantisers see
-  const QuantParams p = qparams(settings_.gx_bits, true, layer_id_, kLqsId);
+  const QuantParams p = qparams(settings_.gx_bits, true, layer_id_, kLqsId, step);
   Tensor q = workspace({M, O16}, DType::I8, dev);
   const float m = k.rows_absmax(g2d);
   k.rows_quantize(g2d, quant::inv_scale_from_absmax(m, qmax), p, q);
@@ -348,10 +351,10 @@ bool Hot::needs_calibration(int64_t) const {
   return settings_.quantize && settings_.lqs && lqs_ == Lqs::Undecided;
 }
 
-void Hot::observe_grad_output(const Tensor& g_y, const SequenceOffsets&) {
+void Hot::observe_grad_output(const Tensor& g_y, const SequenceOffsets&, const StepContext& step) {
   if (g_y.dtype() != DType::F32) return;
   const Tensor g = detail::contiguous_nograd(g_y);
-  run_lqs(g.view({g.numel() / g.size(-1), g.size(-1)}), "calibration");
+  run_lqs(g.view({g.numel() / g.size(-1), g.size(-1)}), "calibration", step);
 }
 
 nlohmann::json Hot::state_json() const {
@@ -375,7 +378,7 @@ void Hot::load_state_json(const nlohmann::json& j) {
 
 // ---------------------------------------------------------------- Linear
 
-SavedState Hot::save_impl(const Tensor& x, const Tensor&) {
+SavedState Hot::save_impl(const Tensor& x, const Tensor&, const CallContext&) {
   check_f32(x, layer_name_, "x");
   device_ = x.device();
   last_conv_raw_ = false;
@@ -391,21 +394,21 @@ Gradients Hot::backward_impl(const SavedState& s, const Tensor& g_y, const Tenso
   // capturing bindings, clang before 16 does not).
   const int64_t B = s.geom.B, L = s.geom.L, I = s.geom.I, O = s.geom.O;
   Gradients out = gradients(g_y.view({B * L, O}), w, want_gx, want_gw, want_gw ? s.tensors.at(0) : Tensor(),
-                            want_gw ? static_cast<float>(s.scalars.at(0)) : 0.f);
+                            want_gw ? static_cast<float>(s.scalars.at(0)) : 0.f, s.step);
   if (want_gx) out.grad_input = out.grad_input.view({B, L, I});
   return out;
 }
 
 // ---------------------------------------------------------------- Conv2d
 
-SavedState Hot::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
+SavedState Hot::save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg, const CallContext& call) {
   last_conv_raw_ = false;
-  if (calibrating_ || is_pointwise(cg)) return Strategy::save_conv(x, w2d, cg);
+  if (calibrating_ || is_pointwise(cg)) return Strategy::save_conv_impl(x, w2d, cg, call);
   const int64_t N = cg.x_shape[0], L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
   // Keep whichever is smaller: the int8 HLA of the im2col tokens (e.g. 1×1 stride 2) or the
   // int8 raw input (k > 1: the tokens are k² times larger).
   const int64_t token_bytes = cols_out_rows(N * L, keep_of(rows_)) * I;
-  if (token_bytes <= x.numel()) return Strategy::save_conv(x, w2d, cg);
+  if (token_bytes <= x.numel()) return Strategy::save_conv_impl(x, w2d, cg, call);
   check_f32(x, layer_name_, "x");
   last_geom_ = {N, L, I, O};
   last_conv_raw_ = true;
@@ -428,10 +431,10 @@ SavedState Hot::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry
   return s;
 }
 
-Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
-                             bool want_gx, bool want_gw, const ConvGeometry& cg) {
+Gradients Hot::backward_conv_tokens_impl(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
+                                         bool want_gx, bool want_gw, const ConvGeometry& cg) {
   if (s.exact || s.tensors.empty() || s.tensors[0].dim() != 4)  // tokens path: like Linear
-    return Strategy::backward_conv(s, g_y_tokens, w2d, want_gx, want_gw, cg);
+    return Strategy::backward_conv_tokens_impl(s, g_y_tokens, w2d, want_gx, want_gw, cg);
   const auto t0 = std::chrono::steady_clock::now();
   check_f32(g_y_tokens, layer_name_, "g_y");
   // Plain copies, not a structured binding: lambdas below capture them (C++20 allows
@@ -457,7 +460,7 @@ Gradients Hot::backward_conv(const SavedState& s, const Tensor& g_y_tokens, cons
     compress_tokens(tokens.view({N * L, I}), xs);
   }
   Gradients out = gradients(g_y_tokens.view({N * L, O}), w2d, want_gx, want_gw,
-                            want_gw ? xs.tensors[0] : Tensor(), want_gw ? static_cast<float>(xs.scalars[0]) : 0.f);
+                            want_gw ? xs.tensors[0] : Tensor(), want_gw ? static_cast<float>(xs.scalars[0]) : 0.f, s.step);
   if (want_gx) out.grad_input = out.grad_input.view({N, L, I});
   count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return out;
@@ -472,9 +475,9 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
   const HadamardKeep keep = keep_of(rows_);
   const int64_t Kr = cols_out_rows(M, keep), Kn = L / 16 * keep.r;  // HLA rows: total, per image
   const Tensor g2d = g_y_tokens.view({M, O});
-  if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward");
-  const GyQuant q = quantize_grad_output(backend::kCpuQuantize, settings_, keep, layer_id_, next_micro(), lqs_ == Lqs::PerToken, g2d,
-                                         want_gx, want_gw);
+  if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward", s.step);
+  const GyQuant q = quantize_grad_output(backend::kCpuQuantize, settings_, keep, layer_id_, s.step, next_micro(s.step),
+                                         lqs_ == Lqs::PerToken, g2d, want_gx, want_gw);
   // This path runs on the CPU: host kernels called image by image from the loops below.
   const backend::Int8GemmHostKernels& int8 = backend::kCpuInt8GemmHost;
   const backend::HlaIm2colKernels& hla = backend::kCpuHlaIm2col;
@@ -578,8 +581,16 @@ double Hot::paper_backward_bops(const LayerGeometry& g) const {
   return fp * 1024.0 + O * (L * rn) * I * 64.0 + L * O * I * gx_mac;
 }
 
+StrategySummary Hot::summary() const {
+  StrategySummary s = Strategy::summary();
+  // Exact only once fallen back, or with every transform lossless (f32, all 16 rows).
+  s.compressing = !fell_back_ && (settings_.quantize || rows_.size() < 16);
+  s.quantizer = lqs_name(lqs_);
+  return s;
+}
+
 nlohmann::json Hot::report() const {
-  nlohmann::json j = Strategy::report();
+  nlohmann::json j = Strategy::report();  // "quantizer" from summary()
   j["hot"] = {{"lqs", {{"choice", lqs_name(lqs_)}, {"err_token", err_token_}, {"err_tensor", err_tensor_},
                        {"decided_by", lqs_how_}}},
               {"hla_rows", rows_},

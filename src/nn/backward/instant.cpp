@@ -11,8 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
-#include <mutex>
 
 #include "lb/autograd/grad_mode.h"
 #include "lb/core/checks.h"
@@ -65,68 +63,18 @@ std::vector<char> host_bytes(const Tensor& proj) {
   return std::vector<char>(p, p + h.nbytes());
 }
 
-// The last projection of an x (x̂ = P x per sample, or X Pᵀ): a layer group that reads the
-// same x — BERT's query, key and value — calibrates on the same inputs, so its x bases are
-// bit-identical and so is x̂: it is computed and kept once (the tape counts a storage once),
-// as vanilla keeps their shared x once. A hit needs the same source view, alive, the same
-// packed sequences, a basis equal byte for byte (compared through its host copy, so a
-// device basis is never read back), the same projection shape, and the earlier x̂ still held
-// by a tape node, so a freed and reused address never matches.
-struct LastProjection {
-  std::weak_ptr<Storage> source;
-  int64_t offset = 0;
-  Shape shape, strides;
-  const std::vector<int64_t>* sequences = nullptr;
-  std::weak_ptr<const std::vector<int64_t>> sequences_alive;
-  bool token_axis = true;
-  DType dtype = DType::F32;
-  Shape basis_shape;
-  std::vector<char> basis;
-  std::weak_ptr<Storage> projected;
-  Shape projected_shape;
-};
-std::mutex g_projection_mutex;
-LastProjection g_last_projection;
-
-template <typename F>
-Tensor shared_projection(const Tensor& x, const Tensor& P, const Instant::Basis& basis, const SequenceOffsets& seq,
-                         F&& compute) {
-  const bool token_axis = basis.token_axis;
-  const char* pb = basis.proj_bytes.data();
-  const size_t pn = basis.proj_bytes.size();
-  {
-    std::lock_guard<std::mutex> lock(g_projection_mutex);
-    const LastProjection& c = g_last_projection;
-    auto src = c.source.lock();
-    auto held = c.projected.lock();
-    const bool same_seq = c.sequences == seq.get() && (!seq || c.sequences_alive.lock() == seq);
-    if (src && held && src == x.storage() && c.offset == x.offset() && c.shape == x.shape() &&
-        c.strides == x.strides() && same_seq && c.token_axis == token_axis && c.dtype == x.dtype() &&
-        c.basis_shape == P.shape() && c.basis.size() == pn && std::memcmp(c.basis.data(), pb, pn) == 0) {
-      auto impl = std::make_shared<TensorImpl>();
-      impl->storage = held;
-      impl->shape = c.projected_shape;
-      impl->strides = contiguous_strides(c.projected_shape);
-      impl->dtype = x.dtype();
-      return Tensor(std::move(impl));
-    }
-  }
-  Tensor xh = compute();
-  std::lock_guard<std::mutex> lock(g_projection_mutex);
-  LastProjection& c = g_last_projection;
-  c.source = x.storage();
-  c.offset = x.offset();
-  c.shape = x.shape();
-  c.strides = x.strides();
-  c.sequences = seq.get();
-  c.sequences_alive = seq;
-  c.token_axis = token_axis;
-  c.dtype = x.dtype();
-  c.basis_shape = P.shape();
-  c.basis.assign(pb, pb + pn);
-  c.projected = xh.storage();
-  c.projected_shape = xh.shape();
-  return xh;
+// The key under which sibling layers reading the same x (BERT's query, key and value, through
+// CallContext::shared) share x̂: they calibrate on the same inputs, so their x bases are
+// normally bit-identical, and then so is x̂; it is computed and kept once. The key holds the
+// basis bytes themselves (through their host copy, so a device basis is never read back),
+// the axis, dtype and projection shape.
+std::string projection_key(const Tensor& x, const Tensor& P, const Instant::Basis& basis) {
+  std::string key = "instant x̂ ";
+  key += basis.token_axis ? "token " : "channel ";
+  key += dtype_name(x.dtype());
+  key += " " + shape_str(x.shape()) + " " + shape_str(P.shape()) + " ";
+  key.append(basis.proj_bytes.data(), basis.proj_bytes.size());
+  return key;
 }
 
 nlohmann::json basis_json(const Instant::Basis& b) {
@@ -304,7 +252,7 @@ bool Instant::pick_token_axis(int64_t L, int64_t C) const {
   return L <= C;  // official code: channel axis only when C < L
 }
 
-void Instant::begin_calibration_impl() {
+void Instant::on_calibration_begin() {
   x_acc_ = GramAccumulator();
   g_acc_ = GramAccumulator();
 }
@@ -404,7 +352,7 @@ void Instant::accumulate_columns(GramAccumulator& acc, int64_t B, int64_t L, int
 }
 
 void Instant::observe_input(const Tensor& x, const SequenceOffsets& seq) { accumulate(x_acc_, x, seq, "input"); }
-void Instant::observe_grad_output(const Tensor& g_y, const SequenceOffsets& seq) {
+void Instant::observe_grad_output(const Tensor& g_y, const SequenceOffsets& seq, const StepContext&) {
   accumulate(g_acc_, g_y, seq, "output-gradient");
 }
 
@@ -428,7 +376,7 @@ void Instant::reduce_calibration(dist::ProcessGroup& group) {
   }
 }
 
-void Instant::finish_calibration_impl() {
+void Instant::on_calibration_end() {
   const auto t0 = Clock::now();
   bool any = false;
   for (const auto& pair : {std::pair{&x_acc_, &x_basis_}, std::pair{&g_acc_, &g_basis_}}) {
@@ -493,7 +441,7 @@ bool Instant::no_gain(const LayerGeometry& g) const {
   return lowrank_flops(g) >= 4.0 * L * I * O && 2.0 * kept > exact;
 }
 
-SavedState Instant::save_impl(const Tensor& x, const Tensor& w) {
+SavedState Instant::save_impl(const Tensor& x, const Tensor& w, const CallContext& call) {
   // last_geom_ is this call's (Strategy::save), with the packed sequences if any.
   const int64_t B = x.size(0), L = x.size(1), I = x.size(2);
   if (!compresses(last_geom_)) {
@@ -506,8 +454,8 @@ SavedState Instant::save_impl(const Tensor& x, const Tensor& w) {
   const int64_t Rx = P.size(0);
   SavedState s;
   s.scalars = {static_cast<double>(generation_)};
-  const SequenceOffsets seq = packed ? packed_sequences() : nullptr;
-  s.tensors = {shared_projection(x, P, x_basis_, seq, [&] {
+  const SequenceOffsets& seq = call.sequences;
+  const auto project = [&] {
     if (x_basis_.token_axis) {
       // x̂ (R_x, S, I), x̂[:, b, :] = P[:, :L_b] x_b per sample (or per sequence when packed)
       Tensor xh = Tensor::empty({Rx, packed ? last_geom_.sequences : B, I}, x.dtype(), x.device());
@@ -517,7 +465,8 @@ SavedState Instant::save_impl(const Tensor& x, const Tensor& w) {
     }
     NoGradGuard no_grad;  // X̂ = X Pᵀ (B·L, R_x)
     return matmul(x.view({B * L, I}), P, false, true);
-  })};
+  };
+  s.tensors = {call.shared ? call.shared->get_or_compute(projection_key(x, P, x_basis_), project) : project()};
   return s;
 }
 
@@ -633,8 +582,18 @@ void Instant::load_state_json(const nlohmann::json& j) {
   ++generation_;  // states saved before the load must not meet these bases
 }
 
+StrategySummary Instant::summary() const {
+  StrategySummary s = Strategy::summary();
+  s.compressing = !fell_back_ && compresses(last_geom_);
+  // Through basis_json: the same figures as report()["instant"] and the checkpoint state.
+  s.ranks = StrategySummary::Ranks{StrategySummary::OperandRank::from_json(basis_json(x_basis_)),
+                                   StrategySummary::OperandRank::from_json(basis_json(g_basis_))};
+  s.calibration = StrategySummary::CalibrationCost{calibrations_, calib_flops_, calib_ms_};
+  return s;
+}
+
 nlohmann::json Instant::report() const {
-  nlohmann::json j = Strategy::report();
+  nlohmann::json j = Strategy::report();  // "ranks", "calibration" from summary()
   j["instant"] = {{"calibrations", calibrations_},
                   {"compressing", compresses(last_geom_)},
                   {"no_gain", no_gain(last_geom_)},
@@ -642,10 +601,6 @@ nlohmann::json Instant::report() const {
                   {"g_y", basis_json(g_basis_)},
                   {"fallback_calls", fallback_calls_},
                   {"rank_history", rank_history_}};
-  j["calibration"] = {{"flops", calib_flops_},
-                      {"statistics_and_eigh_ms", calib_ms_},
-                      {"backward_calls", calib_calls_},
-                      {"backward_ms", calib_backward_ms_}};
   return j;
 }
 

@@ -35,7 +35,7 @@ Tensor in_dtype(const Tensor& t, DType dt) {
 }
 }  // namespace
 
-SavedState Instant::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
+SavedState Instant::save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg, const CallContext&) {
   const int64_t N = x.size(0), L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
   LayerGeometry g{N, L, I, O};
   g.exact_saved = x.size(1) * x.size(2) * x.size(3);  // the exact state is the image
@@ -99,16 +99,16 @@ SavedState Instant::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeom
   return s;
 }
 
-Gradients Instant::backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
-                                       bool want_gx, bool want_gw, const ConvGeometry& cg) {
+Gradients Instant::backward_conv_image_impl(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
+                                            bool want_gx, bool want_gw, const ConvGeometry& cg) {
   if (calibrating_ && s.conv_image) {  // output-gradient Gram from the image (N, O, L) as is
     const int64_t N = g_y.size(0), O = g_y.size(1), L = g_y.size(2) * g_y.size(3);
     const Tensor gc = in_dtype(g_y, settings_.gram_dtype);
     accumulate_columns(g_acc_, N, L, O, [&](int64_t b) { return gc.select(0, b).reshape({O, L}); },
                        "output-gradient");
-    return Strategy::backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg);
+    return Strategy::backward_conv_image_impl(s, g_y, w2d, want_gx, want_gw, cg);
   }
-  if (s.exact || calibrating_) return Strategy::backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg);
+  if (s.exact || calibrating_) return Strategy::backward_conv_image_impl(s, g_y, w2d, want_gx, want_gw, cg);
   // Saved x̂: (N, R_x, L) on the channel axis (image layout), (R_x, N, I) on the token axis.
   const bool image_x = s.scalars.size() == 2 && s.scalars[1] == kImageLayout;
   LB_CHECK(image_x == !x_basis_.token_axis, "instant (", layer_name_, "): saved state layout ",

@@ -6,6 +6,7 @@
 #include "lb/nn/layers.h"
 
 #include <iomanip>
+#include <map>
 #include <sstream>
 
 namespace lb::nn::backward {
@@ -22,15 +23,21 @@ std::vector<std::string> string_list(const nlohmann::json& v, const std::string&
 }
 }  // namespace
 
+StrategySetting StrategySetting::parse(const nlohmann::json& j, const std::string& path) {
+  return {j, std::shared_ptr<const Strategy>(make_strategy(j, path))};
+}
+
+StrategySetting Policy::override_setting(const std::string& type) const {
+  const auto it = strategies_.find(type);
+  return it != strategies_.end() ? it->second : StrategySetting::parse({{"type", type}}, "--strategy " + type);
+}
+
 Policy Policy::from_json(const nlohmann::json& j, const std::string& path) {
   Policy p;
   p.path_ = path;
   p.source_ = j;
   JsonReader r(j, path);
-  if (r.has("default")) {
-    p.default_spec_ = r.raw("default");
-    make_strategy(p.default_spec_, path + ".default");  // validate now, not at apply time
-  }
+  if (r.has("default")) p.default_ = StrategySetting::parse(r.raw("default"), path + ".default");
   if (r.has("strategies")) {
     const auto& s = r.raw("strategies");
     LB_CHECK(s.is_object(), path, ".strategies: expected an object of {type: settings}");
@@ -40,8 +47,7 @@ Policy Policy::from_json(const nlohmann::json& j, const std::string& path) {
       LB_CHECK(!spec.contains("type") || spec["type"] == it.key(), path, ".strategies.", it.key(),
                ".type: must be '", it.key(), "' or absent");
       spec["type"] = it.key();
-      make_strategy(spec, path + ".strategies." + it.key());
-      p.strategies_[it.key()] = spec;
+      p.strategies_[it.key()] = StrategySetting::parse(spec, path + ".strategies." + it.key());
     }
   }
   if (r.has("rules")) {
@@ -53,8 +59,7 @@ Policy Policy::from_json(const nlohmann::json& j, const std::string& path) {
                rp, ": expected {\"match\": \"glob\", \"type\": ...}");
       nlohmann::json spec = rules[i];
       spec.erase("match");
-      make_strategy(spec, rp);
-      p.rules_.push_back({rules[i]["match"].get<std::string>(), spec});
+      p.rules_.push_back({rules[i]["match"].get<std::string>(), StrategySetting::parse(spec, rp)});
     }
   }
   if (r.has("compressible")) p.compressible_ = string_list(r.raw("compressible"), path + ".compressible");
@@ -64,24 +69,20 @@ Policy Policy::from_json(const nlohmann::json& j, const std::string& path) {
 }
 
 nlohmann::json Policy::resolved_json() const {
-  const auto full = [](const nlohmann::json& spec, const std::string& path) {
-    nlohmann::json j = make_strategy(spec, path)->hyperparams();
-    j["type"] = spec.at("type");
+  const auto full = [](const StrategySetting& s) {
+    nlohmann::json j = s.prototype->hyperparams();
+    j["type"] = s.spec.at("type");
     return j;
   };
   nlohmann::json rules = nlohmann::json::array();
-  for (size_t i = 0; i < rules_.size(); ++i) {
-    nlohmann::json r = {{"match", rules_[i].match}};
-    r.update(full(rules_[i].spec, path_ + ".rules[" + std::to_string(i) + "]"));
+  for (const Rule& rule : rules_) {
+    nlohmann::json r = {{"match", rule.match}};
+    r.update(full(rule.setting));
     rules.push_back(r);
   }
   nlohmann::json strategies = nlohmann::json::object();
-  for (const auto& type : strategy_types()) {
-    const auto it = strategies_.find(type);
-    strategies[type] = full(it != strategies_.end() ? it->second : nlohmann::json{{"type", type}},
-                            path_ + ".strategies." + type);
-  }
-  return {{"default", full(default_spec_, path_ + ".default")}, {"rules", rules}, {"strategies", strategies},
+  for (const auto& type : strategy_types()) strategies[type] = full(override_setting(type));
+  return {{"default", full(default_)}, {"rules", rules}, {"strategies", strategies},
           {"compressible", compressible_}, {"exclude", exclude_}};
 }
 
@@ -94,12 +95,9 @@ bool Policy::compressible(const std::string& layer) const {
 
 std::vector<std::pair<Module*, PlanEntry>> Policy::decide(Module& root, const std::string& override_type, Plan* plan,
                                                           std::vector<std::vector<std::string>>* others) const {
-  nlohmann::json override_spec;
-  if (!override_type.empty()) {
-    auto it = strategies_.find(override_type);
-    override_spec = it != strategies_.end() ? it->second : nlohmann::json{{"type", override_type}};
-    make_strategy(override_spec, "--strategy " + override_type);
-  }
+  StrategySetting override;
+  if (!override_type.empty()) override = override_setting(override_type);
+  static const StrategySetting exact = StrategySetting::parse({{"type", "vanilla"}}, "vanilla");
   if (plan)
     for (const auto& r : rules_) plan->rule_matches.emplace_back(r.match, 0);
   if (others) others->assign(rules_.size(), {});
@@ -117,18 +115,18 @@ std::vector<std::pair<Module*, PlanEntry>> Policy::decide(Module& root, const st
     PlanEntry e;
     e.layer = name;
     e.kind = lin ? "Linear" : "Conv2d";
-    e.spec = default_spec_;
+    StrategySetting setting = default_;
     e.reason = path_ + ".default";
     for (size_t i = 0; i < rules_.size(); ++i)
       if (glob_match(rules_[i].match, name)) {
-        e.spec = rules_[i].spec;
+        setting = rules_[i].setting;
         e.reason = path_ + ".rules[" + std::to_string(i) + "] '" + rules_[i].match + "'";
         if (plan) ++plan->rule_matches[i].second;
         break;
       }
     if (!override_type.empty()) {
       if (compressible(name)) {
-        e.spec = override_spec;
+        setting = override;
         e.reason = "--strategy " + override_type;
       } else if (e.reason == path_ + ".default") {
         e.reason += " (not compressible: " + path_ + ".exclude)";
@@ -136,13 +134,16 @@ std::vector<std::pair<Module*, PlanEntry>> Policy::decide(Module& root, const st
     }
     // Frozen layers keep nothing for g_w anyway; grouped convs stay exact (ALGORITHMS.md).
     const Tensor& weight = lin ? lin->weight() : conv->weight();
-    if (!weight.requires_grad() && e.spec.value("type", "") != "vanilla") {
-      e.spec = {{"type", "vanilla"}};
+    const bool exact_already = setting.spec.value("type", "") == "vanilla";
+    if (!weight.requires_grad() && !exact_already) {
+      setting = exact;
       e.reason = "frozen weight (nothing to keep for g_w)";
-    } else if (conv && conv->args().groups != 1 && e.spec.value("type", "") != "vanilla") {
-      e.spec = {{"type", "vanilla"}};
+    } else if (conv && conv->args().groups != 1 && !exact_already) {
+      setting = exact;
       e.reason = "grouped convolution (stays exact)";
     }
+    e.spec = setting.spec;
+    e.prototype = setting.prototype;
     out.emplace_back(m, std::move(e));
   }
   return out;
@@ -205,10 +206,9 @@ std::vector<std::shared_ptr<Strategy>> Policy::apply(Module& root,
   std::vector<std::shared_ptr<Strategy>> out;
   int64_t id = 0;
   for (auto& [m, e] : decide(root, override_type, nullptr, nullptr)) {
-    std::shared_ptr<Strategy> s = make_strategy(e.spec, e.reason);
+    std::shared_ptr<Strategy> s = e.prototype->clone();  // the setting's typed prototype
     s->set_layer(e.layer, id++, e.kind == "Conv2d");
-    if (auto* lin = dynamic_cast<Linear*>(m)) lin->set_backward(s);
-    else static_cast<Conv2d*>(m)->set_backward(s);
+    set_backward_strategy(*m, s);
     out.push_back(s);
   }
   return out;

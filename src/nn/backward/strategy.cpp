@@ -13,16 +13,16 @@
 
 namespace lb::nn::backward {
 
-RunContext& run_context() {
-  static RunContext ctx;
-  return ctx;
-}
-
 namespace {
 std::atomic<bool> g_conv_token_view_on_cpu{false};
 }  // namespace
 void set_conv_token_view_on_cpu(bool on) { g_conv_token_view_on_cpu = on; }
 bool conv_token_view_on_cpu() { return g_conv_token_view_on_cpu; }
+
+const StepContext& Strategy::step_context() const {
+  static const StepContext unset;
+  return step_context_ ? *step_context_ : unset;
+}
 
 void Strategy::check_device(const Tensor& x, bool conv) const {
   LB_CHECK(x.device().is_cpu() || !cpu_only(conv), "backward strategy '", type(), "' (", layer_name_,
@@ -30,33 +30,35 @@ void Strategy::check_device(const Tensor& x, bool conv) const {
            x.device().str(), ". HINT: the vanilla strategy runs on CUDA");
 }
 
-SavedState Strategy::save(const Tensor& x, const Tensor& w) {
+SavedState Strategy::save(const Tensor& x, const Tensor& w, const CallContext& call) {
   check_device(x, /*conv=*/false);
   LB_CHECK(x.dim() == 3 && w.dim() == 2 && x.size(2) == w.size(1), "backward strategy '", type(),
            "' (", layer_name_, "): x must be (B, L, I) and w (O, I), got ", shape_str(x.shape()),
            " and ", shape_str(w.shape()));
   last_geom_ = {x.size(0), x.size(1), x.size(2), w.size(0)};
-  SequenceOffsets sequences;
-  if (const SequenceOffsets& packed = packed_sequences(); packed && x.size(0) == 1 && packed->back() == x.size(1)) {
-    sequences = packed;
+  if (const SequenceOffsets& packed = call.sequences) {
+    LB_CHECK(x.size(0) == 1 && !packed->empty() && packed->front() == 0 && packed->back() == x.size(1),
+             "backward strategy '", type(), "' (", layer_name_, "): a padding-free call needs x (1, N, I) with ",
+             "sequence offsets from 0 to N; got x ", shape_str(x.shape()), " and ", packed->size(), " offsets");
     last_geom_.sequences = static_cast<int64_t>(packed->size()) - 1;
-    for (size_t b = 1; b < packed->size(); ++b)
+    for (size_t b = 1; b < packed->size(); ++b) {
+      LB_CHECK((*packed)[b] >= (*packed)[b - 1], "backward strategy '", type(), "' (", layer_name_,
+               "): sequence offsets must not decrease");
       last_geom_.longest = std::max(last_geom_.longest, (*packed)[b] - (*packed)[b - 1]);
+    }
   }
-  auto exact = [&] {
-    SavedState s = save_exact(x, w);
+  auto stamp = [&](SavedState s) {
     s.geom = last_geom_;
-    s.sequences = sequences;
+    s.sequences = call.sequences;
+    s.step = step_context();
     return s;
   };
   if (calibrating_) {
-    observe_input(x, sequences);
-    return exact();
+    if (Calibratable* c = calibration()) c->observe_input(x, call.sequences);
+    return stamp(save_exact(x, w));
   }
-  if (fell_back_) return exact();
-  SavedState s = save_impl(x, w);
-  s.geom = last_geom_;
-  s.sequences = sequences;
+  if (fell_back_) return stamp(save_exact(x, w));
+  SavedState s = stamp(save_impl(x, w, call));
   int64_t bytes = 0;
   for (const Tensor& t : s.tensors)
     if (t.defined()) bytes += static_cast<int64_t>(t.nbytes());
@@ -69,48 +71,27 @@ Gradients Strategy::backward(const SavedState& s, const Tensor& g_y, const Tenso
   const auto t0 = std::chrono::steady_clock::now();
   Gradients g;
   if (s.exact) {  // calibration passes, degenerate fallbacks, and vanilla itself
-    if (calibrating_) observe_grad_output(g_y, s.sequences);
+    if (calibrating_)
+      if (Calibratable* c = calibration()) c->observe_grad_output(g_y, s.sequences, s.step);
     g = backward_exact(s, g_y, w, want_gx, want_gw);
   } else {
     g = backward_impl(s, g_y, w, want_gx, want_gw);
   }
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (calibrating_) {
-    ++calib_calls_;
-    calib_backward_ms_ += ms;
-  } else {
-    count_backward(ms);
-  }
+  count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return g;
 }
 
-void add_closeness(const Tensor& e, const Tensor& a, double& dot, double& ee, double& aa, double& dd) {
-  if (!e.defined() || !a.defined()) return;
-  LB_CHECK(e.numel() == a.numel(), "gradient probe: exact and strategy gradients differ in size (",
-           shape_str(e.shape()), " vs ", shape_str(a.shape()), ")");
-  const auto ev = e.to_double_vector(), av = a.to_double_vector();
-  for (size_t i = 0; i < ev.size(); ++i) {
-    dot += ev[i] * av[i];
-    ee += ev[i] * ev[i];
-    aa += av[i] * av[i];
-    dd += (ev[i] - av[i]) * (ev[i] - av[i]);
-  }
-}
-
-void Strategy::record_probe(const Gradients& exact, const Gradients& approx) {
-  ++probe_.calls;
-  add_closeness(exact.grad_weight, approx.grad_weight, probe_.gw_dot, probe_.gw_ee, probe_.gw_aa, probe_.gw_dd);
-  add_closeness(exact.grad_input, approx.grad_input, probe_.gx_dot, probe_.gx_ee, probe_.gx_aa, probe_.gx_dd);
-}
-
 void Strategy::begin_calibration() {
+  Calibratable* c = calibration();
+  if (!c) return;
   calibrating_ = true;
-  begin_calibration_impl();
+  c->on_calibration_begin();
 }
 
 void Strategy::finish_calibration() {
+  if (!calibrating_) return;
   calibrating_ = false;
-  finish_calibration_impl();
+  calibration()->on_calibration_end();
 }
 
 double Strategy::paper_backward_flops(const LayerGeometry& g) const {
@@ -121,24 +102,21 @@ double Strategy::paper_saved_bytes_fp32(const LayerGeometry& g) const {
   return 4.0 * static_cast<double>(g.L) * static_cast<double>(g.I);
 }
 
+StrategySummary Strategy::summary() const {
+  StrategySummary s;
+  s.layer = layer_name_;
+  s.type = type();
+  s.conv = conv_;
+  if (fell_back_) s.fallback_reason = fallback_reason_;
+  s.geometry = {last_geom_.B, last_geom_.L, last_geom_.I, last_geom_.O, last_geom_.sequences, last_geom_.longest};
+  s.paper = {paper_backward_flops(last_geom_), paper_saved_bytes_fp32(last_geom_)};
+  s.measured = {calls_, backward_ms_, last_saved_bytes_, calib_calls_, calib_backward_ms_};
+  return s;  // exact: not compressing (strategies that compress say so)
+}
+
 nlohmann::json Strategy::report() const {
-  nlohmann::json j;
-  j["layer"] = layer_name_;
-  j["type"] = type();
+  nlohmann::json j = summary().to_json();
   j["hyperparams"] = hyperparams();
-  if (fell_back_) j["fallback_reason"] = fallback_reason_;
-  j["geometry"] = {{"B", last_geom_.B}, {"L", last_geom_.L}, {"I", last_geom_.I}, {"O", last_geom_.O}};
-  if (last_geom_.sequences > 0) {
-    j["geometry"]["sequences"] = last_geom_.sequences;
-    j["geometry"]["longest"] = last_geom_.longest;
-  }
-  j["paper"] = {{"backward_mflops_per_sample", paper_backward_flops(last_geom_) / 1e6},
-                {"saved_mib_fp32_per_sample", paper_saved_bytes_fp32(last_geom_) / (1024.0 * 1024.0)}};
-  j["measured"] = {{"backward_calls", calls_},
-                   {"backward_ms_total", backward_ms_},
-                   {"saved_bytes_last_call", last_saved_bytes_},
-                   {"calibration_backward_calls", calib_calls_},
-                   {"calibration_backward_ms_total", calib_backward_ms_}};
   return j;
 }
 
@@ -162,7 +140,7 @@ Gradients Strategy::backward_exact(const SavedState& s, const Tensor& g_y, const
 }
 
 Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
-                       const std::shared_ptr<Strategy>& strategy) {
+                       const std::shared_ptr<Strategy>& strategy, const CallContext& call) {
   LB_CHECK(strategy != nullptr, "strategy_linear: no strategy");
   Tensor y;
   {
@@ -176,17 +154,15 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
   const int64_t L = x.dim() >= 3 ? x.size(-2) : 1;
   const int64_t B = x.numel() / (L * I);
   const Tensor x3 = x.detach().contiguous().view({B, L, I});
-  SavedState state = strategy->save(x3, w.detach());
+  SavedState state = strategy->save(x3, w.detach(), call);
   const bool need_gx = x.requires_grad();
-  const bool probe = strategy->probing();  // keep x too: the exact backward runs beside
   std::vector<Tensor> saved = state.tensors;
-  if (probe) saved.push_back(x3);
   saved.push_back(need_gx ? w : Tensor());  // w for g_x (a parameter: not counted as saved)
   const size_t n_state = state.tensors.size();
   state.tensors.clear();
   autograd::record(
       "linear[" + strategy->type() + "]", y, {x, w, b}, saved,
-      [strategy, state = std::move(state), n_state, probe, x_shape = x.shape(), B, L](
+      [strategy, state = std::move(state), n_state, x_shape = x.shape(), B, L](
           const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) mutable {
         const int64_t O = g.size(-1);
         SavedState st = state;
@@ -194,16 +170,6 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
         const Tensor g3 = g.contiguous().view({B, L, O});
         Gradients gr;
         if (need[0] || need[1]) gr = strategy->backward(st, g3, s.back(), need[0], need[1]);
-        if (probe && (need[0] || need[1])) {
-          SavedState ex;
-          ex.geom = st.geom;
-          ex.exact = true;
-          ex.tensors = {s[n_state]};
-          Gradients exact = Strategy::backward_exact(ex, g3, s.back(), need[0], need[1]);
-          strategy->record_probe(exact, gr);
-          gr.grad_input = exact.grad_input;
-          gr.grad_weight = exact.grad_weight;
-        }
         // g_b from the exact g_y (summed by the strategy when it streamed g_y anyway)
         Tensor gb = need[2] ? (gr.grad_bias.defined() ? gr.grad_bias : sum(g3, {0, 1})) : Tensor();
         return std::vector<Tensor>{need[0] ? gr.grad_input.reshape(x_shape) : Tensor(),

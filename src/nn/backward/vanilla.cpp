@@ -4,7 +4,7 @@
 
 namespace lb::nn::backward {
 
-SavedState Vanilla::save_impl(const Tensor& x, const Tensor& w) { return save_exact(x, w); }
+SavedState Vanilla::save_impl(const Tensor& x, const Tensor& w, const CallContext&) { return save_exact(x, w); }
 
 Gradients Vanilla::backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w,
                                  bool want_gx, bool want_gw) {

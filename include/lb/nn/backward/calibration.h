@@ -42,7 +42,7 @@ class Calibrator {
   explicit Calibrator(std::vector<std::shared_ptr<Strategy>> strategies);
 
   // Data-parallel training: finish() first sums each calibrating strategy's statistics over
-  // the group's ranks (Strategy::reduce_calibration), so every rank computes the state one
+  // the group's ranks (Calibratable::reduce_calibration), so every rank computes the state one
   // process would from the global batches, then gives every rank rank 0's resulting state
   // (decisions such as HOT's quantiser choice are rank 0's). nullptr: one process.
   void set_group(dist::ProcessGroup* group) { group_ = group; }

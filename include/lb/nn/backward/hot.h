@@ -17,7 +17,7 @@
 //    input (1/4 of fp32) when that is smaller than the int8 HLA of the im2col tokens;
 //    backward dequantises, im2cols, applies HLA, requantises and runs the integer GEMM.
 //  - Random numbers: tensor ids 0 (G̃), 1 (Ĝ), 2 (LQS trials) of the Philox stream keyed
-//    by (run_context().seed, run_context().step, layer id, micro-batch) (lb/ops/
+//    by (the step context's seed and step, layer id, micro-batch) (lb/ops/
 //    quantize_formulas.h); micro-batch = the layer's quantised backward calls so far in this
 //    step, so gradient-accumulation micro-batches draw independently and a step's first
 //    backward draws the same whatever ran before.
@@ -59,29 +59,31 @@ struct HotSettings {
 // Natural-order rows of H_16 kept by HLA, in output order (lowest sequency first).
 std::vector<int> hla_rows(const HotSettings& s);
 
-class Hot : public Strategy {
+class Hot : public Strategy, public Calibratable {
  public:
   explicit Hot(HotSettings s = {});
   std::string type() const override { return "hot"; }
   // Runs on either device (src/backend/quantize.h, int8_gemm.h); on a GPU a Conv2d takes the
-  // token view (Strategy::save_conv_checked: its int8 raw-image path is CPU code), and the
+  // token view (Strategy::save_conv: its int8 raw-image path is CPU code), and the
   // f64 emulation oracle is CPU code.
   bool cpu_only(bool /*conv*/) const override { return settings_.emulate; }
   nlohmann::json hyperparams() const override;
   std::unique_ptr<Strategy> clone() const override { return std::make_unique<Hot>(settings_); }
   const HotSettings& settings() const { return settings_; }
 
-  SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) override;
-  Gradients backward_conv(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
-                          bool want_gx, bool want_gw, const ConvGeometry& cg) override;
-
-  // LQS runs on the first training batch (one calibration pass) unless decided already.
+  // LQS runs on the first training batch (one calibration pass) unless decided already: the
+  // Calibratable side observes that pass's output gradients.
+  Calibratable* calibration() override { return this; }
   bool needs_calibration(int64_t step) const override;
+  void observe_grad_output(const Tensor& g_y, const SequenceOffsets& sequences, const StepContext& step) override;
+  void on_calibration_end() override {}
 
   double paper_backward_flops(const LayerGeometry& g) const override;
   double paper_saved_bytes_fp32(const LayerGeometry& g) const override;
   // The paper's bit-operation count (hot-notes.md §8.2, the reference counter's formula).
   double paper_backward_bops(const LayerGeometry& g) const;
+  // quantizer: the LQS choice
+  StrategySummary summary() const override;
   nlohmann::json report() const override;
 
   // {"lqs": {"choice": "per_token"|"per_tensor"|"undecided", "err_token", "err_tensor"}}
@@ -90,31 +92,36 @@ class Hot : public Strategy {
 
   enum class Lqs { Undecided, PerToken, PerTensor };
   Lqs lqs_choice() const { return lqs_; }
-  // Decides LQS on this g_y (M, O) if still undecided (also used by the first backward).
-  void run_lqs(const Tensor& g_y2d, const char* how);
+  // Decides LQS on this g_y (M, O) if still undecided (also used by the first backward);
+  // its stochastic rounding draws from `step`'s stream.
+  void run_lqs(const Tensor& g_y2d, const char* how, const StepContext& step = {});
 
  protected:
-  SavedState save_impl(const Tensor& x, const Tensor& w) override;
+  SavedState save_impl(const Tensor& x, const Tensor& w, const CallContext& call) override;
   Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                           bool want_gw) override;
-  void observe_grad_output(const Tensor& g_y, const SequenceOffsets& sequences) override;
+  SavedState save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg,
+                            const CallContext& call) override;
+  Gradients backward_conv_tokens_impl(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
+                                      bool want_gx, bool want_gw, const ConvGeometry& cg) override;
 
  private:
   // X̂ of token rows x2d (M, I): int8 (or f32 when quantize is off) plus its scale.
   void compress_tokens(const Tensor& x2d, SavedState& s) const;
   // g_x (M, I) from g_y (M, O) and w; g_w (O, I) from g_y and the saved X̂ with its scale.
   Gradients gradients(const Tensor& g2d, const Tensor& w, bool want_gx, bool want_gw,
-                      const Tensor& xhat, float s_x);
+                      const Tensor& xhat, float s_x, const StepContext& step);
   // Conv2d from the int8 raw input, image by image (16 | L): g_x as (N, C, H, W).
   Gradients backward_conv_images(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
                                  bool want_gx, bool want_gw, const ConvGeometry& cg);
 
-  // Index of this backward among the layer's quantised ones in the current step.
-  int64_t next_micro();
+  // Index of this backward among the layer's quantised ones in `step` (its step and stream).
+  int64_t next_micro(const StepContext& step);
 
   HotSettings settings_;
   std::vector<int> rows_;  // hla_rows(settings_)
   int64_t draw_step_ = -1, draw_micro_ = 0;
+  uint64_t draw_stream_ = 0;
   Lqs lqs_ = Lqs::Undecided;
   double err_token_ = 0, err_tensor_ = 0;
   std::string lqs_how_;

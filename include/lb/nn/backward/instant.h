@@ -55,7 +55,7 @@
 
 namespace lb::nn::backward {
 
-class Instant : public Strategy {
+class Instant : public Strategy, public Calibratable {
  public:
   enum class Axis { Auto, Token, Channel };
   struct Settings {
@@ -101,12 +101,13 @@ class Instant : public Strategy {
   explicit Instant(Settings s);
   std::string type() const override { return "instant"; }
   // Runs on either device (src/backend/lowrank.h); on a GPU a Conv2d takes the token view
-  // (Strategy::save_conv_checked), the image-layout path below being CPU code.
+  // (Strategy::save_conv), the image-layout path below being CPU code.
   bool cpu_only(bool /*conv*/) const override { return false; }
   nlohmann::json hyperparams() const override;
   std::unique_ptr<Strategy> clone() const override { return std::make_unique<Instant>(settings_); }
   const Settings& settings() const { return settings_; }
 
+  Calibratable* calibration() override { return this; }
   // True at step 0, every calib_every steps, and whenever no calibration has run yet.
   bool needs_calibration(int64_t step) const override;
   int64_t calibration_batches() const override { return settings_.calib_batches; }
@@ -119,25 +120,19 @@ class Instant : public Strategy {
   // x), saved R_x·I·4 bytes per sample on the token axis, L·R_x·4 on the channel axis.
   double paper_backward_flops(const LayerGeometry& g) const override;
   double paper_saved_bytes_fp32(const LayerGeometry& g) const override;
+  // ranks: both bases; calibration: its cost
+  StrategySummary summary() const override;
   nlohmann::json report() const override;
   // Checkpoint state: both bases (projections, eigenvalues, ranks) and the calibration count,
   // so a resumed run keeps its bases until its next scheduled calibration.
   nlohmann::json state_json() const override;
   void load_state_json(const nlohmann::json& j) override;
 
-  // Conv2d (instant_conv.cpp): the (N, L, I) im2col token view is never materialised. On
-  // the channel axis X̂ = im2col(x) Pᵀ is the convolution of x with P as R_x filters (kept as
-  // (N, R_x, L)); on the token axis x̂ = P im2col(x_n)ᵀ per image (kept as (R_x, N, I)). The
-  // backward works on g_y's image layout, image by image, with col2im for g_x.
-  SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) override;
-  Gradients backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
-                                bool want_gx, bool want_gw, const ConvGeometry& cg) override;
-
   // Token axis with variable L (set_max_tokens): the bases span positions 0..max_L-1, the
   // Grams sum every batch zero-extended to max_L (padding positions beyond a batch's L add
   // nothing), and a batch of L ≤ max_L tokens projects with the bases' first L columns —
   // exactly what the zero-extended batch would give.
-  // Padding-free calls (packed_sequences.h: x (1, N, I) holding S sequences back to back) are
+  // Padding-free calls (CallContext::sequences: x (1, N, I) holding S sequences back to back) are
   // the same per sequence: sequence b of L_b tokens projects with the first L_b columns
   // (x̂ (R_x, S, I)), its Gram adds to the leading L_b×L_b block, so a packed batch gives what
   // its padded form with zero rows at the padding would. They need set_max_tokens.
@@ -153,14 +148,26 @@ class Instant : public Strategy {
   // without bases).
   bool no_gain(const LayerGeometry& g) const;
 
+  // Calibration (the Calibratable side): Gram sums reset, fed, and turned into bases.
+  void on_calibration_begin() override;
+  void observe_input(const Tensor& x, const SequenceOffsets& sequences) override;
+  void observe_grad_output(const Tensor& g_y, const SequenceOffsets& sequences, const StepContext& step) override;
+  void on_calibration_end() override;
+
  protected:
-  SavedState save_impl(const Tensor& x, const Tensor& w) override;
+  // A call sharing its input with sibling layers (CallContext::shared) keeps the projection
+  // x̂ they share when their bases are equal byte for byte.
+  SavedState save_impl(const Tensor& x, const Tensor& w, const CallContext& call) override;
   Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                           bool want_gw) override;
-  void observe_input(const Tensor& x, const SequenceOffsets& sequences) override;
-  void observe_grad_output(const Tensor& g_y, const SequenceOffsets& sequences) override;
-  void begin_calibration_impl() override;
-  void finish_calibration_impl() override;
+  // Conv2d (instant_conv.cpp): the (N, L, I) im2col token view is never materialised. On
+  // the channel axis X̂ = im2col(x) Pᵀ is the convolution of x with P as R_x filters (kept as
+  // (N, R_x, L)); on the token axis x̂ = P im2col(x_n)ᵀ per image (kept as (R_x, N, I)). The
+  // backward works on g_y's image layout, image by image, with col2im for g_x.
+  SavedState save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg,
+                            const CallContext& call) override;
+  Gradients backward_conv_image_impl(const SavedState& s, const Tensor& g_y, const Tensor& w2d, bool want_gx,
+                                     bool want_gw, const ConvGeometry& cg) override;
 
  private:
   // Running sum of batch-averaged per-sample Gram matrices for one tensor.

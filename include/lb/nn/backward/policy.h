@@ -23,12 +23,22 @@
 
 namespace lb::nn::backward {
 
+// A strategy setting as parsed: the object as written ({"type": ..., settings}) and the typed
+// prototype built from it (validated once); a layer's strategy is a clone of the prototype.
+struct StrategySetting {
+  nlohmann::json spec;
+  std::shared_ptr<const Strategy> prototype;
+  // Parses and validates j; errors name `path`.
+  static StrategySetting parse(const nlohmann::json& j, const std::string& path);
+};
+
 // One row of the plan: which strategy a layer gets and why.
 struct PlanEntry {
   std::string layer;   // dotted module name
   std::string kind;    // "Linear" | "Conv2d"
   nlohmann::json spec; // the strategy object applied ({"type": ...})
   std::string reason;  // "backward.rules[1] 'bert.encoder.*'", "backward.default", "--strategy hot", "frozen", ...
+  std::shared_ptr<const Strategy> prototype;  // what the layer's strategy is cloned from
 };
 
 struct Plan {
@@ -44,7 +54,8 @@ class Policy {
   Policy() = default;  // everything vanilla
   static Policy from_json(const nlohmann::json& j, const std::string& path);
 
-  // Assigns a fresh strategy to every Linear and Conv2d under `root`.
+  // Assigns a fresh strategy (a clone of its setting's prototype) to every Linear and Conv2d
+  // under `root`.
   // override_type: "" or a strategy type. Returns the strategies by layer name.
   std::vector<std::shared_ptr<Strategy>> apply(Module& root, const std::string& override_type = "") const;
 
@@ -72,11 +83,14 @@ class Policy {
 
   struct Rule {
     std::string match;
-    nlohmann::json spec;  // includes "type"
+    StrategySetting setting;  // spec includes "type"
   };
-  nlohmann::json default_spec_ = {{"type", "vanilla"}};
+  // The setting --strategy TYPE applies: the "strategies" entry, else TYPE's defaults.
+  StrategySetting override_setting(const std::string& type) const;
+
+  StrategySetting default_ = StrategySetting::parse({{"type", "vanilla"}}, "backward.default");
   std::vector<Rule> rules_;
-  std::map<std::string, nlohmann::json> strategies_;
+  std::map<std::string, StrategySetting> strategies_;
   std::vector<std::string> compressible_ = {"*"};
   std::vector<std::string> exclude_ = {"*classifier*", "*pooler*", "*embeddings*", "*head*"};
   std::string path_ = "backward";

@@ -6,12 +6,13 @@
 // compute g_x = g_y w and g_w = Σ_b g_yᵀ x from it (backward). g_b = Σ g_y is always exact
 // and computed by the caller. A strategy never touches the tape (the caller records the node
 // with the state's tensors, so saved bytes are measured by autograd::saved_bytes()), never
-// branches on device, and draws randomness only from Philox streams keyed by run_context().
+// branches on device, and draws randomness only from Philox streams keyed by the step context
+// it was given (context.h); what a call needs besides tensors comes in its CallContext.
 //
-// Calibration (INSTANT): a training loop asks needs_calibration(step); if any layer needs it,
-// it calls begin_calibration(), runs extra forward/backward passes without an optimizer step
-// (layers then save exactly and feed observe_input / observe_grad_output), and calls
-// finish_calibration(). See nn/backward/calibration.h.
+// Every public entry is non-virtual (save, backward, save_conv, backward_conv): the base
+// checks, routes (calibration, fallback, device) and accounts; strategies override the
+// protected *_impl steps. Calibration is a separate interface (calibratable.h) for the
+// strategies that calibrate; the gradient-fidelity probe wraps a strategy (probe.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -20,16 +21,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lb/dist/process_group.h"
 #include "lb/core/tensor.h"
-#include "lb/nn/backward/packed_sequences.h"
+#include "lb/nn/backward/calibratable.h"
+#include "lb/nn/backward/context.h"
+#include "lb/nn/backward/summary.h"
 #include "lb/ops/conv.h"
 
 namespace lb::nn::backward {
 
 struct LayerGeometry {
   int64_t B = 0, L = 0, I = 0, O = 0;
-  // A padding-free call (packed_sequences.h): B = 1 and its L tokens are `sequences`
+  // A padding-free call (CallContext::sequences): B = 1 and its L tokens are `sequences`
   // sequences back to back, the longest of them `longest` tokens. 0: not packed.
   int64_t sequences = 0, longest = 0;
   // Elements per sample the exact backward keeps: 0 means L·I (the token view, a Linear's
@@ -43,10 +45,14 @@ struct SavedState {
   LayerGeometry geom;
   bool exact = false;  // tensors = {x}: backward is the exact one
   bool conv_image = false;  // with exact, for a conv: x is the image (N, C, H, W), not tokens
-  bool token_view = false;  // a conv saved through the generic token view (save_conv_checked)
+  bool token_view = false;  // a conv saved through the generic token view (see save_conv)
   std::vector<Tensor> tensors;
   std::vector<double> scalars;
   SequenceOffsets sequences;  // a padding-free call's sequences (null: not packed)
+  StepContext step;           // the forward's step: the backward's random draws are keyed by it
+  // A decorator's (probe.h) inner state: its tensors are this state's first `wrapped_tensors`.
+  std::shared_ptr<const SavedState> wrapped;
+  size_t wrapped_tensors = 0;
 };
 
 // A Conv2d call seen as a GEMM (lb/ops/conv.h).
@@ -63,15 +69,7 @@ struct Gradients {
   Tensor grad_bias;
 };
 
-// Seed and optimizer step for keying random streams (Philox subsequence/offset), set by the
-// training loop before each step.
-struct RunContext {
-  uint64_t seed = 0;
-  int64_t step = 0;
-};
-RunContext& run_context();
-
-// Tests only: while set, CPU convolutions take the token view a GPU takes (save_conv_checked).
+// Tests only: while set, CPU convolutions take the token view a GPU takes (save_conv).
 void set_conv_token_view_on_cpu(bool on);
 bool conv_token_view_on_cpu();
 
@@ -87,52 +85,42 @@ class Strategy {
   // save refuses device tensors, naming the layer, instead of handing device memory to CPU
   // code.
   virtual bool cpu_only(bool /*conv*/) const { return false; }
+  // The calibration side of this strategy, or null for one that never calibrates.
+  virtual Calibratable* calibration() { return nullptr; }
+  const Calibratable* calibration() const { return const_cast<Strategy*>(this)->calibration(); }
 
-  // Forward: x (B, L, I) contiguous, w (O, I). Exact-save during calibration. Inside a
-  // PackedSequencesScope whose offsets end at L, a (1, L, I) x is a padding-free call: its
-  // geometry and state carry the sequences.
-  SavedState save(const Tensor& x, const Tensor& w);
+  // The step whose random streams this layer's calls draw from (shared by the training loop
+  // with every layer). Unset: seed 0, step 0, the training stream.
+  void set_step_context(std::shared_ptr<const StepContext> context) { step_context_ = std::move(context); }
+  const std::shared_ptr<const StepContext>& step_context_ptr() const { return step_context_; }
+  const StepContext& step_context() const;
+
+  // Forward: x (B, L, I) contiguous, w (O, I). Exact-save during calibration. A call whose
+  // context carries sequences is padding-free: x is (1, L, I) and its offsets end at L; its
+  // geometry and state carry them.
+  SavedState save(const Tensor& x, const Tensor& w, const CallContext& call = {});
   // Backward: g_y (B, L, O) contiguous. Times itself for the accounting.
   Gradients backward(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                      bool want_gw);
 
-  // Conv2d (groups = 1) through the same strategy: forward keeps what save_conv returns, and
-  // backward_conv gets g_y as tokens (B, L, O) and returns g_x as tokens (B, L, I) plus
-  // g_w (O, I); it may instead return g_x already as the image gradient (N, C, H, W) (a 4-D
-  // grad_input), e.g. to fold col2im into a per-image loop without the (B, L, I) buffer.
-  // The defaults run im2col then save/backward; a strategy may override them
-  // (e.g. to keep the raw input instead of its 9× larger im2col view).
-  virtual SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg);
-  // The entry point strategy_conv2d calls, with g_y as the image gradient (N, O, Ho, Wo).
-  // The default transposes it to tokens and calls backward_conv; a strategy that can work on
-  // the image layout overrides this to skip that copy.
-  virtual Gradients backward_conv_image(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
-                                        bool want_gx, bool want_gw, const ConvGeometry& cg);
-  virtual Gradients backward_conv(const SavedState& s, const Tensor& g_y_tokens,
-                                  const Tensor& w2d, bool want_gx, bool want_gw,
-                                  const ConvGeometry& cg);
+  // Conv2d (groups = 1) through the same strategy. save_conv keeps the exact image once the
+  // layer fell back; otherwise, on the CPU, what save_conv_impl keeps, and on another device
+  // the token view (conv_to_tokens, then the Linear path), marked token_view, since the
+  // strategies' image-layout kernels are CPU code: the one place a device decides a conv's
+  // route. backward_conv takes g_y as the image gradient (N, O, Ho, Wo) and returns g_x as
+  // the image gradient or as tokens (B, L, I) (strategy_conv2d folds those with col2im),
+  // g_w as (O, I).
+  SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg, const CallContext& call = {});
+  Gradients backward_conv(const SavedState& s, const Tensor& g_y, const Tensor& w2d, bool want_gx, bool want_gw,
+                          const ConvGeometry& cg);
+  void check_device(const Tensor& x, bool conv) const;
 
-  // ---- calibration hooks (no-ops for strategies that need none) ----
-  virtual bool needs_calibration(int64_t /*step*/) const { return false; }
-  // Forward/backward passes the loop should run when needs_calibration() is true (INSTANT's
-  // N_c; one pass for a strategy that only inspects a first batch, like HOT's LQS).
-  virtual int64_t calibration_batches() const { return 1; }
+  // ---- calibration (strategies with a calibration() side) ----
+  // Puts the layer in calibration mode (exact saves, statistics observed) and ends it (the
+  // new state computed). No-ops for a strategy without calibration.
   void begin_calibration();
   void finish_calibration();
   bool calibrating() const { return calibrating_; }
-  // Data-parallel calibration (Calibrator::set_group): before finish_calibration(), sums this
-  // rank's statistics with the other ranks' so finishing sees the global batches. A strategy
-  // whose new state follows from the summed statistics alone returns true from
-  // reduces_calibration() (every rank then computes the same state); the others get rank 0's
-  // state after finishing.
-  virtual void reduce_calibration(dist::ProcessGroup& /*group*/) {}
-  virtual bool reduces_calibration() const { return false; }
-
-  // ---- variable sequence lengths ----
-  // Text batches padded to their own longest example (data.padding "dynamic") have different
-  // token counts L; the training loop gives the most any batch can have. A strategy whose
-  // state is sized by L (INSTANT's token-axis bases) sizes it by this instead. 0: fixed L.
-  virtual void set_max_tokens(int64_t /*max_L*/) {}
 
   // ---- failure fallback ----
   // After a failed calibration (e.g. the eigendecomposition did not converge, or saw NaN)
@@ -144,53 +132,12 @@ class Strategy {
   }
   bool fell_back() const { return fell_back_; }
   const std::string& fallback_reason() const { return fallback_reason_; }
-  // The conv save strategy_conv2d uses: the exact image save once the layer fell back. The
-  // strategies' image-layout convolution kernels (their save_conv / backward_conv_image
-  // overrides) are CPU code; on another device every strategy takes the token view (the
-  // base save_conv: conv_to_tokens, then its Linear path), marked token_view so the backward
-  // takes the base route too. This is the one place a device decides a conv's route.
-  SavedState save_conv_checked(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
-    check_device(x, /*conv=*/true);
-    if (fell_back_) return save_conv_exact(x, w2d, cg);
-    if (x.device().is_cpu() && !conv_token_view_on_cpu()) return save_conv(x, w2d, cg);
-    SavedState s = Strategy::save_conv(x, w2d, cg);
-    s.token_view = true;
-    return s;
-  }
-  // The matching backward: backward_conv_image, or the base's for a token-view state.
-  Gradients backward_conv_checked(const SavedState& s, const Tensor& g_y, const Tensor& w2d, bool want_gx,
-                                  bool want_gw, const ConvGeometry& cg) {
-    return s.token_view ? Strategy::backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg)
-                        : backward_conv_image(s, g_y, w2d, want_gx, want_gw, cg);
-  }
-  void check_device(const Tensor& x, bool conv) const;
-
-  // ---- gradient-fidelity probe (train.grad_probe_every) ----
-  // While probing, strategy_linear / strategy_conv2d keep the exact input next to the
-  // strategy's state, run both backwards from the same g_y, record how close the strategy's
-  // g_x and g_w are to the exact ones (record_probe), and pass the exact gradients on, so
-  // every layer is measured against the exact g_y. Probe calls are not counted as backward
-  // calls.
-  struct ProbeStats {
-    int64_t calls = 0;
-    // Σ over calls of <exact, approx>, |exact|², |approx|², |exact - approx|²
-    double gw_dot = 0, gw_ee = 0, gw_aa = 0, gw_dd = 0;
-    double gx_dot = 0, gx_ee = 0, gx_aa = 0, gx_dd = 0;
-  };
-  void set_probing(bool on) {
-    probing_ = on;
-    if (on) probe_ = {};
-  }
-  bool probing() const { return probing_ && !calibrating_ && !fell_back_; }
-  // exact/approx grad_input and grad_weight, in any matching layout (undefined: not asked).
-  void record_probe(const Gradients& exact, const Gradients& approx);
-  const ProbeStats& probe_stats() const { return probe_; }
 
   // Exact backward from a saved x (vanilla, the fallback of compressed strategies, the
   // probe's reference).
   static SavedState save_exact(const Tensor& x, const Tensor& w);
   // The exact save of a conv: the input image itself (never its kH·kW times larger im2col
-  // view); backward_conv_image then runs the conv op's own backward (conv2d_grads).
+  // view); backward_conv then runs the conv op's own backward (conv2d_grads).
   SavedState save_conv_exact(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg);
   static Gradients backward_exact(const SavedState& s, const Tensor& g_y, const Tensor& w,
                                   bool want_gx, bool want_gw);
@@ -202,7 +149,31 @@ class Strategy {
   virtual double paper_saved_bytes_fp32(const LayerGeometry& g) const;
   // The geometry of the last call that saved for backward (B samples of L tokens).
   const LayerGeometry& last_geometry() const { return last_geom_; }
-  // Ranks, quantiser choices, paper metrics for the last geometry seen, measured figures.
+  // What report() shows as measured. A decorator that runs calls through this strategy on
+  // its own account (the probe) puts the figures back afterwards.
+  struct Measured {
+    int64_t calls = 0;
+    double backward_ms = 0;
+    int64_t calib_calls = 0;
+    double calib_backward_ms = 0;
+    LayerGeometry last_geom;
+    int64_t last_saved_bytes = 0;
+  };
+  Measured measured() const {
+    return {calls_, backward_ms_, calib_calls_, calib_backward_ms_, last_geom_, last_saved_bytes_};
+  }
+  void restore_measured(const Measured& m) {
+    calls_ = m.calls;
+    backward_ms_ = m.backward_ms;
+    calib_calls_ = m.calib_calls;
+    calib_backward_ms_ = m.calib_backward_ms;
+    last_geom_ = m.last_geom;
+    last_saved_bytes_ = m.last_saved_bytes;
+  }
+  // Ranks, quantiser choices, paper metrics for the last geometry seen, measured figures:
+  // summary() typed (what generic code reads), report() as JSON: summary().to_json() plus
+  // the settings and the strategy's own details under its own key.
+  virtual StrategySummary summary() const;
   virtual nlohmann::json report() const;
 
   // ---- learned state (checkpoints) ----
@@ -222,21 +193,34 @@ class Strategy {
   bool on_conv() const { return conv_; }
 
  protected:
-  virtual SavedState save_impl(const Tensor& x, const Tensor& w) = 0;
+  // The steps the public entries run. `call` as given to save / save_conv.
+  virtual SavedState save_impl(const Tensor& x, const Tensor& w, const CallContext& call) = 0;
   virtual Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w,
                                   bool want_gx, bool want_gw) = 0;
-  // Calibration statistics of one call; `sequences` as in SavedState (null: not packed).
-  virtual void observe_input(const Tensor& /*x*/, const SequenceOffsets& /*sequences*/) {}
-  virtual void observe_grad_output(const Tensor& /*g_y*/, const SequenceOffsets& /*sequences*/) {}
-  virtual void begin_calibration_impl() {}
-  virtual void finish_calibration_impl() {}
+  // A conv on the CPU image path. The defaults run im2col then the Linear path; a strategy
+  // may override them (e.g. to keep the raw input instead of its 9× larger im2col view).
+  virtual SavedState save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg,
+                                    const CallContext& call);
+  // g_y as the image gradient (N, O, Ho, Wo). The default runs the exact conv backward for an
+  // exact image state, else transposes g_y to tokens and calls backward_conv_tokens_impl; a
+  // strategy that can work on the image layout overrides this to skip that copy.
+  virtual Gradients backward_conv_image_impl(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
+                                             bool want_gx, bool want_gw, const ConvGeometry& cg);
+  // g_y as tokens (B, L, O); returns g_x as tokens (B, L, I) or as the image gradient (a 4-D
+  // grad_input, e.g. to fold col2im into a per-image loop without the (B, L, I) buffer).
+  virtual Gradients backward_conv_tokens_impl(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
+                                              bool want_gx, bool want_gw, const ConvGeometry& cg);
 
-  // Counts one training backward call of `ms` milliseconds (not while probing: its cost is
-  // reported apart).
+  // Counts one backward call of `ms` milliseconds (calibration calls apart: they are
+  // calibration cost).
   void count_backward(double ms) {
-    if (probing_) return;
-    ++calls_;
-    backward_ms_ += ms;
+    if (calibrating_) {
+      ++calib_calls_;
+      calib_backward_ms_ += ms;
+    } else {
+      ++calls_;
+      backward_ms_ += ms;
+    }
   }
 
   std::string layer_name_;
@@ -244,9 +228,8 @@ class Strategy {
   bool conv_ = false;
   bool calibrating_ = false;
   bool fell_back_ = false;
-  bool probing_ = false;
-  ProbeStats probe_;
   std::string fallback_reason_;
+  std::shared_ptr<const StepContext> step_context_;
   // Measured: calls, total backward milliseconds, last geometry and saved bytes. Backward
   // calls made while calibrating are counted apart (they are calibration cost).
   int64_t calls_ = 0;
@@ -257,17 +240,13 @@ class Strategy {
   int64_t last_saved_bytes_ = 0;
 };
 
-// Adds <e, a>, |e|², |a|², |e - a|² (f64 sums) of two same-size tensors (the probe's
-// closeness figures; undefined tensors add nothing).
-void add_closeness(const Tensor& e, const Tensor& a, double& dot, double& ee, double& aa, double& dd);
-
 // y = x wᵀ + b for x (..., I) through `strategy` (exact forward; backward by the strategy).
 // x's leading dims are viewed as (B, L): (B, L, I) stays, (N, I) becomes B = N, L = 1.
 // Records one node on the tape holding the state's tensors.
 Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
-                       const std::shared_ptr<Strategy>& strategy);
+                       const std::shared_ptr<Strategy>& strategy, const CallContext& call = {});
 // Conv2d through `strategy` (groups > 1 stays the exact op: ALGORITHMS.md).
 Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args,
-                       const std::shared_ptr<Strategy>& strategy);
+                       const std::shared_ptr<Strategy>& strategy, const CallContext& call = {});
 
 }  // namespace lb::nn::backward

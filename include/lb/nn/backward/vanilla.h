@@ -9,12 +9,11 @@ class Vanilla : public Strategy {
   std::string type() const override { return "vanilla"; }
   nlohmann::json hyperparams() const override { return {{"type", "vanilla"}}; }
   std::unique_ptr<Strategy> clone() const override { return std::make_unique<Vanilla>(); }
-  SavedState save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) override {
+ protected:
+  SavedState save_impl(const Tensor& x, const Tensor& w, const CallContext& call) override;
+  SavedState save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg, const CallContext&) override {
     return save_conv_exact(x, w2d, cg);
   }
-
- protected:
-  SavedState save_impl(const Tensor& x, const Tensor& w) override;
   Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                           bool want_gw) override;
 };
