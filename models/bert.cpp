@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "lb/autograd/module_scope.h"
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
 #include "models/model_size.h"
@@ -112,6 +113,7 @@ BertEmbeddings::BertEmbeddings(const BertConfig& c) {
 }
 
 Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& types, const Tensor& positions) {
+  const autograd::ModuleScope scope(path());
   if (!positions.defined()) {
     const int64_t T = ids.size(1);
     LB_CHECK(T <= position_->weight().size(0), "sequence length ", T,
@@ -140,6 +142,7 @@ BertLayer::BertLayer(const BertConfig& c) : act_(nn::activation_from_name(c.hidd
 }
 
 Tensor BertLayer::forward(const Tensor& x, const Tensor& mask, const nn::TokenPacking* packing) {
+  const autograd::ModuleScope scope(path());
   // Post-LN: h = LN(x + drop(W_o attn(x))); y = LN(h + drop(W_2 act(W_1 h))).
   nn::backward::CallContext call;  // packed: every Linear call is (1, N, ·) over these sequences
   if (packing) call.sequences = packing->sequence_offsets();

@@ -1,6 +1,7 @@
 // ResNet (He et al. 2016), torchvision resnet.py layout and initialisation.
 #include "models/resnet.h"
 
+#include "lb/autograd/module_scope.h"
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
 #include "models/model_size.h"
@@ -92,6 +93,7 @@ ResNetBlock::ResNetBlock(int64_t in, int64_t planes, int64_t stride, bool bottle
 }
 
 Tensor ResNetBlock::forward(const Tensor& x) {
+  const autograd::ModuleScope scope(path());
   Tensor y = relu(bn1_->forward(conv1_->forward(x)));
   if (bottleneck_) {
     y = relu(bn2_->forward(conv2_->forward(y)));

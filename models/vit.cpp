@@ -1,6 +1,7 @@
 // ViT (Dosovitskiy et al. 2021; Hugging Face modeling_vit.py layout).
 #include "models/vit.h"
 
+#include "lb/autograd/module_scope.h"
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
 #include "models/model_size.h"
@@ -94,6 +95,7 @@ ViTLayer::ViTLayer(const ViTConfig& c) : act_(nn::activation_from_name(c.hidden_
 }
 
 Tensor ViTLayer::forward(const Tensor& x) {
+  const autograd::ModuleScope scope(path());
   // Pre-LN: h = x + drop(W_o attn(LN(x))); y = h + drop(W_2 act(W_1 LN(h))).
   const Tensor h = add(x, dropout_->forward(attn_out_->forward(attn_->forward(norm_before_->forward(x)))));
   const Tensor inter = nn::apply_activation(intermediate_->forward(norm_after_->forward(h)), act_);

@@ -1,9 +1,12 @@
 // Nodes, the live-node registry (the tape) and saved-bytes accounting.
 #include "lb/autograd/node.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <unordered_set>
+
+#include "lb/autograd/module_scope.h"
 
 namespace lb::autograd {
 
@@ -75,8 +78,17 @@ void record(const std::string& name, Tensor& out, const std::vector<Tensor>& inp
     else edges[i].leaf = t.impl_ptr();
   }
   std::vector<Tensor> kept;
+  std::vector<int> roles;
   kept.reserve(saved.size());
+  roles.reserve(saved.size());
   for (const Tensor& s : saved) {
+    int role = Node::kStateRole;
+    if (s.defined()) {
+      if (out.defined() && s.storage() == out.storage()) role = Node::kOutputRole;
+      for (size_t i = 0; i < inputs.size() && role == Node::kStateRole; ++i)
+        if (inputs[i].defined() && s.storage() == inputs[i].storage()) role = static_cast<int>(i);
+    }
+    roles.push_back(role);
     if (!s.defined()) {
       kept.emplace_back();
       continue;
@@ -86,23 +98,32 @@ void record(const std::string& name, Tensor& out, const std::vector<Tensor>& inp
     kept.push_back(s.detach());
   }
   auto node = std::make_shared<Node>(name, std::move(edges), std::move(kept), std::move(fn));
+  node->set_origin(current_module_scope(), std::move(roles));
   out.impl()->grad_fn = std::move(node);
   out.impl()->requires_grad = true;
 }
 
-int64_t saved_bytes() {
+void visit_live_nodes(const std::function<void(const Node&)>& f) {
   std::lock_guard<std::mutex> lock(g_tape_mutex);
+  std::vector<const Node*> live;
+  live.reserve(tape().size());
+  for (const Node* n : tape())
+    if (!n->released()) live.push_back(n);
+  std::sort(live.begin(), live.end(), [](const Node* a, const Node* b) { return a->seq() < b->seq(); });
+  for (const Node* n : live) f(*n);
+}
+
+int64_t saved_bytes() {
   std::unordered_set<const Storage*> seen;
   int64_t total = 0;
-  for (const Node* n : tape()) {
-    if (n->released()) continue;
-    for (const Tensor& t : n->saved()) {
+  visit_live_nodes([&](const Node& n) {
+    for (const Tensor& t : n.saved()) {
       if (!t.defined()) continue;
       const Storage* s = t.storage().get();
       if (s->tag() == MemTag::Parameter || s->tag() == MemTag::Buffer) continue;
       if (seen.insert(s).second) total += static_cast<int64_t>(s->nbytes());
     }
-  }
+  });
   return total;
 }
 

@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "lb/core/allocator.h"
@@ -62,6 +63,7 @@ TrainStepTimes time_train_steps(const BenchOptions& opt, nn::Module& model, int6
     const train::StepResult s = train_step.run(it, micro, last);
     if (last) r.saved_bytes = s.saved_bytes;
     if (it < opt.warmup) continue;
+    r.activation_peak_bytes = std::max(r.activation_peak_bytes, s.activation_peak_bytes);
     fwd.push_back(s.forward_ms);
     bwd.push_back(s.backward_ms);
     upd.push_back(s.optimizer_ms);
@@ -96,6 +98,7 @@ nlohmann::json train_step_json(const std::string& workload, const BenchOptions& 
                       {"backward_ms", t.backward_ms},
                       {"optimizer_ms", t.optimizer_ms},
                       {"saved_bytes", t.saved_bytes},
+                      {"activation_peak_bytes", t.activation_peak_bytes},
                       {"peak_bytes", t.peak_bytes},
                       {"peak_bytes_by_tag", t.peak_by_tag},
                       {"cached_bytes", t.cached_bytes},

@@ -30,6 +30,7 @@ namespace lb::cli {
 struct TrainStepTimes {
   double ms_per_step = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   int64_t saved_bytes = 0;
+  int64_t activation_peak_bytes = 0;  // the largest timed step's activation peak
   int64_t peak_bytes = 0;       // allocator total peak over the timed steps
   nlohmann::json peak_by_tag;   // per-tag peaks (parameter, gradient, optimizer, saved, ...)
   int64_t cached_bytes = 0;     // freed blocks the allocator keeps for reuse, after the steps

@@ -1,10 +1,13 @@
 // `leanback plan CONFIG [--strategy S] [--set k=v]...`: the layer -> backward strategy ->
 // reason table a training run would use, with each rule's match count (a rule that decides no
 // layer is an error). Builds the model (loading pretrained weights' config) but no data.
+// With --memory: one training step on the config's first batch instead, and what it keeps
+// for backward by op, role and module, with the step's activation peak (memory_report.h).
 #include <iostream>
 
 #include "lb/data/glue.h"
 #include "lb/nn/backward/policy.h"
+#include "lb/train/memory_report.h"
 #include "lb/train/task_model.h"
 #include "src/cli/cli_parse.h"
 
@@ -14,14 +17,23 @@ int cmd_plan(const std::vector<std::string>& args) {
   CLI::App app{"Print which backward strategy each Linear/Conv2d layer gets, and why.", "leanback plan"};
   std::string config_path, strategy;
   std::vector<std::string> sets;
-  bool json = false;
+  bool json = false, memory = false;
   app.add_option("config", config_path, "the run's JSON config")->required();
   app.add_option("--strategy", strategy, "the run override, as in leanback train")
       ->check(CLI::IsMember(strategy_names()));
   app.add_option("--set", sets, "override a config key (repeatable)")->allow_extra_args(false);
   app.add_flag("--json", json, "print the plan as JSON");
+  app.add_flag("--memory", memory,
+               "run one training step on the config's first batch and print what it keeps for backward, by op, "
+               "role and module, and its activation peak");
   if (!parse_cli(app, args)) return 0;
   const train::Config c = train::load_config(config_path, sets);
+  if (memory) {
+    const train::MemoryReport r = train::memory_report(c, strategy);
+    if (json) std::cout << r.to_json().dump(2) << "\n";
+    else std::cout << r.table();
+    return 0;
+  }
   int64_t labels = 2;
   const std::string& t = c.data.task;
   if (t == "cifar10") labels = 10;

@@ -28,21 +28,33 @@ const char* mem_tag_name(MemTag t) {
   return "?";
 }
 
-static void raise_peak(std::atomic<int64_t>& peak, int64_t v) {
+// Returns whether v became the peak.
+static bool raise_peak(std::atomic<int64_t>& peak, int64_t v) {
   int64_t p = peak.load(std::memory_order_relaxed);
-  while (v > p && !peak.compare_exchange_weak(p, v, std::memory_order_relaxed)) {
+  while (v > p) {
+    if (peak.compare_exchange_weak(p, v, std::memory_order_relaxed)) return true;
   }
+  return false;
+}
+
+void Allocator::add_activation(int64_t n) {
+  if (!raise_peak(activation_peak_, activation_current_.fetch_add(n) + n)) return;
+  // A new activation peak: what each tag held then (read without a lock; another thread's
+  // allocation in between shifts it by that allocation at most).
+  for (int i = 0; i < kNumMemTags; ++i) at_activation_peak_[i].store(current_[i].load(std::memory_order_relaxed));
 }
 
 void Allocator::count_alloc(size_t n, MemTag tag) {
   const int i = static_cast<int>(tag);
   raise_peak(peak_[i], current_[i].fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n));
   raise_peak(total_peak_, total_current_.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n));
+  if (is_activation_tag(tag)) add_activation(static_cast<int64_t>(n));
 }
 
 void Allocator::count_free(size_t n, MemTag tag) {
   current_[static_cast<int>(tag)].fetch_sub(static_cast<int64_t>(n));
   total_current_.fetch_sub(static_cast<int64_t>(n));
+  if (is_activation_tag(tag)) activation_current_.fetch_sub(static_cast<int64_t>(n));
 }
 
 void Allocator::retag(size_t n, MemTag from, MemTag to) {
@@ -50,6 +62,9 @@ void Allocator::retag(size_t n, MemTag from, MemTag to) {
   current_[static_cast<int>(from)].fetch_sub(static_cast<int64_t>(n));
   const int i = static_cast<int>(to);
   raise_peak(peak_[i], current_[i].fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n));
+  if (is_activation_tag(from) != is_activation_tag(to))
+    is_activation_tag(to) ? add_activation(static_cast<int64_t>(n))
+                          : void(activation_current_.fetch_sub(static_cast<int64_t>(n)));
 }
 
 MemStats Allocator::stats() const {
@@ -60,12 +75,21 @@ MemStats Allocator::stats() const {
   }
   s.total_current = total_current_.load();
   s.total_peak = total_peak_.load();
+  s.activation_current = activation_current_.load();
+  s.activation_peak = activation_peak_.load();
+  for (int i = 0; i < kNumMemTags; ++i) s.at_activation_peak[i] = at_activation_peak_[i].load();
   return s;
+}
+
+void Allocator::reset_activation_peak() {
+  activation_peak_.store(activation_current_.load());
+  for (int i = 0; i < kNumMemTags; ++i) at_activation_peak_[i].store(current_[i].load());
 }
 
 void Allocator::reset_peak() {
   for (int i = 0; i < kNumMemTags; ++i) peak_[i].store(current_[i].load());
   total_peak_.store(total_current_.load());
+  reset_activation_peak();
 }
 
 namespace {

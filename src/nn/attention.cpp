@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "lb/autograd/module_scope.h"
 #include "lb/core/random.h"
 
 namespace lb::nn {
@@ -42,12 +43,14 @@ std::string SelfAttention::extra_repr() const {
 // query, key and value read the same x: their calls share it (CallContext::shared), so a
 // strategy that keeps a projection of x keeps it once for the three.
 Tensor SelfAttention::forward(const Tensor& x, const Tensor& mask) {
+  const autograd::ModuleScope scope(path());
   const backward::CallContext call{nullptr, std::make_shared<backward::SharedInput>()};
   return scaled_dot_product_attention(query_->forward(x, call), key_->forward(x, call), value_->forward(x, call),
                                       heads_, mask, dropout_p_, is_training());
 }
 
 Tensor SelfAttention::forward_packed(const Tensor& x, const Tensor& mask, const TokenPacking& packing) {
+  const autograd::ModuleScope scope(path());
   const backward::CallContext call{packing.sequence_offsets(), std::make_shared<backward::SharedInput>()};
   const Tensor ctx = scaled_dot_product_attention(
       packing.unpack(query_->forward(x, call)), packing.unpack(key_->forward(x, call)),

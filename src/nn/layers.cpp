@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "lb/autograd/module_scope.h"
 #include "lb/core/random.h"
 #include "lb/nn/init.h"
 
@@ -36,6 +37,7 @@ std::string Linear::extra_repr() const {
 }
 
 Tensor Linear::forward(const Tensor& x, const backward::CallContext& call) {
+  const autograd::ModuleScope scope(path());
   LB_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input ",
            shape_str(x.shape()), " must end in ", in_);
   // Strategies apply while training; evaluation runs the plain op (nothing is saved anyway).
@@ -67,6 +69,7 @@ std::string Conv2d::extra_repr() const {
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
+  const autograd::ModuleScope scope(path());
   if (backward_ && is_training()) return backward::strategy_conv2d(x, weight_, bias_, args_, backward_);
   return conv2d(x, weight_, bias_, args_);
 }
@@ -94,7 +97,10 @@ LayerNorm::LayerNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
 
 std::string LayerNorm::extra_repr() const { return cat(dim_, ", eps ", eps_); }
 
-Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, weight_, bias_, eps_); }
+Tensor LayerNorm::forward(const Tensor& x) {
+  const autograd::ModuleScope scope(path());
+  return layer_norm(x, weight_, bias_, eps_);
+}
 
 // ---------------------------------------------------------------- BatchNorm2d
 BatchNorm2d::BatchNorm2d(int64_t c, double eps, double momentum)
@@ -114,6 +120,7 @@ BatchNorm2d::BatchNorm2d(int64_t c, double eps, double momentum)
 std::string BatchNorm2d::extra_repr() const { return cat(channels_, ", eps ", eps_); }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
+  const autograd::ModuleScope scope(path());
   LB_CHECK(x.dim() == 4 && x.size(1) == channels_, "BatchNorm2d(", channels_, "): input ",
            shape_str(x.shape()), " must be (N, ", channels_, ", H, W)");
   if (is_training()) num_batches_tracked_.fill_(num_batches_tracked_.item_double() + 1);
@@ -131,7 +138,10 @@ Embedding::Embedding(int64_t num, int64_t dim, int64_t padding_idx)
 
 std::string Embedding::extra_repr() const { return cat(num_, ", ", dim_); }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(indices, weight_, padding_idx_); }
+Tensor Embedding::forward(const Tensor& indices) {
+  const autograd::ModuleScope scope(path());
+  return embedding(indices, weight_, padding_idx_);
+}
 
 // ---------------------------------------------------------------- Dropout
 Dropout::Dropout(double p) : p_(p) {
@@ -141,6 +151,7 @@ Dropout::Dropout(double p) : p_(p) {
 std::string Dropout::extra_repr() const { return cat("p=", p_); }
 
 Tensor Dropout::forward(const Tensor& x) {
+  const autograd::ModuleScope scope(path());
   if (!is_training() || p_ == 0.0) return x;
   return dropout(x, p_, true, default_generator());
 }

@@ -38,7 +38,13 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   check_name(name);
   LB_CHECK(m != nullptr, "register_module('", name, "'): null module");
   for (auto& [n, _] : children_) LB_CHECK(n != name, "submodule '", name, "' registered twice");
+  m->set_path(join(path_, name));
   children_.emplace_back(name, std::move(m));
+}
+
+void Module::set_path(const std::string& path) {
+  path_ = path;
+  for (auto& [n, child] : children_) child->set_path(join(path_, n));
 }
 
 void Module::collect(const std::string& prefix, bool params, bool recurse,

@@ -105,7 +105,7 @@ nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
   const nlohmann::json results = read_json_file(run / "eval_results.json");
   const auto lines = read_metrics((run / "metrics.jsonl").string());
   std::vector<double> step_ms, fwd_ms, bwd_ms, saved, paper_flops, paper_saved, wait_ms;
-  double saved_peak = 0, peak_bytes = 0, calib_ms = 0;
+  double saved_peak = 0, peak_bytes = 0, calib_ms = 0, activation_peak = 0;
   int64_t last_step = 0;
   std::vector<nlohmann::json> probes;
   nlohmann::json peak_by_tag = nlohmann::json::object();
@@ -122,6 +122,7 @@ nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
       paper_saved.push_back(l.value("paper_saved_mib_fp32_per_example", 0.0));
       saved_peak = std::max(saved_peak, l.value("saved_bytes_max", 0.0));
       peak_bytes = std::max(peak_bytes, l.value("peak_bytes", 0.0));
+      activation_peak = std::max(activation_peak, l.value("activation_peak_bytes", 0.0));
       if (l.contains("peak_bytes_by_tag"))
         for (auto it = l["peak_bytes_by_tag"].begin(); it != l["peak_bytes_by_tag"].end(); ++it)
           peak_by_tag[it.key()] = std::max(peak_by_tag.value(it.key(), 0.0), it.value().get<double>());
@@ -179,6 +180,7 @@ nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
           {"data_wait_ms", mean_of(wait_ms)},
           {"saved_bytes_mean", mean_of(saved)},
           {"saved_bytes_peak", saved_peak},
+          {"activation_peak_bytes", activation_peak},
           {"paper_saved_mib_fp32_per_example", mean_of(paper_saved)},
           {"paper_backward_mflops_per_example", mean_of(paper_flops)},
           {"peak_bytes", peak_bytes},
@@ -209,7 +211,7 @@ std::vector<std::vector<std::string>> table_rows(const nlohmann::json& report) {
   const std::string metric = report.value("primary_metric", "");
   std::vector<std::vector<std::string>> rows = {
       {"strategy", "seeds", metric + " (x100)", "vs " + report.value("baseline", std::string("-")),
-       "step ms", "bwd ms", "ex/s", "saved MiB mean/peak", "paper saved KiB/ex", "paper bwd MFLOP/ex",
+       "step ms", "bwd ms", "ex/s", "saved MiB mean/peak", "act peak MiB", "paper saved KiB/ex", "paper bwd MFLOP/ex",
        "calib %"}};
   bool probes = false;
   for (const auto& s : report["strategies"]) probes = probes || s.contains("probe");
@@ -234,6 +236,7 @@ std::vector<std::vector<std::string>> table_rows(const nlohmann::json& report) {
     r.push_back(fixed(s["backward_ms"]["mean"], 1));
     r.push_back(fixed(s["examples_per_s"]["mean"], 1));
     r.push_back(mib(s["saved_bytes_mean"]["mean"]) + " / " + mib(s["saved_bytes_peak"]["mean"]));
+    r.push_back(mib(s["activation_peak_bytes"]["mean"]));
     r.push_back(fixed(s["paper_saved_mib_fp32_per_example"]["mean"].get<double>() * 1024.0, 1));
     r.push_back(fixed(s["paper_backward_mflops_per_example"]["mean"], 1));
     r.push_back(fixed(100 * s["calibration_share"]["mean"].get<double>(), 1));
@@ -321,7 +324,8 @@ nlohmann::json build_report(const std::string& compare_dir) {
       }
       e["metrics"] = metrics;
       for (const char* k : {"step_ms", "forward_ms", "backward_ms", "data_wait_ms", "examples_per_s",
-                            "saved_bytes_mean", "saved_bytes_peak", "paper_saved_mib_fp32_per_example",
+                            "saved_bytes_mean", "saved_bytes_peak", "activation_peak_bytes",
+                            "paper_saved_mib_fp32_per_example",
                             "paper_backward_mflops_per_example", "peak_bytes", "calibration_share",
                             "calibration_ms", "train_runtime_s", "minutes_per_epoch"})
         e[k] = over_runs(runs, k);

@@ -31,6 +31,10 @@ void StepLog::add(const StepResult& r, double step_ms, double data_ms) {
     win_.paper_flops_sum += r.paper_flops_per_example;
     win_.paper_saved_sum += r.paper_saved_bytes_per_example;
   }
+  if (r.activation_peak_bytes > win_.activation_peak) {
+    win_.activation_peak = r.activation_peak_bytes;
+    win_.at_activation_peak = r.at_activation_peak;
+  }
   ++win_.steps;
 }
 
@@ -38,7 +42,12 @@ void StepLog::flush(int64_t step, MetricsLog& metrics, Progress& progress) {
   const double n = static_cast<double>(win_.steps);
   const MemStats mem = allocator_for(device_).stats();
   nlohmann::json peak_by_tag;
-  for (int i = 0; i < kNumMemTags; ++i) peak_by_tag[mem_tag_name(static_cast<MemTag>(i))] = mem.peak[i];
+  nlohmann::json at_activation_peak;
+  for (int i = 0; i < kNumMemTags; ++i) {
+    peak_by_tag[mem_tag_name(static_cast<MemTag>(i))] = mem.peak[i];
+    if (is_activation_tag(static_cast<MemTag>(i)))
+      at_activation_peak[mem_tag_name(static_cast<MemTag>(i))] = win_.at_activation_peak[i];
+  }
   nlohmann::json line = {{"type", "train"},
                          {"step", step},
                          {"epoch", static_cast<double>(step) / static_cast<double>(steps_per_epoch_)},
@@ -57,6 +66,8 @@ void StepLog::flush(int64_t step, MetricsLog& metrics, Progress& progress) {
                          {"saved_bytes_max", win_.saved_max},
                          {"paper_backward_mflops_per_example", win_.paper_flops_sum / n / 1e6},
                          {"paper_saved_mib_fp32_per_example", win_.paper_saved_sum / n / (1024.0 * 1024.0)},
+                         {"activation_peak_bytes", win_.activation_peak},
+                         {"activation_peak_by_tag", at_activation_peak},
                          {"peak_bytes", mem.total_peak},
                          {"peak_bytes_by_tag", peak_by_tag}};
   metrics.write(line);
@@ -65,7 +76,8 @@ void StepLog::flush(int64_t step, MetricsLog& metrics, Progress& progress) {
      << " lr " << std::scientific << std::setprecision(2) << win_.lr << std::fixed << " grad_norm "
      << std::setprecision(3) << win_.grad_norm / n << " " << std::setprecision(1) << win_.step_ms / n
      << " ms/step " << line["examples_per_s"].get<double>() << " ex/s saved "
-     << win_.saved_sum / n / (1024.0 * 1024.0) << " MiB";
+     << win_.saved_sum / n / (1024.0 * 1024.0) << " MiB, activation peak "
+     << static_cast<double>(win_.activation_peak) / (1024.0 * 1024.0) << " MiB";
   progress.log(os.str());
   win_ = Window{};
   allocator_for(device_).reset_peak();

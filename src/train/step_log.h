@@ -28,6 +28,9 @@ class StepLog {
     int64_t steps = 0, examples = 0, saved_max = 0;
     double saved_sum = 0;
     double paper_flops_sum = 0, paper_saved_sum = 0;  // per example, summed over steps
+    // The largest step activation peak, and each tag's bytes at it.
+    int64_t activation_peak = 0;
+    std::array<int64_t, kNumMemTags> at_activation_peak{};
   };
   int64_t total_steps_, steps_per_epoch_, ranks_;
   Device device_;

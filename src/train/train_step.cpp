@@ -9,6 +9,7 @@
 
 #include "lb/autograd/node.h"
 #include "lb/core/cuda_runtime_info.h"
+#include "lb/core/storage.h"
 #include "lb/nn/backward/accounting.h"
 #include "lb/ops/elementwise.h"
 #include "src/train/data_parallel.h"
@@ -69,6 +70,8 @@ void TrainStep::accumulate(const std::vector<MicroBatch>& micro, const std::stri
 
 StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bool measure_saved) {
   begin_step(step);
+  Allocator& allocator = allocator_for(opt_.device);
+  allocator.reset_activation_peak();
   StepResult r;
   const std::string at = "step " + std::to_string(step + 1);
   r.examples = global_examples(micro, "example count of " + at);
@@ -131,6 +134,9 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
   optimizer_.zero_grad();
   wait_for_device();
   r.optimizer_ms = ms_between(o0, Clock::now());
+  const MemStats mem = allocator.stats();
+  r.activation_peak_bytes = mem.activation_peak;
+  r.at_activation_peak = mem.at_activation_peak;
   return r;
 }
 

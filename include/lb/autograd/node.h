@@ -52,6 +52,15 @@ class Node {
   const std::vector<Edge>& inputs() const { return inputs_; }
   const std::vector<Tensor>& saved() const { return saved_; }
   bool released() const { return released_; }
+  // Attribution (saved_breakdown.h): the module path it was recorded in, and per saved tensor
+  // which input it is (0, 1, ...), or kOutputRole / kStateRole.
+  static constexpr int kOutputRole = -1, kStateRole = -2;
+  const std::string& module_scope() const { return scope_; }
+  const std::vector<int>& saved_roles() const { return roles_; }
+  void set_origin(std::string scope, std::vector<int> roles) {
+    scope_ = std::move(scope);
+    roles_ = std::move(roles);
+  }
 
   std::vector<Tensor> apply(const Tensor& grad_output);  // throws if released
   void release();  // frees saved tensors and the closure (after backward)
@@ -63,6 +72,8 @@ class Node {
   std::vector<Tensor> saved_;
   BackwardFn fn_;
   bool released_ = false;
+  std::string scope_;
+  std::vector<int> roles_;
 };
 
 // True when grad mode is on and any defined input requires grad.
@@ -89,5 +100,8 @@ void set_leaf_grad_ready_hook(LeafGradReadyHook hook);
 int64_t saved_bytes();
 // Number of live nodes (for tests and leak checks).
 int64_t live_nodes();
+// Calls f on every live (unreleased) node in recording order, under the tape's lock (f must
+// not record or free nodes).
+void visit_live_nodes(const std::function<void(const Node&)>& f);
 
 }  // namespace lb::autograd

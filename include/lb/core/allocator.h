@@ -20,7 +20,17 @@ struct MemStats {
   int64_t total_current = 0;
   int64_t total_peak = 0;
   int64_t cached = 0;  // bytes of freed blocks a caching allocator keeps for reuse (not in current)
+  // Activation memory: every byte but the model's and optimizer's state (parameters,
+  // buffers, gradients, optimizer state), i.e. kept tensors, workspace and temporaries, as
+  // one counter; its peak, and each tag's bytes at the moment that peak was reached.
+  int64_t activation_current = 0;
+  int64_t activation_peak = 0;
+  std::array<int64_t, kNumMemTags> at_activation_peak{};
 };
+// Whether bytes of this tag count as activation memory (MemStats::activation_current).
+constexpr bool is_activation_tag(MemTag t) {
+  return t == MemTag::Saved || t == MemTag::Workspace || t == MemTag::Other;
+}
 
 class Allocator {
  public:
@@ -29,6 +39,7 @@ class Allocator {
   virtual void deallocate(void* p, size_t nbytes, MemTag tag) = 0;
   virtual MemStats stats() const;
   void reset_peak();  // peaks := current
+  void reset_activation_peak();  // the activation peak only (one training step's)
   // Returns the blocks a caching allocator keeps to the system (no-op otherwise).
   virtual void release_cached() {}
   // Moves accounted bytes from one tag to another (e.g. an activation becomes "saved").
@@ -45,6 +56,10 @@ class Allocator {
   std::array<std::atomic<int64_t>, kNumMemTags> peak_{};
   std::atomic<int64_t> total_current_{0};
   std::atomic<int64_t> total_peak_{0};
+  std::atomic<int64_t> activation_current_{0};
+  std::atomic<int64_t> activation_peak_{0};
+  std::array<std::atomic<int64_t>, kNumMemTags> at_activation_peak_{};
+  void add_activation(int64_t n);
 };
 
 // The CPU allocator caches freed blocks of 64 KiB and more by exact size (rounded to 4 KiB) and

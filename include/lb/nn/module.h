@@ -65,6 +65,11 @@ class Module {
   int64_t freeze(const std::string& pattern);
   int64_t unfreeze(const std::string& pattern);
 
+  // This module's dotted name from the root of the tree it is registered in ("" for a root);
+  // a forward opens an autograd::ModuleScope with it, so what the tape keeps is attributed
+  // to modules (autograd/saved_breakdown.h).
+  const std::string& path() const { return path_; }
+
  protected:
   // Registers a member tensor as a parameter: its storage is accounted as MemTag::Parameter
   // and it requires grad unless `trainable` is false.
@@ -78,6 +83,7 @@ class Module {
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
+  void set_path(const std::string& path);  // this module's and, below it, its children's
   void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const;
   void collect_slots(const std::string& prefix,
                      std::vector<std::pair<std::string, Tensor*>>& out, bool params,
@@ -89,6 +95,7 @@ class Module {
   std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::string path_;
 };
 
 // A named group of submodules with no forward of its own, for reproducing a reference

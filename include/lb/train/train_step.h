@@ -4,12 +4,14 @@
 // (gradients accumulate in .grad), the data-parallel gradient all-reduce, clipping, the
 // optimizer step, and the step's accounting (phase times, bytes kept for backward).
 #pragma once
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "lb/core/allocator.h"
 #include "lb/core/device.h"
 #include "lb/core/error.h"
 #include "lb/core/tensor.h"
@@ -69,6 +71,10 @@ struct StepResult {
   // papers' per-example backward FLOPs and fp32 bytes at that micro-batch's geometry.
   int64_t saved_bytes = -1;
   double paper_flops_per_example = 0, paper_saved_bytes_per_example = 0;
+  // The step's activation peak (lb/core/allocator.h: all bytes but parameters, buffers,
+  // gradients and optimizer state) on its device, and each tag's bytes at that moment.
+  int64_t activation_peak_bytes = 0;
+  std::array<int64_t, kNumMemTags> at_activation_peak{};
 };
 
 class TrainStep {

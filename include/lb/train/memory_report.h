@@ -1,0 +1,37 @@
+// What one training step keeps for backward, attributed (leanback plan --memory): the config's
+// model, strategies and first training batch, calibrated as training would be at step 0, then
+// one step. At the end of its forward every kept tensor is attributed to (module, op, role)
+// (autograd/saved_breakdown.h); over the step, the activation peak (lb/core/allocator.h: all
+// bytes but parameters, buffers, gradients and optimizer state) and each tag's share of it.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/autograd/saved_breakdown.h"
+#include "lb/core/allocator.h"
+#include "lb/train/config.h"
+
+namespace lb::train {
+
+struct MemoryReport {
+  std::string strategy;  // the --strategy override ("" : the config's policy)
+  int64_t examples = 0;  // in the batch
+  std::vector<autograd::SavedEntry> entries;
+  int64_t saved_bytes = 0;  // autograd::saved_bytes() at the end of the forward: Σ entries
+  int64_t activation_peak_bytes = 0;
+  std::array<int64_t, kNumMemTags> at_activation_peak{};
+
+  // Bytes by op kind and by module, largest first; the total and the peak.
+  std::string table() const;
+  nlohmann::json to_json() const;
+};
+
+// `config` as `leanback train` would run it (strategy: the --strategy override), one step on
+// its first training batch, on the CPU. Errors name the config file.
+MemoryReport memory_report(Config config, const std::string& strategy);
+
+}  // namespace lb::train

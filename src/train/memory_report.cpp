@@ -1,0 +1,153 @@
+// leanback plan --memory: one attributed training step (see lb/train/memory_report.h).
+#include "lb/train/memory_report.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+#include "lb/autograd/node.h"
+#include "lb/dist/process_group.h"
+#include "lb/nn/backward/calibration.h"
+#include "lb/train/task_model.h"
+#include "lb/train/train_step.h"
+#include "src/train/training_setup.h"
+
+namespace lb::train {
+
+namespace {
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// Bytes and tensor counts under each key, largest first.
+struct Group {
+  std::string key;
+  int64_t bytes = 0, tensors = 0;
+};
+template <typename KeyFn>
+std::vector<Group> group_by(const std::vector<autograd::SavedEntry>& entries, KeyFn key) {
+  std::map<std::string, Group> groups;
+  for (const auto& e : entries) {
+    Group& g = groups[key(e)];
+    g.key = key(e);
+    g.bytes += e.bytes;
+    ++g.tensors;
+  }
+  std::vector<Group> out;
+  for (auto& [k, g] : groups) out.push_back(g);
+  std::stable_sort(out.begin(), out.end(), [](const Group& a, const Group& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
+std::string module_name(const autograd::SavedEntry& e) { return e.module.empty() ? "(model)" : e.module; }
+
+nlohmann::json groups_json(const std::vector<Group>& groups, const char* key) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& g : groups) j.push_back({{key, g.key}, {"bytes", g.bytes}, {"tensors", g.tensors}});
+  return j;
+}
+
+}  // namespace
+
+std::string MemoryReport::table() const {
+  std::ostringstream os;
+  os << std::fixed;
+  const auto print = [&](const std::vector<Group>& groups, const char* what, size_t width) {
+    os << std::left << std::setw(static_cast<int>(width)) << what << std::right << std::setw(9) << "tensors"
+       << std::setw(11) << "MiB" << std::setw(8) << "share\n";
+    for (const auto& g : groups)
+      os << std::left << std::setw(static_cast<int>(width)) << g.key << std::right << std::setw(9) << g.tensors
+         << std::setw(11) << std::setprecision(2) << mib(g.bytes) << std::setw(7) << std::setprecision(1)
+         << (saved_bytes > 0 ? 100.0 * static_cast<double>(g.bytes) / static_cast<double>(saved_bytes) : 0.0)
+         << "%\n";
+  };
+  os << "kept for backward at the end of the forward (" << examples << " examples"
+     << (strategy.empty() ? "" : ", --strategy " + strategy) << "), by op:\n";
+  const auto by_op = group_by(entries, [](const autograd::SavedEntry& e) { return e.op; });
+  print(by_op, "op", 28);
+  os << "\nby op and role:\n";
+  print(group_by(entries, [](const autograd::SavedEntry& e) { return e.op + " / " + e.role; }), "op / role", 36);
+  os << "\nby module:\n";
+  size_t width = 8;
+  for (const auto& e : entries) width = std::max(width, module_name(e).size() + 2);
+  print(group_by(entries, module_name), "module", width);
+  os << "\ntotal kept: " << entries.size() << " tensors, " << std::setprecision(2) << mib(saved_bytes) << " MiB ("
+     << saved_bytes << " bytes, autograd::saved_bytes())\n";
+  os << "activation peak over the step: " << mib(activation_peak_bytes) << " MiB (";
+  bool first = true;
+  for (int i = 0; i < kNumMemTags; ++i)
+    if (is_activation_tag(static_cast<MemTag>(i))) {
+      os << (first ? "" : ", ") << mem_tag_name(static_cast<MemTag>(i)) << " " << mib(at_activation_peak[i]);
+      first = false;
+    }
+  os << " MiB at that moment)\n";
+  return os.str();
+}
+
+nlohmann::json MemoryReport::to_json() const {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& e : entries)
+    tensors.push_back({{"module", e.module},
+                       {"op", e.op},
+                       {"role", e.role},
+                       {"bytes", e.bytes},
+                       {"dtype", dtype_name(e.dtype)},
+                       {"shape", e.shape}});
+  nlohmann::json at_peak = nlohmann::json::object();
+  for (int i = 0; i < kNumMemTags; ++i)
+    if (is_activation_tag(static_cast<MemTag>(i))) at_peak[mem_tag_name(static_cast<MemTag>(i))] = at_activation_peak[i];
+  return {{"strategy", strategy.empty() ? nlohmann::json(nullptr) : nlohmann::json(strategy)},
+          {"examples", examples},
+          {"saved_bytes", saved_bytes},
+          {"activation_peak_bytes", activation_peak_bytes},
+          {"activation_peak_by_tag", at_peak},
+          {"by_op", groups_json(group_by(entries, [](const autograd::SavedEntry& e) { return e.op; }), "op")},
+          {"by_module", groups_json(group_by(entries, module_name), "module")},
+          {"tensors", tensors}};
+}
+
+MemoryReport memory_report(Config config, const std::string& strategy) {
+  dist::ProcessGroup& pg = dist::single_process();  // one process: the step as rank 0 of a run sees it
+  TrainingSetup s = set_up_training(config, strategy, Device::cpu(), pg);
+  TrainStepOptions options;
+  options.max_grad_norm = config.train.max_grad_norm;
+  options.schedule = &s.schedule;
+  options.strategies = s.strategies;
+  options.seed = config.train.seed;  // rank 0's key, as train
+  TrainStep step(s.model->module(), *s.optimizer, options);
+  s.model->module().train();
+  step.begin_step(0);
+  // Calibration as training runs it before step 0 (INSTANT's bases, HOT's LQS), on the
+  // calibration stream's first batches.
+  nn::backward::Calibrator calibrator(s.strategies);
+  int64_t next = 0;
+  calibrator.calibrate(
+      0,
+      [&](int64_t) {
+        data::Batch b;
+        s.calib_loader->start_epoch(next / s.batches, next % s.batches);
+        ++next;
+        LB_CHECK(s.calib_loader->next(b), config.source, ": the calibration stream has no batch");
+        step.accumulate(micro_batches(*s.model, {b}), "calibration");
+      },
+      [&] { s.optimizer->zero_grad(); });
+  data::Batch batch;
+  s.train_loader->start_epoch(0, 0);
+  LB_CHECK(s.train_loader->next(batch), config.source, ": the training data has no batch");
+  MemoryReport r;
+  r.strategy = strategy;
+  r.examples = batch.size();
+  // The attribution at the end of the forward, inside the step (its loss function).
+  const std::vector<MicroBatch> micro{{batch.size(), [&] {
+                                         Tensor loss = s.model->forward(batch).loss;
+                                         r.entries = autograd::saved_breakdown();
+                                         r.saved_bytes = autograd::saved_bytes();
+                                         return loss;
+                                       }}};
+  const StepResult result = step.run(0, micro, false);
+  r.activation_peak_bytes = result.activation_peak_bytes;
+  r.at_activation_peak = result.at_activation_peak;
+  return r;
+}
+
+}  // namespace lb::train
