@@ -3,6 +3,8 @@
 // override and frozen state, and saved bytes are what the strategy keeps.
 #include <gtest/gtest.h>
 
+#include "lb/autograd/node.h"
+#include "lb/core/precision.h"
 #include "lb/nn/backward/factory.h"
 #include "lb/nn/backward/policy.h"
 #include "lb/nn/backward/probe.h"
@@ -266,6 +268,37 @@ TEST(Strategy, ConvTokenViewRouteMatchesTheImagePaths) {
     const Tensor gx = conv_from_tokens(tokens.grad(), cg);
     backend::set_generic_conv_tokens_on_cpu(false);
     EXPECT_EQ(via_conv[0].to_double_vector(), gx.to_double_vector()) << "hot g_x";
+  }
+}
+
+// Exact lean: a Linear after GELU keeps GELU's kept input, not GELU's output, and recomputes
+// the output in backward: the same gradients bit for bit, one (B, L, 4h)-sized tensor fewer.
+// Under bf16 products GELU keeps a rounded copy, which cannot give the output back exactly:
+// there the Linear keeps its input as before.
+TEST(Strategy, LinearAfterGeluKeepsNoCopyOfItsInput) {
+  const int64_t B = 2, L = 5, I = 6, H = 16, O = 3;
+  const Tensor x = testing::randn({B, L, I}, 70, DType::F32), w1 = testing::randn({H, I}, 71, DType::F32);
+  const Tensor w2 = testing::randn({O, H}, 72, DType::F32), b2 = testing::randn({O}, 73, DType::F32);
+  const Tensor g = testing::randn({B, L, O}, 74, DType::F32);
+  for (const bool bf16 : {false, true}) {
+    const MatmulPrecisionScope precision(bf16 ? MatmulPrecision::BF16 : MatmulPrecision::F32);
+    std::vector<Tensor> grads[2];
+    int64_t kept[2] = {0, 0};
+    for (int lean = 0; lean < 2; ++lean) {
+      Tensor xi = x.clone(), w1i = w1.clone(), w2i = w2.clone(), b2i = b2.clone();
+      for (Tensor* t : {&xi, &w1i, &w2i, &b2i}) t->set_requires_grad();
+      const Tensor h = gelu(linear(xi, w1i, Tensor()));
+      // Not lean: a copy of GELU's output (an op without a recipe), which the Linear keeps.
+      const Tensor a = lean ? h : h.clone();
+      const Tensor y = strategy_linear(a, w2i, b2i, make_strategy({{"type", "vanilla"}}, "test"));
+      kept[lean] = autograd::saved_bytes();
+      y.backward(g);
+      grads[lean] = {xi.grad(), w1i.grad(), w2i.grad(), b2i.grad()};
+    }
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(grads[1][i].to_double_vector(), grads[0][i].to_double_vector()) << "grad " << i << " bf16 " << bf16;
+    if (bf16) EXPECT_EQ(kept[0] - kept[1], 0) << "a rounded GELU input cannot give a back exactly";
+    else EXPECT_EQ(kept[0] - kept[1], B * L * H * 4) << "one f32 (B, L, H) tensor fewer";
   }
 }
 

@@ -76,6 +76,13 @@ Tensor unary_op(const Tensor& a, const char* name, UnaryOp op, double s = 0.0, b
       kernels(g).unary_grad(op, s, g, v, r);
       return std::vector<Tensor>{r};
     });
+    // Kept as it is (not a rounded copy), the input gives the output again exactly.
+    if (of == DerivativeOf::Input && saved.defined() && saved.storage() == a.storage())
+      out.grad_fn()->set_output_recipe([op, s](const std::vector<Tensor>& kept) {
+        Tensor r = Tensor::empty(kept[0].shape(), kept[0].dtype(), kept[0].device());
+        kernels(kept[0]).unary(op, s, kept[0], r);
+        return r;
+      });
   }
   return out;
 }

@@ -156,17 +156,27 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
   const Tensor x3 = x.detach().contiguous().view({B, L, I});
   SavedState state = strategy->save(x3, w.detach(), call);
   const bool need_gx = x.requires_grad();
+  // Exact lean: an exact state keeping x itself, where x is the output of an op that keeps
+  // its input and can recompute x from it (GELU), keeps that op's tensors instead (already on
+  // the tape: no new bytes) and recomputes x in backward, bit for bit.
+  autograd::Node::Recompute recompute;
+  if (state.exact && state.tensors.size() == 1 && state.tensors[0].storage() == x3.storage() && x.grad_fn() &&
+      x.grad_fn()->output_recipe() && x.is_contiguous() && x.offset() == 0) {
+    recompute = x.grad_fn()->output_recipe();
+    state.tensors = x.grad_fn()->saved();
+  }
   std::vector<Tensor> saved = state.tensors;
   saved.push_back(need_gx ? w : Tensor());  // w for g_x (a parameter: not counted as saved)
   const size_t n_state = state.tensors.size();
   state.tensors.clear();
   autograd::record(
       "linear[" + strategy->type() + "]", y, {x, w, b}, saved,
-      [strategy, state = std::move(state), n_state, x_shape = x.shape(), B, L](
+      [strategy, state = std::move(state), n_state, recompute, x_shape = x.shape(), B, L](
           const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) mutable {
         const int64_t O = g.size(-1);
         SavedState st = state;
         st.tensors.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_state));
+        if (recompute) st.tensors = {recompute(st.tensors).view({B, L, st.geom.I})};
         const Tensor g3 = g.contiguous().view({B, L, O});
         Gradients gr;
         if (need[0] || need[1]) gr = strategy->backward(st, g3, s.back(), need[0], need[1]);
