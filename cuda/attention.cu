@@ -12,12 +12,13 @@
 #include "cuda/block_reduce.cuh"
 #include "cuda/runtime.h"
 #include "cuda/strided.cuh"
-#include "lb/autograd/grad_mode.h"
 #include "lb/core/dispatch.h"
 #include "lb/core/philox.h"
+#include "lb/core/views.h"
 #include "src/backend/attention.h"
-#include "src/backend/gemm.h"
+#include "src/backend/copy.h"
 #include "src/backend/fast_exp.h"
+#include "src/backend/gemm.h"
 
 namespace lb::backend {
 namespace {
@@ -171,12 +172,11 @@ __global__ void softmax_grad_rows_kernel(RowGeom g, const T* P, const uint8_t* b
 // x (B, T, H) as (B, heads, T, d): the per-head matrices, rows H apart (a view).
 Tensor heads_view(const Tensor& x, int64_t heads) {
   const int64_t H = x.size(2);
-  return x.reshape({x.size(0), x.size(1), heads, H / heads}).transpose(1, 2);
+  return views::transpose(backend::reshape(x, {x.size(0), x.size(1), heads, H / heads}), 1, 2);
 }
 
 void forward(const AttentionGeom& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
              Tensor& out, Tensor& stats, Tensor& bits) {
-  NoGradGuard no_grad;
   const RowGeom rg = row_geom(g);
   const int64_t rows = g.B * g.heads * g.Tq, tiles = g.B * g.heads;
   const cudaStream_t s = cuda::stream(out.device().index);
@@ -201,7 +201,6 @@ void forward(const AttentionGeom& g, const Tensor& q, const Tensor& k, const Ten
 void backward(const AttentionGeom& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
               const Tensor& stats, const Tensor& bits, const Tensor& grad, Tensor& dq, Tensor& dk, Tensor& dv,
               Tensor& dmask) {
-  NoGradGuard no_grad;
   const RowGeom rg = row_geom(g);
   const int64_t rows = g.B * g.heads * g.Tq;
   const Shape batch{g.B, g.heads}, scores{g.B, g.heads, g.Tq, g.Tk};

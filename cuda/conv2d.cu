@@ -11,7 +11,7 @@
 #include "cuda/block_reduce.cuh"
 #include "cuda/runtime.h"
 #include "cuda/strided.cuh"
-#include "lb/autograd/grad_mode.h"
+#include "lb/core/views.h"
 #include "lb/core/dispatch.h"
 #include "src/backend/conv2d.h"
 #include "src/backend/gemm.h"
@@ -98,7 +98,6 @@ void launch_im2col(const Tensor& x, const ConvGeom& g, const Chunking& c, int64_
 void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args, const ConvGeom& g,
              Tensor& y) {
   if (y.numel() == 0) return;
-  NoGradGuard no_grad;  // the views below are kernel plumbing, not graph
   const Chunking c(x.shape(), w.shape(), args, g, dtype_size(x.dtype()));
   const cudaStream_t s = cuda::stream(x.device().index);
   const GemmKernels& gemm = gemm_kernels(x.device());
@@ -109,13 +108,13 @@ void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs
                                                                                 c.P, y.numel());
       LB_CUDA_CHECK_LAUNCH("fill_bias_kernel");
     }
-    const Tensor wv = w.view({1, c.G, c.Cog, c.Kg});
+    const Tensor wv = views::view(w, {1, c.G, c.Cog, c.Kg});
     Tensor cols = Tensor::empty({c.m * c.K * c.P}, x.dtype(), x.device(), MemTag::Workspace);
     for (int64_t n0 = 0; n0 < c.N; n0 += c.m) {
       const int64_t m = std::min(c.m, c.N - n0);
       launch_im2col<T>(x, g, c, n0, m, cols, s);
-      Tensor yv = y.slice(0, n0, n0 + m).view({m, c.G, c.Cog, c.P});
-      gemm.gemm_into(yv, wv, false, cols.slice(0, 0, m * c.K * c.P).view({m, c.G, c.Kg, c.P}), false, {m, c.G},
+      Tensor yv = views::view(views::slice(y, 0, n0, n0 + m), {m, c.G, c.Cog, c.P});
+      gemm.gemm_into(yv, wv, false, views::view(views::slice(cols, 0, 0, m * c.K * c.P), {m, c.G, c.Kg, c.P}), false, {m, c.G},
                      b.defined());
     }
   });
@@ -128,7 +127,6 @@ void backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Shape& x
       if (t->defined()) t->zero_();
     return;
   }
-  NoGradGuard no_grad;
   const Chunking c(xs, ws, args, g, dtype_size(dy.dtype()));
   const cudaStream_t s = cuda::stream(dy.device().index);
   const GemmKernels& gemm = gemm_kernels(dy.device());
@@ -143,17 +141,17 @@ void backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Shape& x
     Tensor cols = Tensor::empty({c.m * c.K * c.P}, dy.dtype(), dy.device(), MemTag::Workspace);
     for (int64_t n0 = 0; n0 < c.N; n0 += c.m) {
       const int64_t m = std::min(c.m, c.N - n0);
-      const Tensor dyv = dy.slice(0, n0, n0 + m).view({m, c.G, c.Cog, c.P});
-      Tensor colv = cols.slice(0, 0, m * c.K * c.P).view({m, c.G, c.Kg, c.P});
+      const Tensor dyv = views::view(views::slice(dy, 0, n0, n0 + m), {m, c.G, c.Cog, c.P});
+      Tensor colv = views::view(views::slice(cols, 0, 0, m * c.K * c.P), {m, c.G, c.Kg, c.P});
       if (dw.defined()) {
         // dw_g (Cog, Kg) (+)= Σ over the chunk's images of dy_g (Cog, P) · cols_gᵀ (P, Kg)
         launch_im2col<T>(x, g, c, n0, m, cols, s);
-        Tensor dwv = dw.view({c.G, c.Cog, c.Kg});
+        Tensor dwv = views::view(dw, {c.G, c.Cog, c.Kg});
         gemm.gemm_into(dwv, dyv, false, colv, true, {m, c.G}, n0 > 0);
       }
       if (dx.defined()) {
         // dcols_g (Kg, P) = w_gᵀ (Kg, Cog) · dy_g (Cog, P), then gathered back into dx.
-        gemm.gemm_into(colv, w.view({1, c.G, c.Cog, c.Kg}), true, dyv, false, {m, c.G}, false);
+        gemm.gemm_into(colv, views::view(w, {1, c.G, c.Cog, c.Kg}), true, dyv, false, {m, c.G}, false);
         col2im_kernel<T><<<cuda::blocks_for(m * c.C * g.H * g.W), cuda::kThreads, 0, s>>>(
             cols.data<T>(), g, c.C, n0, m, dx.data<T>());
         LB_CUDA_CHECK_LAUNCH("col2im_kernel");

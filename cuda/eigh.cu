@@ -11,6 +11,8 @@
 #include "cuda/runtime.h"
 #include "cuda/strided.cuh"
 #include "lb/core/dispatch.h"
+#include "lb/core/views.h"
+#include "src/backend/copy.h"
 #include "src/backend/eigh.h"
 
 namespace lb::backend {
@@ -89,7 +91,7 @@ int64_t syevd(Tensor& v, Tensor& w) {
   LB_CUDA_CHECK(cudaStreamSynchronize(s));  // also keeps host_work alive until the solver is done
   LB_CUSOLVER_CHECK(cusolverDnDestroyParams(params));
   if (host_info == 0) {
-    const Tensor columns = v.transpose(0, 1).contiguous();  // eigenvector k: row k -> column k
+    const Tensor columns = backend::contiguous(views::transpose(v, 0, 1));  // eigenvector k: row k -> column k
     v.copy_(columns);
   }
   return host_info;

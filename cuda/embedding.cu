@@ -6,6 +6,8 @@
 
 #include "cuda/runtime.h"
 #include "lb/core/dispatch.h"
+#include "lb/core/views.h"
+#include "src/backend/copy.h"
 #include "src/backend/embedding.h"
 
 namespace lb::backend {
@@ -64,7 +66,8 @@ int64_t first_bad_index(const Tensor& indices, int64_t V, int64_t* value) {
   LB_CUDA_CHECK(cudaStreamSynchronize(s));
   if (pos == ~0ull) return -1;
   const int64_t k = static_cast<int64_t>(pos);
-  *value = indices.reshape({n}).slice(0, k, k + 1).to(Device::cpu()).to(DType::I64).data<int64_t>()[0];
+  *value = backend::to_dtype(views::slice(backend::reshape(indices, {n}), 0, k, k + 1).to(Device::cpu()), DType::I64)
+               .data<int64_t>()[0];
   return k;
 }
 

@@ -1,7 +1,7 @@
 // HOT's quantisation kernels on CUDA, the twins of src/cpu/quantize.cpp (src/backend/
 // quantize.h): one thread per 16-point block — along a row (16 consecutive values) or down a
 // column (16 rows of one column, so neighbouring threads read neighbouring columns) — running
-// quant::fwht16_block and the quantisers of lb/ops/quantize_formulas.h, each output element
+// quant::fwht16_block and the quantisers of lb/core/quantize_formulas.h, each output element
 // taking the Philox draw of its row-major index: the CPU's int8 levels, bit for bit.
 // Maxima go through atomicMax on the float bits (non-negative floats order as integers), so
 // they are exact too; the sums for SAWB (f64 here, f32 partials in the CPU's vector kernels)
@@ -13,7 +13,7 @@
 #include "cuda/block_reduce.cuh"
 #include "cuda/runtime.h"
 #include "cuda/strided.cuh"
-#include "lb/ops/quantize_formulas.h"
+#include "lb/core/quantize_formulas.h"
 #include "src/backend/quantize.h"
 #include "src/backend/quantize_blocks.h"
 

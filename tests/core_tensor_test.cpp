@@ -1,6 +1,7 @@
 // Tensor core: creation, views, copies, dtype conversion, allocator accounting, errors.
 #include <gtest/gtest.h>
 
+#include "lb/core/views.h"
 #include "lb/ops.h"
 #include "testing/testing.h"
 
@@ -36,6 +37,35 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_EQ(t.unsqueeze(0).shape(), (Shape{1, 2, 3}));
   EXPECT_EQ(t.flatten().shape(), (Shape{6}));
   EXPECT_EQ(t.slice(1, 0, 3, 2).to_double_vector(), (std::vector<double>{0, 9, 3, 9}));
+}
+
+// The kernels' tape-free views (lb/core/views.h) give Tensor's views' geometry, and record
+// nothing even on a tensor that requires grad; Tensor's record one node each.
+TEST(Tensor, CoreViewsMatchTensorViewsWithoutTape) {
+  Tensor x = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {2, 3, 2});
+  x.set_requires_grad();
+  auto same = [](const Tensor& a, const Tensor& b) {
+    EXPECT_EQ(a.shape(), b.shape());
+    EXPECT_EQ(a.strides(), b.strides());
+    EXPECT_EQ(a.offset(), b.offset());
+    EXPECT_EQ(a.storage(), b.storage());
+  };
+  const std::vector<std::pair<Tensor, Tensor>> pairs{
+      {views::view(x, {3, -1}), x.view({3, -1})},
+      {views::transpose(x, 0, 2), x.transpose(0, 2)},
+      {views::permute(x, {2, 0, 1}), x.permute({2, 0, 1})},
+      {views::slice(x, 1, -2, 3, 1), x.slice(1, -2, 3, 1)},
+      {views::select(x, 1, -1), x.select(1, -1)},
+      {views::expand(views::slice(x, 1, 0, 1), {2, 4, 2}), x.slice(1, 0, 1).expand({2, 4, 2})},
+      {views::squeeze(views::slice(x, 2, 1, 2), 2), x.slice(2, 1, 2).squeeze(2)}};
+  for (const auto& [plain, taped] : pairs) {
+    same(plain, taped);
+    EXPECT_EQ(plain.grad_fn(), nullptr);
+    EXPECT_NE(taped.grad_fn(), nullptr);
+  }
+  EXPECT_TRUE(views::expand(x, {2, 3, 2}).same(x));
+  EXPECT_THROW(views::view(x.transpose(0, 2), {12}), Error);
+  EXPECT_THROW(views::permute(x, {0, 0, 1}), Error);
 }
 
 TEST(Tensor, DtypeConversions) {

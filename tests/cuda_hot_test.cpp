@@ -14,7 +14,7 @@
 #include "lb/nn/backward/factory.h"
 #include "lb/nn/backward/hot.h"
 #include "lb/ops.h"
-#include "lb/ops/quantize_formulas.h"
+#include "lb/core/quantize_formulas.h"
 #include "src/backend/conv_tokens.h"
 #include "src/backend/int8_gemm.h"
 #include "src/backend/quantize.h"

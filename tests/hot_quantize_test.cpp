@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "lb/core/philox.h"
-#include "lb/ops/quantize_formulas.h"
+#include "lb/core/quantize_formulas.h"
+#include "lb/ops/conv.h"
 #include "src/cpu/quantize.h"
 
 namespace lb::cpu {

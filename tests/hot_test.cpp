@@ -11,7 +11,7 @@
 #include "lb/nn/backward/factory.h"
 #include "lb/nn/backward/hot.h"
 #include "lb/ops.h"
-#include "lb/ops/quantize_formulas.h"
+#include "lb/core/quantize_formulas.h"
 #include "lb/optim/optimizer.h"
 #include "lb/train/checkpoint.h"
 #include "lb/nn/layers.h"

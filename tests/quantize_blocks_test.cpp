@@ -9,7 +9,7 @@
 #include <cmath>
 #include <vector>
 
-#include "lb/ops/quantize_formulas.h"
+#include "lb/core/quantize_formulas.h"
 #include "src/backend/quantize.h"
 #include "src/backend/quantize_blocks.h"
 #include "testing/testing.h"

@@ -10,13 +10,16 @@ set -euo pipefail
 root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
 cd "$root"
 # The layer of a file, or of an include path ("lb/nn/module.h", "src/cpu/gemm.h"): the CMake
-# target that compiles it. core = core + autograd + backend + cpu + cuda + ops (one target;
-# CMakeLists.txt says why).
+# target that compiles it (CMakeLists.txt). cuda/'s runtime and allocator are core; its
+# kernels are backend.
 # The layers each layer may include (besides its own).
 awk_prog='
 function layer(p) {
   sub(/^include\//, "", p)
-  if (p ~ /^(src\/core|lb\/core|src\/autograd|lb\/autograd|src\/backend|src\/cpu|cuda|src\/ops|lb\/ops)\// || p == "lb/ops.h") return "core"
+  if (p ~ /^(src|lb)\/core\// || p ~ /^cuda\/(runtime|caching_allocator|cuda_runtime_info)\./) return "core"
+  if (p ~ /^(src\/backend|src\/cpu|cuda)\//) return "backend"
+  if (p ~ /^(src|lb)\/autograd\//) return "autograd"
+  if (p ~ /^(src|lb)\/ops\// || p == "lb/ops.h") return "ops"
   if (p ~ /^(src|lb)\/io\//) return "io"
   if (p ~ /^(src|lb)\/dist\//) return "dist"
   if (p ~ /^(src|lb)\/data\//) return "data"
@@ -28,15 +31,19 @@ function layer(p) {
   return ""
 }
 BEGIN {
+  low = " ops autograd backend core "
   allowed["core"] = " core "
-  allowed["io"] = " io core "
-  allowed["dist"] = " dist core "
-  allowed["data"] = " data io core "
-  allowed["nn"] = " nn dist core "
-  allowed["optim"] = " optim io core "
-  allowed["models"] = " models nn dist io core "
-  allowed["train"] = " train models optim data nn dist io core "
-  allowed["cli"] = " cli train models optim data nn dist io core "
+  allowed["backend"] = " backend core "
+  allowed["autograd"] = " autograd backend core "
+  allowed["ops"] = low
+  allowed["io"] = " io" low
+  allowed["dist"] = " dist" low
+  allowed["data"] = " data io" low
+  allowed["nn"] = " nn dist" low
+  allowed["optim"] = " optim io" low
+  allowed["models"] = " models nn dist io" low
+  allowed["train"] = " train models optim data nn dist io" low
+  allowed["cli"] = " cli train models optim data nn dist io" low
   bad = 0
 }
 {

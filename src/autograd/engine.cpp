@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "lb/autograd/node.h"
-#include "lb/ops/elementwise.h"
+#include "src/backend/elementwise.h"
 
 namespace lb::autograd {
 
@@ -31,13 +31,20 @@ void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
     fresh.copy_(g);
     leaf.grad = fresh;
   } else {
-    add_(leaf.grad, g);
+    backend::elementwise_kernels(leaf.grad.device()).add_scaled_(leaf.grad, g, 1.0);
   }
 }
 
+// A node's incoming gradients summed into a new tensor (never in place: `slot` may be a
+// gradient another node still holds).
 void accumulate(Tensor& slot, const Tensor& g) {
-  if (!slot.defined()) slot = g;
-  else slot = add(slot, g);
+  if (!slot.defined()) {
+    slot = g;
+    return;
+  }
+  Tensor sum = Tensor::empty(slot.shape(), slot.dtype(), slot.device());
+  backend::elementwise_kernels(slot.device()).binary(backend::BinaryOp::Add, slot, g, sum);
+  slot = sum;
 }
 
 LeafGradReadyHook& leaf_hook() {

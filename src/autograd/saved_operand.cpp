@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "lb/core/precision.h"
+#include "src/backend/copy.h"
 
 namespace lb::autograd {
 
@@ -74,7 +75,7 @@ Tensor keep_product_operand(const Tensor& x) {
                                        g_last.shape == x.shape() && g_last.strides == x.strides()) {
     if (auto copy = g_last.copy.lock()) return bf16_view(copy, x.shape());
   }
-  const Tensor xc = x.detach().contiguous();
+  const Tensor xc = backend::contiguous(x);
   Tensor copy = Tensor::empty(x.shape(), DType::BF16, x.device());
   to_bf16(xc.data<float>(), static_cast<uint16_t*>(copy.raw_data()), x.numel());
   g_last = {x.storage(), x.offset(), x.shape(), x.strides(), copy.storage()};
@@ -85,7 +86,7 @@ Tensor keep_rounded_activation(const Tensor& x) { return keep_product_operand(x)
 
 Tensor saved_f32(const Tensor& saved) {
   if (!saved.defined() || saved.dtype() != DType::BF16 || !saved.device().is_cpu()) return saved;
-  const Tensor sc = saved.contiguous();
+  const Tensor sc = backend::contiguous(saved);
   Tensor out = Tensor::empty(saved.shape(), DType::F32, saved.device());
   to_f32(static_cast<const uint16_t*>(sc.raw_data()), out.data<float>(), saved.numel());
   return out;

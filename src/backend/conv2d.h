@@ -2,10 +2,9 @@
 // kH, kW), b (Co) and the gradients are contiguous, of one float dtype; the arguments are
 // already checked (src/ops/conv2d.cpp) and g is their geometry.
 #pragma once
+#include "lb/core/conv_geometry.h"
 #include "lb/core/tensor.h"
-#include "lb/ops/conv.h"
 #include "src/backend/backend.h"
-#include "src/ops/im2col.h"
 
 namespace lb::backend {
 

@@ -7,7 +7,7 @@
 // kernel), and a strided copy — so the CPU tests check them against the CPU loops.
 #pragma once
 #include "lb/core/tensor.h"
-#include "lb/ops/conv.h"
+#include "lb/core/conv_geometry.h"
 #include "src/backend/backend.h"
 
 namespace lb::backend {

@@ -1,7 +1,7 @@
-// A convolution's token view with tensor ops (src/backend/conv_tokens.h): tokens = the image,
-// flattened and extended by one zero, gathered by an index map (each (l, i) token element's
-// source position, the zero where the tap reads padding) — index_select's kernel — and the
-// adjoint by index_select's backward kernel (a scatter-add). The CUDA table uses these; the
+// A convolution's token view with the gather tables (src/backend/conv_tokens.h): tokens = the
+// image, flattened and extended by one zero, gathered by an index map (each (l, i) token
+// element's source position, the zero where the tap reads padding) — index_select's kernel —
+// and the adjoint by index_select's backward kernel (a scatter-add). The CUDA table uses these; the
 // CPU tests check them against the CPU loops.
 #include <array>
 #include <atomic>
@@ -9,9 +9,9 @@
 #include <mutex>
 #include <vector>
 
-#include "lb/autograd/grad_mode.h"
-#include "lb/ops/shape_ops.h"
+#include "lb/core/views.h"
 #include "src/backend/conv_tokens.h"
+#include "src/backend/copy.h"
 #include "src/backend/shape_ops.h"
 
 namespace lb::backend {
@@ -56,28 +56,29 @@ Tensor token_index(const ConvGeometry& cg, Device device) {
 
 namespace generic_conv_tokens {
 
-Tensor transpose_last2(const Tensor& t) {
-  NoGradGuard no_grad;
-  return t.transpose(1, 2).contiguous();
-}
+Tensor transpose_last2(const Tensor& t) { return contiguous(views::transpose(t, 1, 2)); }
 
 Tensor to_tokens(const Tensor& x, const ConvGeometry& cg) {
-  NoGradGuard no_grad;
   const int64_t N = cg.x_shape[0], C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3];
-  if (is_pointwise(cg)) return transpose_last2(x.reshape({N, C, H * W}));
-  const Tensor extended = concat({x.reshape({N, C * H * W}), Tensor::zeros({N, 1}, x.dtype(), x.device())}, 1);
-  return index_select(extended, 1, token_index(cg, x.device())).view({N, cg.Ho * cg.Wo, C * cg.kH * cg.kW});
+  if (is_pointwise(cg)) return transpose_last2(reshape(x, {N, C, H * W}));
+  const int64_t size = C * H * W + 1, n = cg.Ho * cg.Wo * C * cg.kH * cg.kW;
+  Tensor extended = Tensor::zeros({N, size}, x.dtype(), x.device());
+  views::slice(extended, 1, 0, size - 1).copy_(reshape(x, {N, size - 1}));
+  Tensor tokens = Tensor::empty({N, n}, x.dtype(), x.device());
+  shape_kernels(x.device()).gather_rows(extended, token_index(cg, x.device()), tokens, N, size,
+                                        static_cast<int64_t>(dtype_size(x.dtype())));
+  return views::view(tokens, {N, cg.Ho * cg.Wo, C * cg.kH * cg.kW});
 }
 
 Tensor from_tokens(const Tensor& tokens, const ConvGeometry& cg) {
-  NoGradGuard no_grad;
   const int64_t N = cg.x_shape[0], C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3];
-  if (is_pointwise(cg)) return transpose_last2(tokens).reshape({N, C, H, W});
+  if (is_pointwise(cg)) return views::view(transpose_last2(tokens), {N, C, H, W});
   const int64_t n = cg.Ho * cg.Wo * C * cg.kH * cg.kW, size = C * H * W + 1;
-  const Tensor t = tokens.contiguous();
+  const Tensor t = contiguous(tokens);
   Tensor extended = Tensor::zeros({N, size}, tokens.dtype(), tokens.device());
-  shape_kernels(tokens.device()).index_add_rows(t.view({N, n}), token_index(cg, tokens.device()), extended, N, size, 1);
-  return extended.slice(1, 0, size - 1).contiguous().view({N, C, H, W});
+  shape_kernels(tokens.device()).index_add_rows(views::view(t, {N, n}), token_index(cg, tokens.device()), extended, N,
+                                                size, 1);
+  return views::view(contiguous(views::slice(extended, 1, 0, size - 1)), {N, C, H, W});
 }
 
 }  // namespace generic_conv_tokens

@@ -2,11 +2,11 @@
 // src/nn/backward/hot.cpp: 16-point Hadamard transforms fused with statistics and int8
 // quantisation along either axis of a contiguous f32 matrix x (rows, cols). The contracts
 // (layouts, padding, which Philox draw each element takes) are those of src/cpu/quantize.h;
-// the formulas are lb/ops/quantize_formulas.h's, so both devices give the same int8 levels.
+// the formulas are lb/core/quantize_formulas.h's, so both devices give the same int8 levels.
 // Scalars the strategy needs on the host (absmax, statistics, errors) are returned.
 #pragma once
 #include "lb/core/tensor.h"
-#include "lb/ops/conv.h"
+#include "lb/core/conv_geometry.h"
 #include "src/backend/backend.h"
 #include "src/backend/quantize_types.h"
 

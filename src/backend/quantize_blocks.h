@@ -7,7 +7,7 @@
 #pragma once
 #include <cstdint>
 
-#include "lb/ops/quantize_formulas.h"
+#include "lb/core/quantize_formulas.h"
 #include "src/backend/quantize_types.h"
 
 namespace lb::backend::quant_blocks {

@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "lb/ops/quantize_formulas.h"
+#include "lb/core/quantize_formulas.h"
 
 namespace lb::backend {
 

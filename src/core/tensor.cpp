@@ -1,14 +1,11 @@
-// Tensor creation, metadata, element access, copies and dtype/device conversion.
+// Tensor creation, metadata and raw access: what needs no kernel and no tape. The methods that
+// run kernels are in src/backend/tensor_data.cpp, those that record on the tape in
+// src/autograd/tensor_autograd.cpp and src/ops/tensor_views.cpp.
 #include "lb/core/tensor.h"
 
 #include <cstring>
 #include <sstream>
 
-#include "lb/autograd/grad_mode.h"
-#include "lb/autograd/node.h"
-#include "lb/core/strided.h"
-#include "src/backend/copy.h"
-#include "src/core/element_convert.h"
 
 namespace lb {
 
@@ -70,30 +67,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemTag tag)
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device, MemTag tag) {
-  Tensor t = empty(shape, dtype, device, tag);
-  t.fill_(0.0);
-  return t;
-}
 
-Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
-  return full(shape, 1.0, dtype, device);
-}
 
-Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, device);
-  t.fill_(value);
-  return t;
-}
 
-Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
 
-Tensor Tensor::arange(int64_t n, DType dtype) {
-  Tensor t = empty({n}, DType::F64);
-  double* p = t.data<double>();
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<double>(i);
-  return dtype == DType::F64 ? t : t.to(dtype);
-}
 
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
@@ -144,78 +121,7 @@ void* Tensor::raw_data() const {
   return static_cast<char*>(storage()->data()) + offset() * dtype_size(dtype());
 }
 
-// ---------------------------------------------------------------- element conversion
-namespace {
-using detail::load_as_double;
-}  // namespace
 
-double Tensor::item_double() const {
-  LB_CHECK(numel() == 1, "item() needs one element, got shape ", shape_str(shape()));
-  if (!device().is_cpu()) return to(Device::cpu()).item_double();  // a copy to the host
-  return load_as_double(raw_data(), 0, dtype());
-}
-
-std::vector<double> Tensor::to_double_vector() const {
-  if (!device().is_cpu()) return to(Device::cpu()).to_double_vector();  // a copy to the host
-  std::vector<double> out;
-  out.reserve(numel());
-  const void* base = storage()->data();
-  const int64_t n = detail::last_dim(shape()), s = detail::last_stride(strides());
-  const DType t = dtype();
-  detail::for_each_row<1>(shape(), {&strides()}, {offset()}, [&](const std::array<int64_t, 1>& o) {
-    for (int64_t i = 0; i < n; ++i) out.push_back(load_as_double(base, o[0] + i * s, t));
-  });
-  return out;
-}
-
-// ---------------------------------------------------------------- copies
-void Tensor::copy_(const Tensor& src) {
-  Tensor s = src.shape() == shape() ? src : src.expand(shape());
-  if (!(s.device() == device())) s = s.to(device());  // moved whole (contiguous), then copied
-  backend::copy_kernels(device()).copy(*this, s);
-}
-
-void Tensor::fill_(double value) {
-  if (numel() == 0) return;
-  backend::copy_kernels(device()).fill(*this, value);
-}
-
-Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), dtype(), device());
-  out.copy_(*this);
-  if (autograd::should_record({*this}))
-    autograd::record("clone", out, {*this}, {},
-                     [](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
-                       return std::vector<Tensor>{g};
-                     });
-  return out;
-}
-
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  return clone();
-}
-
-Tensor Tensor::to(DType dt) const {
-  if (dt == dtype()) return *this;
-  Tensor out = empty(shape(), dt, device());
-  out.copy_(*this);
-  if (dtype_is_floating(dt) && dtype_is_floating(dtype()) && autograd::should_record({*this})) {
-    const DType back = dtype();
-    autograd::record("to_dtype", out, {*this}, {},
-                     [back](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
-                       return std::vector<Tensor>{g.to(back)};
-                     });
-  }
-  return out;
-}
-
-#ifndef LEANBACK_WITH_CUDA
-Tensor Tensor::to(Device d) const {
-  if (d == device()) return *this;
-  LB_FAIL("cannot move ", str(), " to ", d.str(), ": this build has no CUDA (LEANBACK_CUDA=OFF)");
-}
-#endif
 
 // ---------------------------------------------------------------- autograd accessors
 bool Tensor::requires_grad() const { return checked(impl_).requires_grad; }
@@ -237,8 +143,5 @@ bool Tensor::is_leaf() const { return checked(impl_).grad_fn == nullptr; }
 
 Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
 
-void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
-  autograd::run_backward(*this, grad_output, retain_graph);
-}
 
 }  // namespace lb

@@ -22,14 +22,14 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "src/backend/attention.h"
-#include "src/cpu/gemm.h"
+#include "src/backend/copy.h"
 #include "src/backend/fast_exp.h"
+#include "src/cpu/gemm.h"
 #include "src/cpu/philox_lanes.h"
 
 namespace lb::backend {
 
 namespace {
-using detail::contiguous_nograd;
 using detail::fast_exp;
 
 // Below this many multiply-adds in all tiles together, one thread does everything.
@@ -46,7 +46,7 @@ RowsView rows_view(const Tensor& x) {
   const Shape& st = x.strides();
   // BLAS needs unit stride along H and rows that do not overlap.
   if ((H <= 1 || st[2] == 1) && (T <= 1 || st[1] >= H)) return {x, T <= 1 ? H : st[1], st[0]};
-  const Tensor c = contiguous_nograd(x);
+  const Tensor c = backend::contiguous(x);
   return {c, H, T * H};
 }
 

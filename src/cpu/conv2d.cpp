@@ -30,7 +30,7 @@
 #include "lb/core/dispatch.h"
 #include "src/backend/conv2d.h"
 #include "src/cpu/gemm_serial.h"
-#include "src/ops/im2col.h"
+#include "src/cpu/im2col.h"
 #include "src/cpu/winograd_conv.h"
 
 namespace lb::backend {

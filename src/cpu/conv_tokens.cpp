@@ -3,9 +3,12 @@
 #include <algorithm>
 
 #include "lb/core/checks.h"
+#include "lb/core/conv_geometry.h"
 #include "lb/core/dispatch.h"
-#include "lb/ops/conv.h"
+#include "lb/core/views.h"
 #include "src/backend/conv_tokens.h"
+#include "src/backend/copy.h"
+#include "src/cpu/im2col.h"
 
 namespace lb::backend {
 
@@ -13,7 +16,7 @@ namespace {
 // (B, R, C) contiguous -> (B, C, R) contiguous, in 32x32 tiles (the generic strided copy is
 // several times slower, and these layouts are moved on every strategy-driven conv call).
 Tensor transpose_last2(const Tensor& t_in) {
-  const Tensor t = detail::contiguous_nograd(t_in);
+  const Tensor t = backend::contiguous(t_in);
   const int64_t B = t.size(0), R = t.size(1), C = t.size(2);
   Tensor out = Tensor::empty({B, C, R}, t.dtype());
   detail::dispatch_float(t.dtype(), "transpose_last2", [&](auto tag) {
@@ -45,8 +48,8 @@ bool is_pointwise(const ConvGeometry& cg) {
 Tensor to_tokens(const Tensor& x, const ConvGeometry& cg) {
   const int64_t N = cg.x_shape[0], C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3];
   const int64_t L = cg.Ho * cg.Wo, I = C * cg.kH * cg.kW;
-  if (is_pointwise(cg)) return transpose_last2(x.reshape({N, C, H * W}));
-  const Tensor xc = detail::contiguous_nograd(x);
+  if (is_pointwise(cg)) return transpose_last2(backend::reshape(x, {N, C, H * W}));
+  const Tensor xc = backend::contiguous(x);
   Tensor cols = Tensor::empty({N, I, L}, x.dtype());
   detail::dispatch_float(x.dtype(), "conv_to_tokens", [&](auto tag) {
     using T = decltype(tag);
@@ -63,7 +66,7 @@ Tensor from_tokens(const Tensor& tokens, const ConvGeometry& cg) {
   const int64_t N = cg.x_shape[0], C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3];
   const int64_t L = cg.Ho * cg.Wo, I = C * cg.kH * cg.kW;
   if (is_pointwise(cg))
-    return transpose_last2(tokens).reshape({N, C, H, W});
+    return views::view(transpose_last2(tokens), {N, C, H, W});
   const Tensor cols = transpose_last2(tokens);  // (N, I, L)
   Tensor dx = Tensor::zeros(cg.x_shape, tokens.dtype());
   detail::dispatch_float(tokens.dtype(), "conv_from_tokens", [&](auto tag) {

@@ -9,6 +9,7 @@
 
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
+#include "src/backend/copy.h"
 
 namespace lb::backend {
 namespace {
@@ -64,7 +65,7 @@ void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
 // o = f(a) for a of out's shape, contiguous (copied first otherwise).
 template <typename T, typename F>
 void unary_loop(const Tensor& a_in, Tensor& out, F f) {
-  const Tensor a = detail::contiguous_nograd(a_in);
+  const Tensor a = backend::contiguous(a_in);
   const T* x = a.data<T>();
   T* o = out.data<T>();
   const int64_t n = out.numel();
@@ -100,7 +101,7 @@ void unary_grad(UnaryOp op, double s, const Tensor& g, const Tensor& v, Tensor& 
         // instead of through an f32 copy of it.
         if (v.defined() && v.dtype() == DType::BF16) {
           LB_CHECK(v.shape() == out.shape() && g.shape() == out.shape(), "internal: unary backward shapes");
-          const Tensor gc = detail::contiguous_nograd(g), vc = detail::contiguous_nograd(v);
+          const Tensor gc = backend::contiguous(g), vc = backend::contiguous(v);
           const float* gp = gc.data<float>();
           const uint16_t* vp = static_cast<const uint16_t*>(vc.raw_data());
           float* op = out.data<float>();
@@ -119,7 +120,7 @@ void unary_grad(UnaryOp op, double s, const Tensor& g, const Tensor& v, Tensor& 
         const T d = unary_derivative<kOp>(T(0), s);
         unary_loop<T>(g, out, [d](T gg) { return gg * d; });
       } else {
-        binary_loop<T>(detail::contiguous_nograd(g), detail::contiguous_nograd(v), out,
+        binary_loop<T>(backend::contiguous(g), backend::contiguous(v), out,
                        [s](T gg, T x) { return gg * unary_derivative<kOp>(x, s); });
       }
     });

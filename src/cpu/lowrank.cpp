@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lb/core/dispatch.h"
+#include "src/backend/copy.h"
 #include "src/backend/lowrank.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/gemm_serial.h"
@@ -417,7 +418,7 @@ Tensor leading_rows(const Tensor& v, int64_t R, double scale) {
   Tensor out = Tensor::empty({R, n}, v.dtype());
   detail::dispatch_float(v.dtype(), "instant basis", [&](auto tag) {
     using T = decltype(tag);
-    const Tensor vc = v.contiguous();
+    const Tensor vc = backend::contiguous(v);
     const T* pv = vc.data<T>();
     T* pp = out.data<T>();
     for (int64_t r = 0; r < R; ++r)  // descending order: column n-1-r of v

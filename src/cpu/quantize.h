@@ -1,6 +1,6 @@
 // CPU quantisation kernels for HOT: 16-point Hadamard transforms fused with statistics and
 // int8 quantisation (round-to-nearest or stochastic), along either axis of a row-major f32
-// matrix x (rows, cols) with leading dimension ldx. Formulas: lb/ops/quantize_formulas.h.
+// matrix x (rows, cols) with leading dimension ldx. Formulas: lb/core/quantize_formulas.h.
 //
 //  - "rows" kernels transform along the contiguous axis (each row's consecutive 16-blocks;
 //    cols zero-padded to cols16 = ⌈cols/16⌉·16): output (rows, cols16). This is the g_x
@@ -18,8 +18,8 @@
 #pragma once
 #include <cstdint>
 
-#include "lb/ops/conv.h"
-#include "lb/ops/quantize_formulas.h"
+#include "lb/core/conv_geometry.h"
+#include "lb/core/quantize_formulas.h"
 #include "src/backend/quantize_types.h"
 
 namespace lb::cpu {

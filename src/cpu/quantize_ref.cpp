@@ -1,8 +1,9 @@
 // The scalar references of the CPU quantisation kernels (quantize.h's lb::cpu::ref): plain
-// loops over the formulas of lb/ops/quantize_formulas.h, the emulation oracle of the HOT
+// loops over the formulas of lb/core/quantize_formulas.h, the emulation oracle of the HOT
 // strategy and what the AVX-512 kernels (quantize_avx512.cpp) are tested against bit for bit.
 #include <omp.h>
 
+#include "src/cpu/im2col.h"
 #include "src/cpu/quantize_kernels.h"
 
 namespace lb::cpu {

@@ -8,6 +8,7 @@
 
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
+#include "src/backend/copy.h"
 
 namespace lb::backend {
 namespace {
@@ -47,7 +48,7 @@ void sum(const Tensor& x, const std::vector<int64_t>& dims, Tensor& out) {
         ps[i] = x.shape()[perm[i]];
         pst[i] = x.strides()[perm[i]];
       }
-      Tensor xp = detail::contiguous_nograd(make_view(x, ps, pst, x.offset()));
+      Tensor xp = backend::contiguous(make_view(x, ps, pst, x.offset()));
       const T* p = xp.data<T>();
       const int64_t len = n_out == 0 ? 0 : x.numel() / n_out;
 #pragma omp parallel for if (x.numel() > (1 << 16)) schedule(static)
@@ -96,7 +97,7 @@ void max(const Tensor& x, int64_t dim, Tensor& values, Tensor& indices) {
 
 void max_backward(const Tensor& g, const Tensor& indices, int64_t dim, Tensor& gx) {
   const Shape& keep = indices.shape();
-  const Tensor gk = detail::contiguous_nograd(g);
+  const Tensor gk = backend::contiguous(g);
   const int64_t* ix = indices.data<int64_t>();
   const int64_t nd = gx.dim();
   const Shape st = gx.strides();

@@ -57,7 +57,7 @@
 
 #include "lb/core/error.h"
 #include "src/cpu/gemm_serial.h"
-#include "src/ops/im2col.h"
+#include "src/cpu/im2col.h"
 
 namespace lb::detail {
 

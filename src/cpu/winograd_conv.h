@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "lb/core/tensor.h"
-#include "lb/ops/conv.h"
+#include "lb/core/conv_geometry.h"
 
 namespace lb::detail {
 

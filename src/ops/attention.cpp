@@ -16,12 +16,12 @@
 #include "lb/ops/attention.h"
 #include "lb/ops/reduce.h"
 #include "src/backend/attention.h"
+#include "src/backend/copy.h"
 #include "src/backend/gemm.h"
 
 namespace lb {
 
 namespace {
-using detail::contiguous_nograd;
 
 void check_args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                 const Tensor& mask, double p) {
@@ -72,7 +72,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
   g.p = drop ? static_cast<float>(dropout_p) : 0.f;
   g.keep_scale = dropout_p >= 1.0 ? 0.0 : 1.0 / (1.0 - dropout_p);
   const Shape full = {g.B, heads, g.Tq, g.Tk};
-  const Tensor mc = mask.defined() ? contiguous_nograd(mask) : Tensor();
+  const Tensor mc = mask.defined() ? backend::contiguous(mask) : Tensor();
   if (mc.defined()) g.ms = detail::broadcast_strides(mc, full);
   g.tile_bytes = (g.Tq * g.Tk + 7) / 8;
   g.seed = rng.seed();
@@ -116,7 +116,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         "attention", out, {q, k, v, mask}, {kept[0], kept[1], kept[2], mc, stats, bits},
         [g, mask_shape = mask.defined() ? mask.shape() : Shape(), full](
             const Tensor& grad, const std::vector<Tensor>& s, const std::vector<bool>& need) {
-          const Tensor gc = contiguous_nograd(grad);
+          const Tensor gc = backend::contiguous(grad);
           // bf16 copies are read as they are where the device's GEMM can, else widened.
           const bool bf16_in = backend::gemm_kernels(gc.device()).reads_bf16() && s[0].dtype() == DType::BF16 &&
                                s[1].dtype() == DType::BF16 && s[2].dtype() == DType::BF16;

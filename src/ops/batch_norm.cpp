@@ -11,11 +11,11 @@
 #include "lb/ops/elementwise.h"
 #include "lb/ops/nn.h"
 #include "src/backend/batch_norm.h"
+#include "src/backend/copy.h"
 
 namespace lb {
 
 namespace {
-using detail::contiguous_nograd;
 
 void check_channel_vec(const Tensor& t, const Tensor& x, int64_t C, const char* name,
                        bool same_dtype) {
@@ -53,7 +53,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
            "got x ", shape_str(x.shape()), ". HINT: use a batch of at least 2, or eval mode");
   LB_CHECK(eps >= 0, "batch_norm: eps must be >= 0, got ", eps);
 
-  const Tensor xc = contiguous_nograd(x);
+  const Tensor xc = backend::contiguous(x);
   const DType dt = x.dtype();
   const backend::BatchNormKernels& k = backend::batch_norm_kernels(x.device());
   Tensor mean = Tensor::empty({C}, dt, x.device()), rstd, y = Tensor::empty(x.shape(), dt, x.device());
@@ -87,9 +87,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
         "batch_norm", y, {x, weight, bias}, {x, weight, mean, rstd},
         [N, C, S, training](const Tensor& g, const std::vector<Tensor>& s,
                             const std::vector<bool>& need) {
-          const Tensor gc = contiguous_nograd(g);
-          const Tensor xs = contiguous_nograd(s[0]);
-          const Tensor ws = s[1].defined() ? contiguous_nograd(s[1]) : Tensor();
+          const Tensor gc = backend::contiguous(g);
+          const Tensor xs = backend::contiguous(s[0]);
+          const Tensor ws = s[1].defined() ? backend::contiguous(s[1]) : Tensor();
           Tensor dx, dw, db;
           if (need[0]) dx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
           if (need[1]) dw = Tensor::empty({C}, xs.dtype(), xs.device());

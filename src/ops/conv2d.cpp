@@ -9,14 +9,13 @@
 #include "lb/core/checks.h"
 #include "lb/ops/conv.h"
 #include "src/backend/conv2d.h"
-#include "src/ops/im2col.h"
+#include "src/backend/copy.h"
 
 namespace lb {
 
 namespace {
 using autograd::record;
 using autograd::should_record;
-using detail::contiguous_nograd;
 
 void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args) {
   const char* op = "conv2d";
@@ -56,10 +55,10 @@ Conv2dGrads conv2d_grads_impl(const Conv2dArgs& args, const detail::ConvGeom& ge
   if (want_x) r.grad_input = Tensor::empty(xs, g.dtype(), g.device());
   if (want_w) r.grad_weight = Tensor::empty(ws, g.dtype(), g.device());
   if (want_b) r.grad_bias = Tensor::empty({ws[0]}, g.dtype(), g.device());
-  const Tensor xc = want_w ? contiguous_nograd(x) : Tensor();
-  const Tensor wc = want_x ? contiguous_nograd(w) : Tensor();
+  const Tensor xc = want_w ? backend::contiguous(x) : Tensor();
+  const Tensor wc = want_x ? backend::contiguous(w) : Tensor();
   backend::conv2d_kernels(g.device())
-      .backward(contiguous_nograd(g), xc, wc, xs, ws, args, geom, r.grad_input, r.grad_weight, r.grad_bias);
+      .backward(backend::contiguous(g), xc, wc, xs, ws, args, geom, r.grad_input, r.grad_weight, r.grad_bias);
   return r;
 }
 
@@ -89,7 +88,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArg
   const detail::ConvGeom geom = geometry(x, w, args);
   Tensor out = Tensor::empty({x.size(0), w.size(0), geom.Ho, geom.Wo}, x.dtype(), x.device());
   backend::conv2d_kernels(x.device())
-      .forward(contiguous_nograd(x), contiguous_nograd(w), b.defined() ? contiguous_nograd(b) : Tensor(), args,
+      .forward(backend::contiguous(x), backend::contiguous(w), b.defined() ? backend::contiguous(b) : Tensor(), args,
                geom, out);
   if (should_record({x, w, b})) {
     // dx needs w, dw needs x, db needs neither: save only what the wanted gradients use.

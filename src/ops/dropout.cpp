@@ -11,12 +11,12 @@
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/ops/nn.h"
+#include "src/backend/copy.h"
 #include "src/backend/dropout.h"
 
 namespace lb {
 
 namespace {
-using detail::contiguous_nograd;
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training, PhiloxStream& rng) {
@@ -24,7 +24,7 @@ Tensor dropout(const Tensor& x, double p, bool training, PhiloxStream& rng) {
   detail::check_floating(x, "dropout");
   LB_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability p must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;
-  const Tensor xc = contiguous_nograd(x);
+  const Tensor xc = backend::contiguous(x);
   const int64_t n = x.numel();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mask = Tensor::empty({(n + 7) / 8}, DType::U8, x.device());
@@ -38,7 +38,7 @@ Tensor dropout(const Tensor& x, double p, bool training, PhiloxStream& rng) {
     autograd::record("dropout", y, {x}, {mask},
                      [scale](const Tensor& g, const std::vector<Tensor>& s,
                                 const std::vector<bool>&) {
-                       const Tensor gc = contiguous_nograd(g);
+                       const Tensor gc = backend::contiguous(g);
                        Tensor dx = Tensor::empty(gc.shape(), gc.dtype(), gc.device());
                        backend::dropout_kernels(gc.device()).backward(gc, s[0], dx, scale);
                        return std::vector<Tensor>{dx};

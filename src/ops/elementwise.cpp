@@ -11,25 +11,6 @@
 
 namespace lb {
 
-namespace detail {
-Tensor contiguous_nograd(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor out = Tensor::empty(t.shape(), t.dtype(), t.device());
-  out.copy_(t);
-  return out;
-}
-
-Shape broadcast_strides(const Tensor& t, const Shape& shape) {
-  const int64_t nd = static_cast<int64_t>(shape.size()), td = t.dim();
-  Shape st(nd, 0);
-  for (int64_t i = 0; i < td; ++i) {
-    const int64_t j = nd - td + i;
-    if (t.shape()[i] != 1) st[j] = t.strides()[i];
-  }
-  return st;
-}
-}  // namespace detail
-
 namespace {
 using autograd::record;
 using autograd::should_record;

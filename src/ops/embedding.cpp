@@ -6,12 +6,12 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/nn.h"
+#include "src/backend/copy.h"
 #include "src/backend/embedding.h"
 
 namespace lb {
 
 namespace {
-using detail::contiguous_nograd;
 }  // namespace
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_idx) {
@@ -26,8 +26,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_id
   const int64_t V = weight.size(0), D = weight.size(1);
   LB_CHECK(padding_idx >= -1 && padding_idx < V, "embedding: padding_idx ", padding_idx,
            " must be -1 (none) or in [0, ", V, ")");
-  const Tensor ic = contiguous_nograd(indices);
-  const Tensor wc = contiguous_nograd(weight);
+  const Tensor ic = backend::contiguous(indices);
+  const Tensor wc = backend::contiguous(weight);
   Shape out_shape = indices.shape();
   out_shape.push_back(D);
   Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());
@@ -47,7 +47,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_id
         [V, D, padding_idx](const Tensor& g, const std::vector<Tensor>& s,
                                const std::vector<bool>& need) {
           if (!need[1]) return std::vector<Tensor>{Tensor(), Tensor()};
-          const Tensor gc = contiguous_nograd(g);
+          const Tensor gc = backend::contiguous(g);
           Tensor dw = Tensor::zeros({V, D}, gc.dtype(), gc.device());
           backend::embedding_kernels(gc.device()).scatter_add(gc, s[0], padding_idx, dw);
           return std::vector<Tensor>{Tensor(), dw};

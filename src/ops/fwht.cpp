@@ -8,6 +8,7 @@
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/ops/hadamard.h"
+#include "src/backend/copy.h"
 #include "src/backend/fwht.h"
 
 namespace lb {
@@ -29,7 +30,7 @@ Tensor fwht(const Tensor& x, int64_t dim, int64_t block_log2) {
   for (int64_t d = 0; d < dim; ++d) outer *= out_shape[d];
   for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= out_shape[d];
   if (out.numel() > 0)
-    backend::fwht_kernels(x.device()).forward(detail::contiguous_nograd(x), out, outer, L, Lp, inner, block_log2);
+    backend::fwht_kernels(x.device()).forward(backend::contiguous(x), out, outer, L, Lp, inner, block_log2);
   if (autograd::should_record({x})) {
     autograd::record("fwht", out, {x}, {},
                      [dim, block_log2, L](const Tensor& g, const std::vector<Tensor>&,

@@ -6,6 +6,7 @@
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/ops/shape_ops.h"
+#include "src/backend/copy.h"
 #include "src/backend/embedding.h"
 #include "src/backend/shape_ops.h"
 
@@ -20,7 +21,7 @@ Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, const Shape
            shape_str(index.shape()));
   LB_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got shape ",
            shape_str(index.shape()));
-  const Tensor ic = detail::contiguous_nograd(index);
+  const Tensor ic = backend::contiguous(index);
   int64_t value = 0;
   const int64_t j = backend::embedding_kernels(ic.device()).first_bad_index(ic, size, &value);
   LB_CHECK(j < 0, "index_select: index[", j, "] = ", value, " is out of range for dim ", dim, " of ",
@@ -48,7 +49,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= xs[d];
   if (out.numel() > 0)
     backend::shape_kernels(x.device())
-        .gather_rows(detail::contiguous_nograd(x), idx, out, outer, size,
+        .gather_rows(backend::contiguous(x), idx, out, outer, size,
                      inner * static_cast<int64_t>(dtype_size(x.dtype())));
 
   if (autograd::should_record({x})) {
@@ -65,7 +66,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
           const Tensor ids = checked_index(saved[0], s_, dim_, xs);
           Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
           backend::shape_kernels(g.device())
-              .index_add_rows(detail::contiguous_nograd(g), ids, gx, o_, s_, i_);
+              .index_add_rows(backend::contiguous(g), ids, gx, o_, s_, i_);
           return std::vector<Tensor>{gx};
         });
   }

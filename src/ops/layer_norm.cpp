@@ -5,12 +5,12 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/nn.h"
+#include "src/backend/copy.h"
 #include "src/backend/layer_norm.h"
 
 namespace lb {
 
 namespace {
-using detail::contiguous_nograd;
 
 void check_param(const Tensor& p, const Tensor& x, int64_t C, const char* name) {
   if (!p.defined()) return;
@@ -33,9 +33,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   const int64_t R = x.numel() / C;
   check_param(weight, x, C, "weight");
   check_param(bias, x, C, "bias");
-  const Tensor xc = contiguous_nograd(x);
-  const Tensor wc = weight.defined() ? contiguous_nograd(weight) : Tensor();
-  const Tensor bc = bias.defined() ? contiguous_nograd(bias) : Tensor();
+  const Tensor xc = backend::contiguous(x);
+  const Tensor wc = weight.defined() ? backend::contiguous(weight) : Tensor();
+  const Tensor bc = bias.defined() ? backend::contiguous(bias) : Tensor();
   const bool rec = autograd::should_record({x, weight, bias});
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mean, rstd;
@@ -50,9 +50,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     autograd::record(
         "layer_norm", y, {x, weight, bias}, {x, weight, mean, rstd},
         [C](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
-          const Tensor gc = contiguous_nograd(g);
-          const Tensor xs = contiguous_nograd(s[0]);
-          const Tensor ws = s[1].defined() ? contiguous_nograd(s[1]) : Tensor();
+          const Tensor gc = backend::contiguous(g);
+          const Tensor xs = backend::contiguous(s[0]);
+          const Tensor ws = s[1].defined() ? backend::contiguous(s[1]) : Tensor();
           Tensor dx, dw, db;
           if (need[0]) dx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
           if (need[1]) dw = Tensor::empty({C}, xs.dtype(), xs.device());

@@ -16,6 +16,7 @@
 #include "lb/core/dispatch.h"
 #include "lb/ops/linalg.h"
 #include "src/backend/bias.h"
+#include "src/backend/copy.h"
 #include "src/backend/gemm.h"
 
 namespace lb {
@@ -33,13 +34,13 @@ Shape batch_of(const Tensor& m) { return Shape(m.shape().begin(), m.shape().end(
 
 // y rows := b (the GEMM then accumulates x wᵀ on top).
 void fill_rows(Tensor& y, const Tensor& b) {
-  backend::bias_kernels(y.device()).fill_rows(y, detail::contiguous_nograd(b));
+  backend::bias_kernels(y.device()).fill_rows(y, backend::contiguous(b));
 }
 
 // Σ over rows of g (…, cols) -> (cols).
 Tensor column_sums(const Tensor& g, int64_t cols) {
   Tensor out = Tensor::empty({cols}, g.dtype(), g.device());
-  backend::bias_kernels(g.device()).column_sums(detail::contiguous_nograd(g), out);
+  backend::bias_kernels(g.device()).column_sums(backend::contiguous(g), out);
   return out;
 }
 

@@ -17,12 +17,12 @@
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
 #include "lb/ops/nn.h"
+#include "src/backend/copy.h"
 #include "src/backend/losses.h"
 
 namespace lb {
 
 namespace {
-using detail::contiguous_nograd;
 
 // Reads target i of a contiguous i32/i64 tensor.
 inline int64_t target_at(const Tensor& t, int64_t i) {
@@ -52,7 +52,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 
   // Targets as a contiguous i64 tensor, validated up front on the host (N values; also what
   // backward reads, on the logits' device).
-  const Tensor tc = contiguous_nograd(targets).to(Device::cpu());
+  const Tensor tc = backend::contiguous(targets).to(Device::cpu());
   Tensor tgt = tc.dtype() == DType::I64 ? tc : Tensor::empty({N}, DType::I64);
   int64_t valid = 0;
   for (int64_t i = 0; i < N; ++i) {
@@ -66,7 +66,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   }
 
   tgt = tgt.to(logits.device());
-  const Tensor xc = contiguous_nograd(logits);
+  const Tensor xc = backend::contiguous(logits);
   Tensor lse = Tensor::empty({N}, logits.dtype(), logits.device());
   const double total =
       backend::loss_kernels(logits.device()).cross_entropy_forward(xc, tgt, ignore_index, label_smoothing, lse);
@@ -79,7 +79,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
         [N, C, valid, ignore_index, label_smoothing](
             const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
           if (!need[0]) return std::vector<Tensor>{Tensor(), Tensor()};
-          const Tensor xs = contiguous_nograd(s[0]);
+          const Tensor xs = backend::contiguous(s[0]);
           Tensor dx = Tensor::empty({N, C}, xs.dtype(), xs.device());
           const double coef = valid == 0 ? 0.0 : g.to(Device::cpu()).item_double() / static_cast<double>(valid);
           backend::loss_kernels(xs.device())
@@ -101,7 +101,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
   LB_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()),
            " and target ", shape_str(target.shape()),
            " must have the same shape. HINT: reshape the target (e.g. (N) vs (N, 1))");
-  const Tensor ac = contiguous_nograd(input), bc = contiguous_nograd(target);
+  const Tensor ac = backend::contiguous(input), bc = backend::contiguous(target);
   const int64_t n = input.numel();
   const double total = backend::loss_kernels(input.device()).squared_error_sum(ac, bc);
   // n = 0: NaN, as PyTorch (the mean of nothing).
@@ -113,7 +113,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
     autograd::record(
         "mse_loss", loss, {input, target}, {input, target},
         [n](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
-          const Tensor a = contiguous_nograd(s[0]), b = contiguous_nograd(s[1]);
+          const Tensor a = backend::contiguous(s[0]), b = backend::contiguous(s[1]);
           const double coef = 2.0 * g.to(Device::cpu()).item_double() / static_cast<double>(n);
           Tensor da = Tensor::empty(a.shape(), a.dtype(), a.device());
           Tensor db = need[1] ? Tensor::empty(a.shape(), a.dtype(), a.device()) : Tensor();

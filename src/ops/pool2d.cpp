@@ -7,6 +7,7 @@
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/ops/conv.h"
+#include "src/backend/copy.h"
 #include "src/backend/pool2d.h"
 
 namespace lb {
@@ -16,7 +17,6 @@ using autograd::record;
 using autograd::should_record;
 using backend::AvgPool;
 using backend::PoolGeom;
-using detail::contiguous_nograd;
 
 void check_pool_input(const Tensor& x, const char* op) {
   detail::check_defined(x, op, "x");
@@ -46,13 +46,13 @@ PoolGeom pool_geom(const Tensor& x, const Pool2dArgs& a, const char* op) {
 // Forward, then record a backward that needs only the geometry.
 Tensor avg_pool_op(const Tensor& x, const PoolGeom& g, AvgPool mode, const char* name) {
   Tensor out = Tensor::empty({x.size(0), x.size(1), g.Ho, g.Wo}, x.dtype(), x.device());
-  backend::pool2d_kernels(x.device()).avg_forward(g, mode, contiguous_nograd(x), out);
+  backend::pool2d_kernels(x.device()).avg_forward(g, mode, backend::contiguous(x), out);
   if (should_record({x})) {
     const Shape xs = x.shape();
     record(name, out, {x}, {},
            [g, mode, xs](const Tensor& dy, const std::vector<Tensor>&, const std::vector<bool>&) {
              Tensor dx = Tensor::empty(xs, dy.dtype(), dy.device());
-             backend::pool2d_kernels(dy.device()).avg_backward(g, mode, contiguous_nograd(dy), dx);
+             backend::pool2d_kernels(dy.device()).avg_backward(g, mode, backend::contiguous(dy), dx);
              return std::vector<Tensor>{dx};
            });
   }
@@ -66,13 +66,13 @@ Tensor max_pool2d(const Tensor& x, const Pool2dArgs& args) {
   Tensor out = Tensor::empty(os, x.dtype(), x.device());
   const DType idx_dtype = g.kH * g.kW <= 256 ? DType::U8 : DType::I32;
   Tensor idx = Tensor::empty(os, idx_dtype, x.device());
-  backend::pool2d_kernels(x.device()).max_forward(g, contiguous_nograd(x), out, idx);
+  backend::pool2d_kernels(x.device()).max_forward(g, backend::contiguous(x), out, idx);
   if (should_record({x})) {
     const Shape xs = x.shape();
     record("max_pool2d", out, {x}, {idx},
            [g, xs](const Tensor& dy, const std::vector<Tensor>& s, const std::vector<bool>&) {
              Tensor dx = Tensor::empty(xs, dy.dtype(), dy.device());
-             backend::pool2d_kernels(dy.device()).max_backward(g, contiguous_nograd(dy), s[0], dx);
+             backend::pool2d_kernels(dy.device()).max_backward(g, backend::contiguous(dy), s[0], dx);
              return std::vector<Tensor>{dx};
            });
   }

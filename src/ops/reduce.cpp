@@ -8,6 +8,7 @@
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/ops/elementwise.h"
+#include "src/backend/copy.h"
 #include "src/backend/reduce.h"
 
 namespace lb {
@@ -55,7 +56,7 @@ Tensor sum(const Tensor& x, std::vector<int64_t> dims_in, bool keepdim) {
     const Shape in_shape = x.shape(), keep = reduced_shape(x.shape(), dims, true);
     record("sum", out, {x}, {},
            [in_shape, keep](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
-             return std::vector<Tensor>{detail::contiguous_nograd(g.reshape(keep).expand(in_shape))};
+             return std::vector<Tensor>{backend::contiguous(g.reshape(keep).expand(in_shape))};
            });
   }
   return out;

@@ -6,18 +6,18 @@
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/ops/elementwise.h"
+#include "src/backend/copy.h"
 #include "src/backend/relu.h"
 
 namespace lb {
 
 namespace {
-using detail::contiguous_nograd;
 }  // namespace
 
 Tensor relu(const Tensor& a) {
   detail::check_defined(a, "relu", "x");
   detail::check_floating(a, "relu");
-  const Tensor x = contiguous_nograd(a);
+  const Tensor x = backend::contiguous(a);
   const int64_t n = x.numel();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mask = Tensor::empty({(n + 7) / 8}, DType::U8, x.device());
@@ -25,7 +25,7 @@ Tensor relu(const Tensor& a) {
   if (autograd::should_record({a})) {
     autograd::record("relu", y, {a}, {mask},
                      [](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
-                       const Tensor gc = contiguous_nograd(g);
+                       const Tensor gc = backend::contiguous(g);
                        Tensor dx = Tensor::empty(gc.shape(), gc.dtype(), gc.device());
                        backend::relu_kernels(gc.device()).backward(gc, s[0], dx);
                        return std::vector<Tensor>{dx};

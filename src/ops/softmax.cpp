@@ -12,12 +12,12 @@
 #include "lb/ops/elementwise.h"
 #include "lb/ops/nn.h"
 #include "lb/ops/reduce.h"
+#include "src/backend/copy.h"
 #include "src/backend/softmax.h"
 
 namespace lb {
 
 namespace {
-using detail::contiguous_nograd;
 
 template <bool kLog>
 Tensor softmax_impl(const Tensor& x, int64_t dim, const Tensor& mask) {
@@ -45,7 +45,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, const Tensor& mask) {
     return softmax_impl<kLog>(xt, -1, mt).transpose(dim, -1).contiguous();
   }
 
-  const Tensor xc = contiguous_nograd(x);
+  const Tensor xc = backend::contiguous(x);
   const Shape& shape = x.shape();
   const Shape ms = mask.defined() ? detail::broadcast_strides(mask, shape) : Shape();
   Tensor y = Tensor::empty(shape, x.dtype(), x.device());
@@ -57,7 +57,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, const Tensor& mask) {
     autograd::record(op, y, {x, mask}, {y.detach()},
                      [mask_shape](const Tensor& g, const std::vector<Tensor>& s,
                                            const std::vector<bool>& need) {
-                       const Tensor gc = contiguous_nograd(g);
+                       const Tensor gc = backend::contiguous(g);
                        Tensor dz = Tensor::empty(gc.shape(), gc.dtype(), gc.device());
                        backend::softmax_kernels(gc.device()).backward(gc, s[0], dz, kLog);
                        // The mask enters as x + mask, so its gradient is dz summed over

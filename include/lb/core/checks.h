@@ -24,8 +24,6 @@ inline void check_floating(const Tensor& t, const char* op) {
   LB_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::F64, op, ": needs an f32/f64 tensor, got ",
            dtype_name(t.dtype()));
 }
-// A contiguous tensor with the same values (a copy without autograd if needed).
-Tensor contiguous_nograd(const Tensor& t);
 // t's strides broadcast to `shape` (0 on broadcast axes); t must be broadcastable.
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
 

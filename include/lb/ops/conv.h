@@ -5,16 +5,10 @@
 #pragma once
 #include <array>
 
+#include "lb/core/conv_geometry.h"
 #include "lb/core/tensor.h"
 
 namespace lb {
-
-struct Conv2dArgs {
-  std::array<int64_t, 2> stride{1, 1};
-  std::array<int64_t, 2> padding{0, 0};
-  std::array<int64_t, 2> dilation{1, 1};
-  int64_t groups = 1;
-};
 
 // x (N, C_in, H, W), w (C_out, C_in/groups, kH, kW), b (C_out) or undefined.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(),
@@ -31,7 +25,8 @@ Conv2dGrads conv2d_grads(const Tensor& grad_output, const Tensor& x, const Tenso
                          bool want_bias);
 
 // im2col for one image group: x (C, H, W) -> columns (C·kH·kW, H_out·W_out). Exposed because
-// the backward strategies work on this GEMM view of a convolution.
+// the backward strategies work on this GEMM view of a convolution (CPU kernels,
+// src/cpu/im2col.cpp).
 void im2col(const float* x, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
             const Conv2dArgs& args, float* cols);
 void col2im(const float* cols, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
@@ -42,21 +37,6 @@ void im2col(const double* x, int64_t C, int64_t H, int64_t W, int64_t kH, int64_
 void col2im(const double* cols, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
             const Conv2dArgs& args, double* dx);
 
-// A Conv2d call seen as a GEMM: x (N, C, H, W) -> tokens (B = N, L = Ho·Wo, I = C·kH·kW)
-// by im2col (1×1 stride-1 unpadded: a plain transpose), w (O, C, kH, kW) -> (O, I). The
-// backward strategies work on this view (lb/nn/backward/strategy.h); it lives here, with the
-// convolution, because the backend's token-view kernels (src/backend/conv_tokens.h) take it.
-struct ConvGeometry {
-  Shape x_shape;  // (N, C, H, W)
-  int64_t kH = 1, kW = 1, Ho = 1, Wo = 1;
-  Conv2dArgs args;
-};
-
-struct Pool2dArgs {
-  std::array<int64_t, 2> kernel{2, 2};
-  std::array<int64_t, 2> stride{2, 2};
-  std::array<int64_t, 2> padding{0, 0};
-};
 Tensor max_pool2d(const Tensor& x, const Pool2dArgs& args);
 // Average pool; padded cells count in the divisor (PyTorch count_include_pad=True).
 Tensor avg_pool2d(const Tensor& x, const Pool2dArgs& args);

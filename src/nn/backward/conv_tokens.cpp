@@ -9,6 +9,7 @@
 #include "lb/nn/backward/strategy.h"
 #include "lb/ops/reduce.h"
 #include "src/backend/conv_tokens.h"
+#include "src/backend/copy.h"
 
 namespace lb::nn::backward {
 
@@ -118,7 +119,7 @@ Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const 
         SavedState st = state;
         st.tensors.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_state));
         const Tensor w2d = s.back().defined() ? s.back().reshape({O, -1}) : Tensor();
-        const Tensor gc = detail::contiguous_nograd(g);
+        const Tensor gc = backend::contiguous(g);
         Gradients gr = strategy->backward_conv(st, gc, w2d, need[0], need[1], cg);
         if (need[0] && gr.grad_input.dim() != 4) gr.grad_input = conv_from_tokens(gr.grad_input, cg);
         return std::vector<Tensor>{need[0] ? gr.grad_input : Tensor(),

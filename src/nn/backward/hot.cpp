@@ -8,12 +8,13 @@
 #include <chrono>
 #include <cmath>
 
+#include "lb/autograd/grad_mode.h"
 #include "lb/core/checks.h"
 #include "lb/core/json_reader.h"
-#include "lb/ops/quantize_formulas.h"
-#include "lb/autograd/grad_mode.h"
+#include "lb/core/quantize_formulas.h"
 #include "lb/ops/elementwise.h"
 #include "lb/ops/linalg.h"
+#include "src/backend/copy.h"
 #include "src/backend/int8_gemm.h"
 #include "src/backend/quantize.h"
 
@@ -245,7 +246,7 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
   Tensor w;
   int64_t I = 0;
   if (want_gx) {
-    w = detail::contiguous_nograd(w_in);
+    w = backend::contiguous(w_in);
     check_f32(w, layer_name_, "w");
     I = w.size(1);
     if (lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward", step);
@@ -353,7 +354,7 @@ bool Hot::needs_calibration(int64_t) const {
 
 void Hot::observe_grad_output(const Tensor& g_y, const SequenceOffsets&, const StepContext& step) {
   if (g_y.dtype() != DType::F32) return;
-  const Tensor g = detail::contiguous_nograd(g_y);
+  const Tensor g = backend::contiguous(g_y);
   run_lqs(g.view({g.numel() / g.size(-1), g.size(-1)}), "calibration", step);
 }
 
@@ -418,7 +419,7 @@ SavedState Hot::save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeo
     s.tensors = {x};
     s.scalars = {1.0};
   } else {
-    const Tensor xc = detail::contiguous_nograd(x);
+    const Tensor xc = backend::contiguous(x);
     const QuantizeKernels& k = kernels_for(settings_, xc.device());
     const int qmax = quant::qmax_for_bits(kGwBits);
     const float m = k.absmax(xc);
@@ -488,7 +489,7 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
     // Per image: columns (I, L) = W̃ᵀ (I, O16) · q_Gᵀ (O16, L), dequantised in the epilogue
     // (per-token scales are per column here), then col2im into dx.
     const int64_t C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3], chw = C * H * W;
-    const Tensor w2d = detail::contiguous_nograd(w2d_in);
+    const Tensor w2d = backend::contiguous(w2d_in);
     check_f32(w2d, layer_name_, "w");
     const WeightQuant wq = quantize_weight(backend::kCpuQuantize, settings_, layer_id_, w2d);
     const float* rs = q.row_scale.defined() ? q.row_scale.data<float>() : nullptr;
@@ -549,7 +550,7 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
     for (int64_t k0 = 0; k0 < Kr; k0 += kMaxChunk)
       int8.gemm_f32(false, false, I, O, std::min(kMaxChunk, Kr - k0), xht.data<int8_t>() + k0, Kr,
                     q.ghq.data<int8_t>() + k0 * O, O, gwt.data<float>(), O, nullptr, alpha, k0 > 0, nullptr);
-    out.grad_weight = detail::contiguous_nograd(gwt.transpose(0, 1));
+    out.grad_weight = backend::contiguous(gwt.transpose(0, 1));
   }
   return out;
 }

@@ -17,6 +17,7 @@
 #include "lb/core/dispatch.h"
 #include "lb/ops/linalg.h"
 #include "lb/ops/shape_ops.h"
+#include "src/backend/copy.h"
 #include "src/backend/lowrank.h"
 
 namespace lb::nn::backward {
@@ -58,7 +59,7 @@ void place(Instant::Basis& b, Device device) {
 // The host copy of a projection's bytes: the key the shared projection below compares.
 std::vector<char> host_bytes(const Tensor& proj) {
   if (!proj.defined()) return {};
-  const Tensor h = detail::contiguous_nograd(proj.to(Device::cpu()));
+  const Tensor h = backend::contiguous(proj.to(Device::cpu()));
   const char* p = static_cast<const char*>(h.raw_data());
   return std::vector<char>(p, p + h.nbytes());
 }
@@ -295,7 +296,7 @@ void Instant::accumulate(GramAccumulator& acc, const Tensor& t, const SequenceOf
   const int64_t rows = t.size(0) * t.size(1);
   if (B == 0 || rows == 0 || C == 0) return;
   NoGradGuard no_grad;
-  const Tensor tc = detail::contiguous_nograd(as_dtype(t, settings_.gram_dtype));
+  const Tensor tc = backend::contiguous(as_dtype(t, settings_.gram_dtype));
   // Per-sample Grams averaged over the batch; on the token axis x_b x_bᵀ goes into the leading
   // L_b×L_b block (a shorter sample is its zero-extension), on the channel axis Σ_b x_bᵀ x_b.
   backend::lowrank_kernels(t.device()).gram_add(acc.sum, tc, seq.get(), token, 1.0 / static_cast<double>(B));
@@ -413,8 +414,8 @@ bool Instant::basis_fits(const Basis& b, const LayerGeometry& g, int64_t C) cons
 
 Tensor Instant::projection(const Basis& b, int64_t L, DType dt) const {
   const Tensor p = as_dtype(b.proj, dt);
-  if (!b.token_axis || L == b.n) return detail::contiguous_nograd(p);
-  return detail::contiguous_nograd(p.slice(1, 0, L));
+  if (!b.token_axis || L == b.n) return backend::contiguous(p);
+  return backend::contiguous(p.slice(1, 0, L));
 }
 
 void Instant::place_bases(Device device) {

@@ -21,6 +21,7 @@
 #include "lb/nn/backward/instant.h"
 #include "lb/ops/conv.h"
 #include "lb/ops/linalg.h"
+#include "src/backend/copy.h"
 #include "src/backend/lowrank.h"
 
 namespace lb::nn::backward {
@@ -29,9 +30,9 @@ namespace {
 constexpr double kImageLayout = 1.0;  // SavedState::scalars[1]: X̂ is (N, R_x, L)
 
 Tensor in_dtype(const Tensor& t, DType dt) {
-  if (t.dtype() == dt) return detail::contiguous_nograd(t);
+  if (t.dtype() == dt) return backend::contiguous(t);
   NoGradGuard no_grad;
-  return detail::contiguous_nograd(t.to(dt));
+  return backend::contiguous(t.to(dt));
 }
 }  // namespace
 
@@ -63,7 +64,7 @@ SavedState Instant::save_conv_impl(const Tensor& x, const Tensor& w2d, const Con
     // x̂ (R_x, N, I) with x̂[:, n, :] = P x_n = P im2col(x_n)ᵀ, the Linear layout, image by
     // image from a per-thread (I, L) column buffer: no (N, L, I) token view, no transpose.
     const Tensor P = in_dtype(x_basis_.proj, x.dtype());
-    const Tensor xc = detail::contiguous_nograd(x);
+    const Tensor xc = backend::contiguous(x);
     const int64_t Rx = P.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
     Tensor xh = Tensor::empty({Rx, N, I}, x.dtype());
     detail::dispatch_float(x.dtype(), "instant conv save", [&](auto tag) {
@@ -126,8 +127,8 @@ Gradients Instant::backward_conv_image_impl(const SavedState& s, const Tensor& g
   const Tensor Q = want_gx ? in_dtype(g_basis_.proj, dt) : Tensor();  // (R_y, O) or (R_y, L)
   const int64_t Rx = want_gw ? P.size(0) : 0, Ry = want_gx ? Q.size(0) : 0;
   // Channel-axis g: W2 = Q w (R_y, I) is shared by every image.
-  const Tensor W2 = want_gx && !g_token ? detail::contiguous_nograd(matmul(Q, w2d)) : Tensor();
-  const Tensor wc = want_gx && g_token ? detail::contiguous_nograd(w2d) : Tensor();
+  const Tensor W2 = want_gx && !g_token ? backend::contiguous(matmul(Q, w2d)) : Tensor();
+  const Tensor wc = want_gx && g_token ? backend::contiguous(w2d) : Tensor();
   Tensor dx = want_gx ? Tensor::zeros(cg.x_shape, dt) : Tensor();
   Tensor gb = Tensor::zeros({O}, dt);
   // g_w's core: channel x, Σ_n g_n X̂_nᵀ (O, R_x), then · P; token x, A (O, R_x·N) with
@@ -177,7 +178,7 @@ Gradients Instant::backward_conv_image_impl(const SavedState& s, const Tensor& g
       // over all images, (N·R_y, O)(O, I): per image it would be an (R_y, O)(O, I) product
       // with R_y as small as 1, reading all of w for each image (memory-bound: on ResNet-18's
       // last stage that made INSTANT's backward slower than the exact one).
-      const Tensor z = detail::contiguous_nograd(matmul(tq, wc));  // (N·R_y, I)
+      const Tensor z = backend::contiguous(matmul(tq, wc));  // (N·R_y, I)
       const T* pz = z.data<T>();
 #pragma omp parallel num_threads(nt) if (nt > 1)
       {
