@@ -302,6 +302,67 @@ TEST(Strategy, LinearAfterGeluKeepsNoCopyOfItsInput) {
   }
 }
 
+// Exact lean: a Linear after LayerNorm keeps LayerNorm's kept input (with its weight and
+// bias, parameters) instead of the normalised output, and recomputes the output in backward
+// with the same kernel: the same gradients bit for bit, one (B, L, H)-sized tensor fewer.
+// The three projections of one attention input all do (none keeps a copy); so does the plain
+// linear op.
+TEST(Strategy, LinearAfterLayerNormKeepsNoCopyOfItsInput) {
+  const int64_t B = 2, L = 5, H = 8, O = 3;
+  const Tensor x = testing::randn({B, L, H}, 80, DType::F32), gamma = testing::randn({H}, 81, DType::F32);
+  const Tensor beta = testing::randn({H}, 82, DType::F32), w = testing::randn({O, H}, 83, DType::F32);
+  const Tensor g = testing::randn({B, L, O}, 84, DType::F32);
+  for (const int consumers : {1, 3, -1}) {  // -1: one plain linear
+    std::vector<Tensor> grads[2];
+    int64_t kept[2] = {0, 0};
+    for (int lean = 0; lean < 2; ++lean) {
+      Tensor xi = x.clone(), gi = gamma.clone(), bi = beta.clone(), wi = w.clone();
+      for (Tensor* t : {&xi, &gi, &bi, &wi}) t->set_requires_grad();
+      const Tensor n = layer_norm(mul_scalar(xi, 2.0), gi, bi, 1e-5);
+      const Tensor a = lean ? n : n.clone();  // not lean: a copy without a recipe
+      Tensor y;
+      if (consumers < 0) y = linear(a, wi, Tensor());
+      for (int c = 0; c < consumers; ++c) {
+        const Tensor yc = strategy_linear(a, wi, Tensor(), make_strategy({{"type", "vanilla"}}, "test"));
+        y = c == 0 ? yc : add(y, yc);
+      }
+      kept[lean] = autograd::saved_bytes();
+      y.backward(g);
+      grads[lean] = {xi.grad(), gi.grad(), bi.grad(), wi.grad()};
+    }
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(grads[1][i].to_double_vector(), grads[0][i].to_double_vector()) << "grad " << i;
+    EXPECT_EQ(kept[0] - kept[1], B * L * H * 4) << consumers << " consumer(s): one f32 (B, L, H) tensor fewer";
+  }
+}
+
+// Exact lean: the Linear after attention (the output projection) keeps attention's kept
+// q, k, v, mask, row stats and keep bits instead of the context, and recomputes the context
+// in backward with the same kernel and Philox position: the same gradients bit for bit
+// (dropout on, so the keep bits must match too), one (B, T, H)-sized tensor fewer.
+TEST(Strategy, LinearAfterAttentionKeepsNoCopyOfItsInput) {
+  const int64_t B = 2, T = 6, heads = 2, H = 8, O = 3;
+  const Tensor q = testing::randn({B, T, H}, 90, DType::F32), k = testing::randn({B, T, H}, 91, DType::F32);
+  const Tensor v = testing::randn({B, T, H}, 92, DType::F32), w = testing::randn({O, H}, 93, DType::F32);
+  const Tensor mask = testing::randn({B, 1, 1, T}, 94, DType::F32), g = testing::randn({B, T, O}, 95, DType::F32);
+  std::vector<Tensor> grads[2];
+  int64_t kept[2] = {0, 0};
+  for (int lean = 0; lean < 2; ++lean) {
+    Tensor qi = q.clone(), ki = k.clone(), vi = v.clone(), wi = w.clone();
+    for (Tensor* t : {&qi, &ki, &vi, &wi}) t->set_requires_grad();
+    PhiloxStream rng(7);
+    const Tensor ctx = attention(qi, ki, vi, heads, mask, 0.25, true, rng);
+    const Tensor a = lean ? ctx : ctx.clone();  // not lean: a copy without a recipe
+    const Tensor y = strategy_linear(a, wi, Tensor(), make_strategy({{"type", "vanilla"}}, "test"));
+    kept[lean] = autograd::saved_bytes();
+    y.backward(g);
+    grads[lean] = {qi.grad(), ki.grad(), vi.grad(), wi.grad()};
+  }
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(grads[1][i].to_double_vector(), grads[0][i].to_double_vector()) << "grad " << i;
+  EXPECT_EQ(kept[0] - kept[1], B * T * H * 4) << "one f32 (B, T, H) tensor fewer";
+}
+
 // The gradient-fidelity probe: a ProbedStrategy passes on the exact gradients (equal to the
 // plain op's) and records the wrapped strategy's own against them, for Linear and Conv2d; the
 // wrapped strategy draws from the probe stream meanwhile and gets its context and figures back.

@@ -52,6 +52,7 @@ void Node::release() {
   saved_.clear();
   saved_.shrink_to_fit();
   fn_ = nullptr;
+  recipe_ = {};
 }
 
 bool should_record(std::initializer_list<Tensor> inputs) {

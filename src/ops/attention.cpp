@@ -137,6 +137,22 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
           if (dmask.defined()) dmask = sum_to(dmask, mask_shape);
           return std::vector<Tensor>{dq, dk, dv, dmask};
         });
+    // The output again, bit for bit, from what the node keeps: the forward kernel on the
+    // operands it read and the same Philox position (the same keep bits). A Linear that
+    // consumes the context keeps these instead of it (lb/nn/backward/strategy.cpp); it costs
+    // one attention forward in backward. Not where the forward read f32 operands of which
+    // only bf16 copies are kept.
+    const bool kept_as_read = read_kept || (kept[0].storage() == q.storage() && kept[1].storage() == k.storage() &&
+                                            kept[2].storage() == v.storage());
+    if (kept_as_read)
+      out.grad_fn()->set_output_recipe([g, drop, empty](const std::vector<Tensor>& s) {
+        if (empty) return Tensor::zeros({g.B, g.Tq, g.H}, s[0].dtype(), s[0].device());
+        Tensor o = Tensor::empty({g.B, g.Tq, g.H}, s[4].dtype(), s[4].device());
+        Tensor stats = Tensor::empty(s[4].shape(), s[4].dtype(), s[4].device(), MemTag::Workspace);
+        Tensor bits = drop ? Tensor::empty(s[5].shape(), DType::U8, s[5].device(), MemTag::Workspace) : Tensor();
+        backend::attention_kernels(o.device()).forward(g, s[0], s[1], s[2], s[3], o, stats, bits);
+        return o;
+      });
   }
   return out;
 }

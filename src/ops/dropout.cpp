@@ -16,9 +16,6 @@
 
 namespace lb {
 
-namespace {
-}  // namespace
-
 Tensor dropout(const Tensor& x, double p, bool training, PhiloxStream& rng) {
   detail::check_defined(x, "dropout", "x");
   detail::check_floating(x, "dropout");

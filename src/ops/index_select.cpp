@@ -3,6 +3,7 @@
 // must lie in [0, size): negative or too large ones are errors, as in PyTorch.
 // Backward (f32/f64) scatter-adds the gradient rows back: repeated indices accumulate.
 // Only the index is saved.
+#include "lb/autograd/kept_input.h"
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/ops/shape_ops.h"
@@ -69,6 +70,19 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
               .index_add_rows(backend::contiguous(g), ids, gx, o_, s_, i_);
           return std::vector<Tensor>{gx};
         });
+    // x recomputable from what the tape holds: so is the gather of it (exact lean).
+    if (autograd::Node::OutputRecipe r = autograd::recipe_of(x); r.fn) {
+      r.kept.push_back(saved_idx);
+      out.grad_fn()->set_output_recipe(
+          {std::move(r.kept), [fn = std::move(r.fn), out_shape, outer, size, inner](const std::vector<Tensor>& kept) {
+             const Tensor xs = fn({kept.begin(), kept.end() - 1});
+             Tensor o = Tensor::empty(out_shape, xs.dtype(), xs.device());
+             if (o.numel() > 0)
+               backend::shape_kernels(xs.device())
+                   .gather_rows(xs, kept.back(), o, outer, size, inner * static_cast<int64_t>(dtype_size(xs.dtype())));
+             return o;
+           }});
+    }
   }
   return out;
 }

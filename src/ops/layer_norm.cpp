@@ -1,6 +1,7 @@
 // layer_norm over the last dim C of x viewed as (R, C) rows (R = B*T for (B, T, C)), forward
 // and backward (kernels: src/backend/layer_norm.h). As PyTorch, the forward saves x plus one
-// mean and one rstd per row (2R values), never x̂ or y; backward recomputes x̂ row by row.
+// mean and one rstd per row (2R values), never x̂ or y; backward recomputes x̂ row by row, and
+// a consumer that needs y recomputes it from the same tensors (the node's output recipe).
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
@@ -46,9 +47,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   backend::layer_norm_kernels(x.device()).forward(xc, wc, bc, y, mean, rstd, eps);
   if (rec) {
     // Saved: x (as given: a view keeps its storage, backward makes it contiguous), weight
-    // (a parameter, not counted as activation memory), mean and rstd (R values each).
+    // (a parameter, not counted as activation memory), mean and rstd (R values each), and
+    // bias, which backward does not read but the output recipe below does.
     autograd::record(
-        "layer_norm", y, {x, weight, bias}, {x, weight, mean, rstd},
+        "layer_norm", y, {x, weight, bias}, {x, weight, mean, rstd, bias},
         [C](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
           const Tensor gc = backend::contiguous(g);
           const Tensor xs = backend::contiguous(s[0]);
@@ -60,6 +62,18 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
           backend::layer_norm_kernels(xs.device()).backward(gc, xs, ws, s[2], s[3], dx, dw, db);
           return std::vector<Tensor>{dx, dw, db};
         });
+    // The output again from what the node keeps, bit for bit: the forward kernel on the same
+    // x, weight and bias (each row's mean and rstd are recomputed by the same loop). A Linear
+    // that consumes y keeps these instead of y (lb/nn/backward/strategy.cpp).
+    y.grad_fn()->set_output_recipe([eps](const std::vector<Tensor>& kept) {
+      const Tensor xs = backend::contiguous(kept[0]);
+      const Tensor ws = kept[1].defined() ? backend::contiguous(kept[1]) : Tensor();
+      const Tensor bs = kept[4].defined() ? backend::contiguous(kept[4]) : Tensor();
+      Tensor out = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+      Tensor no_mean, no_rstd;
+      backend::layer_norm_kernels(xs.device()).forward(xs, ws, bs, out, no_mean, no_rstd, eps);
+      return out;
+    });
   }
   return y;
 }

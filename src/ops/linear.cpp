@@ -10,6 +10,7 @@
 // it (beta = 1), which costs nothing over the zero fill a beta = 0 GEMM does.
 #include <algorithm>
 
+#include "lb/autograd/kept_input.h"
 #include "lb/autograd/node.h"
 #include "lb/autograd/saved_operand.h"
 #include "lb/core/checks.h"
@@ -83,22 +84,28 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   gemm.gemm_into(ym, read_copy ? as_matrices(save_x) : xm, false, w, true, batch, /*accumulate=*/b.defined());
 
   if (record) {
-    const Tensor save_w = x.requires_grad() ? w : Tensor();
+    // x itself, or (exact lean) what its producer keeps to give it back (kept_input.h).
+    autograd::KeptInput kept_x = autograd::keep_input(x, save_x);
+    std::vector<Tensor> saved = kept_x.tensors;
+    saved.push_back(x.requires_grad() ? w : Tensor());
+    const size_t n_x = kept_x.tensors.size();
+    kept_x.tensors.clear();
     autograd::record(
-        "linear", y, {x, w, b}, {save_x, save_w},
-        [x_shape = x.shape(), O, I, batch](const Tensor& g, const std::vector<Tensor>& s,
-                                           const std::vector<bool>& need) {
+        "linear", y, {x, w, b}, saved,
+        [x_shape = x.shape(), O, I, batch, kept_x, n_x](const Tensor& g, const std::vector<Tensor>& s,
+                                                         const std::vector<bool>& need) {
           const Tensor gm = as_matrices(g);
           Tensor gx, gw, gb;
           if (need[0]) {  // g_x = g_y w
             gx = Tensor::empty(x_shape, g.dtype(), g.device());
             Tensor gxm = as_matrices(gx);
-            backend::gemm_kernels(g.device()).gemm_into(gxm, gm, false, s[1], false, batch, false);
+            backend::gemm_kernels(g.device()).gemm_into(gxm, gm, false, s.back(), false, batch, false);
           }
           if (need[1]) {  // g_w = g_yᵀ x, summed over every row of the batch
             gw = Tensor::empty({O, I}, g.dtype(), g.device());
-            // s[0] may be bf16
-            backend::gemm_kernels(g.device()).gemm_into(gw, gm, true, as_matrices(s[0]), false, batch, false);
+            // x may be bf16
+            const Tensor xs = kept_x.get({s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_x)});
+            backend::gemm_kernels(g.device()).gemm_into(gw, gm, true, as_matrices(xs), false, batch, false);
           }
           if (need[2]) gb = column_sums(g, O);  // g_b = Σ_rows g_y
           return std::vector<Tensor>{gx, gw, gb};

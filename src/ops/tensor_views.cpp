@@ -1,5 +1,6 @@
 // Tensor's view methods: the geometry of lb/core/views.h plus each view's backward, which maps
 // the output gradient back onto the input's geometry.
+#include "lb/autograd/kept_input.h"
 #include "lb/autograd/node.h"
 #include "lb/core/tensor.h"
 #include "lb/core/views.h"
@@ -11,14 +12,23 @@ namespace {
 using autograd::record;
 using autograd::should_record;
 
-// Records a view's backward: `back` maps the output gradient to the input's shape.
+// Records a view's backward: `back` maps the output gradient to the input's shape. A view of
+// an output the tape can recompute can be recomputed too: the same geometry over the
+// recomputed (contiguous) input (exact lean, lb/autograd/kept_input.h).
 template <typename Fn>
 Tensor finish_view(const char* name, Tensor out, const Tensor& in, Fn back) {
-  if (should_record({in}))
+  if (should_record({in})) {
     record(name, out, {in}, {},
            [back](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
              return std::vector<Tensor>{back(g)};
            });
+    if (autograd::Node::OutputRecipe r = autograd::recipe_of(in); r.fn)
+      out.grad_fn()->set_output_recipe(
+          {std::move(r.kept), [fn = std::move(r.fn), shape = out.shape(), strides = out.strides(),
+                               offset = out.offset()](const std::vector<Tensor>& kept) {
+             return make_view(fn(kept), shape, strides, offset);
+           }});
+  }
   return out;
 }
 }  // namespace

@@ -56,13 +56,20 @@ class Node {
   // which input it is (0, 1, ...), or kOutputRole / kStateRole.
   static constexpr int kOutputRole = -1, kStateRole = -2;
   const std::string& module_scope() const { return scope_; }
-  // How to recompute this node's output from its saved tensors, bit for bit (null: not
-  // possible). Set by ops that keep their input anyway (GELU): a consumer that would keep the
-  // output for its own backward keeps those saved tensors instead and recomputes it, so a
-  // pointwise chain keeps one tensor.
-  using Recompute = std::function<Tensor(const std::vector<Tensor>& saved)>;
-  const Recompute& output_recipe() const { return recipe_; }
-  void set_output_recipe(Recompute r) { recipe_ = std::move(r); }
+  // How to recompute this node's output bit for bit from tensors the tape holds anyway
+  // (null fn: not possible). Set by ops that keep their input (GELU, LayerNorm, attention:
+  // `kept` = their saved tensors), and passed on by views and index_select of such an output
+  // (`kept` = the producer's, plus the index): a consumer that would keep the output for its
+  // own backward keeps `kept` instead and recomputes it (kept_input.h), so a chain keeps one
+  // tensor.
+  using Recompute = std::function<Tensor(const std::vector<Tensor>& kept)>;
+  struct OutputRecipe {
+    std::vector<Tensor> kept;
+    Recompute fn;
+  };
+  const OutputRecipe& output_recipe() const { return recipe_; }
+  void set_output_recipe(Recompute fn) { recipe_ = {saved_, std::move(fn)}; }  // kept = saved()
+  void set_output_recipe(OutputRecipe r) { recipe_ = std::move(r); }
   const std::vector<int>& saved_roles() const { return roles_; }
   void set_origin(std::string scope, std::vector<int> roles) {
     scope_ = std::move(scope);
@@ -81,7 +88,7 @@ class Node {
   bool released_ = false;
   std::string scope_;
   std::vector<int> roles_;
-  Recompute recipe_;
+  OutputRecipe recipe_;
 };
 
 // True when grad mode is on and any defined input requires grad.

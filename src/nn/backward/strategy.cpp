@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 
+#include "lb/autograd/kept_input.h"
 #include "lb/autograd/node.h"
 #include "lb/autograd/saved_operand.h"
 #include "lb/ops/linalg.h"
@@ -156,14 +157,13 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
   const Tensor x3 = x.detach().contiguous().view({B, L, I});
   SavedState state = strategy->save(x3, w.detach(), call);
   const bool need_gx = x.requires_grad();
-  // Exact lean: an exact state keeping x itself, where x is the output of an op that keeps
-  // its input and can recompute x from it (GELU), keeps that op's tensors instead (already on
-  // the tape: no new bytes) and recomputes x in backward, bit for bit.
+  // Exact lean: an exact state keeping x itself keeps what x's producer keeps instead, where
+  // that gives x back (lb/autograd/kept_input.h), and recomputes x in backward, bit for bit.
   autograd::Node::Recompute recompute;
-  if (state.exact && state.tensors.size() == 1 && state.tensors[0].storage() == x3.storage() && x.grad_fn() &&
-      x.grad_fn()->output_recipe() && x.is_contiguous() && x.offset() == 0) {
-    recompute = x.grad_fn()->output_recipe();
-    state.tensors = x.grad_fn()->saved();
+  if (state.exact && state.tensors.size() == 1) {
+    autograd::KeptInput kept = autograd::keep_input(x, state.tensors[0]);
+    recompute = std::move(kept.recompute);
+    state.tensors = std::move(kept.tensors);
   }
   std::vector<Tensor> saved = state.tensors;
   saved.push_back(need_gx ? w : Tensor());  // w for g_x (a parameter: not counted as saved)
