@@ -6,7 +6,6 @@
 #include <cstring>
 #include <sstream>
 
-
 namespace lb {
 
 std::string shape_str(const Shape& s) {
@@ -67,11 +66,6 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemTag tag)
   return Tensor(std::move(impl));
 }
 
-
-
-
-
-
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();
@@ -121,8 +115,6 @@ void* Tensor::raw_data() const {
   return static_cast<char*>(storage()->data()) + offset() * dtype_size(dtype());
 }
 
-
-
 // ---------------------------------------------------------------- autograd accessors
 bool Tensor::requires_grad() const { return checked(impl_).requires_grad; }
 
@@ -142,6 +134,5 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return checked(
 bool Tensor::is_leaf() const { return checked(impl_).grad_fn == nullptr; }
 
 Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
-
 
 }  // namespace lb
