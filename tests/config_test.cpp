@@ -36,6 +36,32 @@ TEST(Config, DefaultsAndResolvedRoundTrip) {
   EXPECT_EQ(parse(r).to_json(), r);
 }
 
+TEST(Config, MemoryCodecRulesParseWithDefaultsAndRoundTrip) {
+  const Config none = parse(nlohmann::json::object());
+  EXPECT_TRUE(none.memory.codecs.empty());
+  EXPECT_FALSE(none.to_json().contains("memory"));  // a run without codecs writes what it did before
+  const Config c = parse({{"memory",
+                           {{"codecs",
+                             {{{"match", "bert.encoder.*"}, {"op", "gelu"}, {"codec", "int4"}},
+                              {{"codec", "int8"}, {"group", "row"}},
+                              {{"codec", "bf16"}}}}}}});
+  ASSERT_EQ(c.memory.codecs.size(), 3u);
+  EXPECT_EQ(c.memory.codecs[0].op, "gelu");
+  EXPECT_EQ(c.memory.codecs[0].role, "*");
+  EXPECT_EQ(c.memory.codecs[0].spec.group, 128);
+  EXPECT_TRUE(c.memory.codecs[0].spec.stochastic);   // int4, int2: stochastic by default
+  EXPECT_FALSE(c.memory.codecs[1].spec.stochastic);  // int8: round to nearest
+  EXPECT_EQ(c.memory.codecs[1].spec.group, 0);       // per row
+  EXPECT_EQ(c.memory.codecs[2].spec.codec, autograd::Codec::BF16);
+  const nlohmann::json r = c.to_json();
+  EXPECT_EQ(r["memory"]["codecs"][1]["group"], "row");
+  EXPECT_EQ(parse(r).to_json(), r);
+  // --set reaches it as any other key.
+  nlohmann::json j = nlohmann::json::object();
+  apply_override(j, "memory.codecs=[{\"codec\":\"int2\",\"rounding\":\"nearest\"}]");
+  EXPECT_FALSE(parse(j).memory.codecs.at(0).spec.stochastic);
+}
+
 TEST(Config, SgdDefaultsAndKeys) {
   const Config c = parse({{"optimizer", {{"type", "sgd"}, {"momentum", 0.9}, {"nesterov", true}}}});
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.1);
@@ -82,6 +108,15 @@ TEST(Config, ErrorsNameFileAndPath) {
       {{{"freeze", "bert.*"}}, "freeze: expected a list"},
       {{{"freeze", {1}}}, "freeze[0]: expected a string"},
       {{{"output", {{"path", "x"}}}}, "output: unknown key 'path'"},
+      {{{"memory", {{"codecs", {{"codec", "int8"}}}}}}, "memory.codecs: expected a list of rules"},
+      {{{"memory", {{"codecs", {{{"match", "*"}}}}}}}, "memory.codecs[0].codec: missing"},
+      {{{"memory", {{"codecs", {{{"codec", "int3"}}}}}}}, "memory.codecs[0].codec: 'int3' is not valid"},
+      {{{"memory", {{"codecs", {{{"codec", "int8"}, {"group", 0}}}}}}}, "memory.codecs[0].group: 0 is out of range"},
+      {{{"memory", {{"codecs", {{{"codec", "int8"}, {"group", "col"}}}}}}}, "memory.codecs[0].group: \"row\" or"},
+      {{{"memory", {{"codecs", {{{"codec", "bf16"}, {"rounding", "stochastic"}}}}}}},
+       "memory.codecs[0].rounding: bf16 rounds to nearest only"},
+      {{{"memory", {{"codecs", {{{"codec", "int4"}, {"bits", 4}}}}}}}, "memory.codecs[0]: unknown key 'bits'"},
+      {{{"memory", {{"recompute", true}}}}, "memory: unknown key 'recompute'"},
   };
   for (const auto& c : cases) {
     const std::string e = parse_error(c.j);

@@ -516,6 +516,47 @@ std::map<std::string, std::vector<double>> weights(const std::string& checkpoint
   return out;
 }
 
+// Kept-tensor codecs (config memory.codecs) in a run: fewer bytes kept, stochastic rounding
+// keyed by the step so a resumed run equals an uninterrupted one, and rules that keep nothing
+// are errors naming the rule.
+TEST(Trainer, CodecsKeepLessResumeExactlyAndRulesMustMatch) {
+  TempDir tmp("lb_trainer");
+  nlohmann::json j = tiny(6);
+  j["train"]["grad_accum"] = 2;
+  j["train"]["eval_every"] = 4;
+  j["train"]["log_every"] = 1;
+  const TrainResult plain = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("plain")));
+  j["memory"] = {{"codecs", {{{"op", "gelu"}, {"codec", "int8"}}, {{"codec", "int4"}}}}};
+  const Config c = Config::from_json(j, "tiny.json");
+  const TrainResult full = train(c, quiet(tmp.sub("full")));
+  const auto saved = [&](const std::string& run) {
+    for (const auto& l : read_lines(tmp.sub(run) + "/metrics.jsonl"))
+      if (const auto m = nlohmann::json::parse(l); m["type"] == "train") return m["saved_bytes"].get<double>();
+    return 0.0;
+  };
+  EXPECT_LT(saved("full"), 0.35 * saved("plain"));
+  ASSERT_EQ(full.losses.size(), plain.losses.size());
+  EXPECT_NE(full.losses, plain.losses);
+  for (size_t i = 0; i < full.losses.size(); ++i) EXPECT_NEAR(full.losses[i], plain.losses[i], 0.05) << i;
+  TrainOptions first = quiet(tmp.sub("cut"));
+  first.interrupt_after = 3;
+  EXPECT_TRUE(train(c, first).interrupted);
+  TrainOptions second = quiet(tmp.sub("cut"));
+  second.resume = tmp.sub("cut");
+  const TrainResult rest = train(c, second);
+  ASSERT_EQ(rest.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rest.losses[i], full.losses[3 + i]) << "step " << 3 + i;
+  EXPECT_EQ(weights(rest.last_checkpoint), weights(full.last_checkpoint));
+
+  j["memory"] = {{"codecs", {{{"codec", "int8"}}, {{"op", "gelu"}, {"codec", "int4"}}}}};
+  std::string m = testing::error_message([&] { train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("shadowed"))); });
+  EXPECT_NE(m.find("memory.codecs[1] (match '*', op 'gelu', role '*') decided no kept tensor"), std::string::npos) << m;
+  EXPECT_NE(m.find("gelu"), std::string::npos) << m;
+  j["memory"] = {{"codecs", {{{"match", "encoder.*"}, {"codec", "int8"}}}}};
+  m = testing::error_message([&] { train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("typo"))); });
+  EXPECT_NE(m.find("tiny.json: memory.codecs[0].match 'encoder.*' matches no module"), std::string::npos) << m;
+}
+
 class TrainerByStrategy : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TrainerByStrategy, AccumulatedMicroBatchesEqualOneLargeBatch) {

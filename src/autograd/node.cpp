@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "lb/autograd/module_scope.h"
+#include "lb/autograd/saved_codec.h"
 
 namespace lb::autograd {
 
@@ -40,7 +41,9 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) {
            "first backward()");
   std::vector<bool> needs(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) needs[i] = inputs_[i].needed();
-  std::vector<Tensor> grads = fn_(grad_output, saved_, needs);
+  std::vector<Tensor> saved = saved_;  // encoded ones decoded (saved_codec.h)
+  for (Tensor& t : saved) t = decode(t);
+  std::vector<Tensor> grads = fn_(grad_output, saved, needs);
   LB_CHECK(grads.size() == inputs_.size(), "internal: backward of '", name_, "' returned ",
            grads.size(), " gradients for ", inputs_.size(), " inputs");
   return grads;
@@ -53,6 +56,13 @@ void Node::release() {
   saved_.shrink_to_fit();
   fn_ = nullptr;
   recipe_ = {};
+}
+
+std::string Node::role_name(int role) {
+  return role == kOutputRole ? "output"
+         : role == kStateRole ? "state"
+         : role == 0          ? "input"
+                              : "input" + std::to_string(role);
 }
 
 bool should_record(std::initializer_list<Tensor> inputs) {
@@ -94,9 +104,10 @@ void record(const std::string& name, Tensor& out, const std::vector<Tensor>& inp
       kept.emplace_back();
       continue;
     }
-    const MemTag tag = s.storage()->tag();
-    if (tag == MemTag::Other || tag == MemTag::Workspace) s.storage()->set_tag(MemTag::Saved);
-    kept.push_back(s.detach());
+    const Tensor e = codecs_active() ? encode_kept(s, name, Node::role_name(role)) : s;
+    const MemTag tag = e.storage()->tag();
+    if (tag == MemTag::Other || tag == MemTag::Workspace) e.storage()->set_tag(MemTag::Saved);
+    kept.push_back(e.detach());
   }
   auto node = std::make_shared<Node>(name, std::move(edges), std::move(kept), std::move(fn));
   node->set_origin(current_module_scope(), std::move(roles));

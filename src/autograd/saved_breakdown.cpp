@@ -23,10 +23,7 @@ std::vector<SavedEntry> saved_breakdown() {
       SavedEntry e;
       e.module = n.module_scope();
       e.op = n.name();
-      e.role = role == Node::kOutputRole  ? "output"
-               : role == Node::kStateRole ? "state"
-               : role == 0                ? "input"
-                                          : "input" + std::to_string(role);
+      e.role = Node::role_name(role);
       e.bytes = static_cast<int64_t>(s->nbytes());
       e.dtype = t.dtype();
       e.shape = t.shape();

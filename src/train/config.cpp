@@ -231,17 +231,70 @@ ScheduleSection parse_schedule(const nlohmann::json& j) {
 }
 
 
+MemorySection parse_memory(const nlohmann::json& j) {
+  MemorySection m;
+  JsonReader r(j, "memory");
+  if (const auto& codecs = r.raw("codecs"); !codecs.is_null()) {
+    LB_CHECK(codecs.is_array(), "memory.codecs: expected a list of rules ({\"match\", \"op\", \"role\", "
+             "\"codec\", ...}), got ", codecs.dump());
+    for (size_t i = 0; i < codecs.size(); ++i) {
+      const std::string path = "memory.codecs[" + std::to_string(i) + "]";
+      LB_CHECK(codecs[i].is_object(), path, ": expected a rule object, got ", codecs[i].dump());
+      JsonReader c(codecs[i], path);
+      autograd::CodecRule rule;
+      rule.match = c.string("match", "*");
+      rule.op = c.string("op", "*");
+      rule.role = c.string("role", "*");
+      LB_CHECK(c.has("codec"), path, ".codec: missing (f32, bf16, int8, int4 or int2)");
+      const std::string name = c.choice("codec", "f32", {"f32", "bf16", "int8", "int4", "int2"});
+      autograd::parse_codec(name, &rule.spec.codec);
+      const auto& g = c.raw("group");
+      if (g.is_string()) {
+        LB_CHECK(g.get<std::string>() == "row", path, ".group: \"row\" or a number of elements, got ", g.dump());
+        rule.spec.group = 0;
+      } else if (!g.is_null()) {
+        rule.spec.group = c.integer("group", 128, 1, int64_t{1} << 30);
+      }
+      const bool integer = rule.spec.codec != autograd::Codec::F32 && rule.spec.codec != autograd::Codec::BF16;
+      const std::string rounding = c.choice("rounding", integer && rule.spec.codec != autograd::Codec::Int8
+                                                            ? "stochastic" : "nearest",
+                                            {"nearest", "stochastic"});
+      LB_CHECK(integer || rounding == "nearest", path, ".rounding: ", name,
+               " rounds to nearest only (stochastic rounding is for int8, int4, int2)");
+      LB_CHECK(integer || g.is_null(), path, ".group: ", name, " has no groups (they are for int8, int4, int2)");
+      rule.spec.stochastic = rounding == "stochastic";
+      c.finish();
+      m.codecs.push_back(rule);
+    }
+  }
+  r.finish();
+  return m;
+}
+
 }  // namespace
+
+nlohmann::json MemorySection::to_json() const {
+  nlohmann::json rules = nlohmann::json::array();
+  for (const auto& r : codecs) {
+    nlohmann::json j = {{"match", r.match}, {"op", r.op}, {"role", r.role}, {"codec", autograd::codec_name(r.spec.codec)}};
+    if (r.spec.codec != autograd::Codec::F32 && r.spec.codec != autograd::Codec::BF16) {
+      j["group"] = r.spec.group == 0 ? nlohmann::json("row") : nlohmann::json(r.spec.group);
+      j["rounding"] = r.spec.stochastic ? "stochastic" : "nearest";
+    }
+    rules.push_back(j);
+  }
+  return {{"codecs", rules}};
+}
 
 Config Config::from_json(const nlohmann::json& j, const std::string& source) {
   LB_CHECK(j.is_object(), source, ": a config is a JSON object with sections model, data, train, "
-           "optimizer, schedule, backward, freeze, output");
+           "optimizer, schedule, backward, freeze, memory, output");
   try {
     Config c;
     c.source = source;
     JsonReader top(j, "config");
     for (const char* k : {"model", "data", "train", "optimizer", "schedule", "backward", "freeze",
-                          "output", "comment"})
+                          "memory", "output", "comment"})
       top.allow(k);
     top.finish();
     c.model = parse_model(section(j, "model"));
@@ -258,6 +311,7 @@ Config Config::from_json(const nlohmann::json& j, const std::string& source) {
         c.freeze.push_back(f[i].get<std::string>());
       }
     }
+    c.memory = parse_memory(section(j, "memory"));
     {
       JsonReader r(section(j, "output"), "output");
       c.output.dir = expand_path(r.string("dir", ""), "output.dir");
@@ -309,7 +363,7 @@ nlohmann::json Config::to_json() const {
     opt_j["beta2"] = optimizer.beta2;
     opt_j["eps"] = optimizer.eps;
   }
-  return {{"model", model_j},
+  nlohmann::json out = {{"model", model_j},
           {"data", data_j},
           {"train",
            {{"epochs", train.epochs},
@@ -334,6 +388,9 @@ nlohmann::json Config::to_json() const {
           {"backward", backward.source_json()},
           {"freeze", freeze},
           {"output", {{"dir", output.dir}}}};
+  // Written only when set, so the config of a run without codecs reads as before.
+  if (!memory.codecs.empty()) out["memory"] = memory.to_json();
+  return out;
 }
 
 nlohmann::json read_config_json(const std::string& path) {

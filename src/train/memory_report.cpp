@@ -114,6 +114,7 @@ MemoryReport memory_report(Config config, const std::string& strategy) {
   options.schedule = &s.schedule;
   options.strategies = s.strategies;
   options.seed = config.train.seed;  // rank 0's key, as train
+  if (!config.memory.codecs.empty()) options.codecs = std::make_shared<autograd::CodecRules>(config.memory.codecs);
   TrainStep step(s.model->module(), *s.optimizer, options);
   s.model->module().train();
   step.begin_step(0);

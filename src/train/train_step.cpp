@@ -59,6 +59,7 @@ int64_t TrainStep::global_examples(const std::vector<MicroBatch>& micro, const s
 }
 
 void TrainStep::accumulate(const std::vector<MicroBatch>& micro, const std::string& what) {
+  const autograd::SavedCodecScope codecs(opt_.codecs, opt_.seed, context_->step, context_->stream);
   const double examples = static_cast<double>(global_examples(micro, what));
   for (const auto& m : micro) {
     if (m.examples == 0) continue;
@@ -70,6 +71,7 @@ void TrainStep::accumulate(const std::vector<MicroBatch>& micro, const std::stri
 
 StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bool measure_saved) {
   begin_step(step);
+  const autograd::SavedCodecScope codecs(opt_.codecs, opt_.seed, step, nn::backward::kTrainingStream);
   Allocator& allocator = allocator_for(opt_.device);
   allocator.reset_activation_peak();
   StepResult r;
@@ -95,6 +97,10 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
       const double ex = static_cast<double>(micro[m].examples);
       r.paper_flops_per_example = paper.backward_flops / ex;
       r.paper_saved_bytes_per_example = paper.saved_bytes_fp32 / ex;
+    }
+    if (!codecs_checked_) {
+      check_codec_rules();
+      codecs_checked_ = true;
     }
     const double l = loss.item_double();
     if (!std::isfinite(l))
@@ -138,6 +144,21 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
   r.activation_peak_bytes = mem.activation_peak;
   r.at_activation_peak = mem.at_activation_peak;
   return r;
+}
+
+void TrainStep::check_codec_rules() const {
+  if (!opt_.codecs) return;
+  const std::vector<int64_t> matches = opt_.codecs->matches();
+  for (size_t i = 0; i < matches.size(); ++i) {
+    if (matches[i] > 0) continue;
+    const autograd::CodecRule& r = opt_.codecs->rules()[i];
+    std::string ops;
+    for (const auto& op : opt_.codecs->ops_seen()) ops += (ops.empty() ? "" : ", ") + op;
+    throw Error("memory.codecs[" + std::to_string(i) + "] (match '" + r.match + "', op '" + r.op + "', role '" +
+                r.role + "') decided no kept tensor in the first forward: an earlier rule took them, or " +
+                "nothing matches. Ops that kept activations: " + (ops.empty() ? "none" : ops) +
+                "; roles: input, input1, ..., output");
+  }
 }
 
 // The first parameter whose gradient holds a NaN/inf, as "name (layer L, backward strategy S)".

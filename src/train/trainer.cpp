@@ -143,6 +143,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   step_options.strategies = s.strategies;
   // HOT's stochastic-rounding streams: keyed by rank too (rank 0 keeps the single-process key).
   step_options.seed = tc.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(pg.rank()));
+  if (!config.memory.codecs.empty())
+    step_options.codecs = std::make_shared<autograd::CodecRules>(config.memory.codecs);
   TrainStep train_step(module, *s.optimizer, step_options);
   // Same starting weights on every rank (they are initialised alike, and a resumed run loaded
   // the same checkpoint; the broadcast makes it so bitwise).

@@ -62,6 +62,15 @@ TrainingSetup set_up_training(Config& config, const std::string& strategy, Devic
       throw Error(config.source + ": freeze: " + e.what());
     }
   }
+  // A codec rule whose module glob matches no module is a typo (rules whose op or role keep
+  // nothing are caught after the first forward, TrainStep).
+  for (size_t i = 0; i < config.memory.codecs.size(); ++i) {
+    const std::string& glob = config.memory.codecs[i].match;
+    bool found = false;
+    for (const auto& [name, m] : module.named_modules()) found = found || glob_match(glob, name);
+    LB_CHECK(found, config.source, ": memory.codecs[", i, "].match '", glob, "' matches no module of this ",
+             config.model.type, " model (module names look like '", module.named_modules().back().first, "')");
+  }
   try {
     s.plan = config.backward.plan(module, strategy);
   } catch (const Error& e) {

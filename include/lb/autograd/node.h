@@ -55,6 +55,8 @@ class Node {
   // Attribution (saved_breakdown.h): the module path it was recorded in, and per saved tensor
   // which input it is (0, 1, ...), or kOutputRole / kStateRole.
   static constexpr int kOutputRole = -1, kStateRole = -2;
+  // "input", "input1", ..., "output", "state".
+  static std::string role_name(int role);
   const std::string& module_scope() const { return scope_; }
   // How to recompute this node's output bit for bit from tensors the tape holds anyway
   // (null fn: not possible). Set by ops that keep their input (GELU, LayerNorm, attention:

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lb/autograd/saved_codec.h"
 #include "lb/nn/backward/policy.h"
 
 namespace lb::train {
@@ -88,6 +89,13 @@ struct ScheduleSection {
   double min_ratio = 0.0;        // cosine floor
 };
 
+// How the tape keeps what backward needs (lb/autograd/saved_codec.h): kept-tensor codecs by
+// rule, first match wins ({"match", "op", "role", "codec", "group", "rounding"}).
+struct MemorySection {
+  std::vector<autograd::CodecRule> codecs;
+  nlohmann::json to_json() const;
+};
+
 struct OutputSection {
   std::string dir;               // the run directory ("" = runs/<config file stem>)
 };
@@ -103,6 +111,7 @@ struct Config {
   // gives the section as written, the run's config.json Policy::resolved_json().
   nn::backward::Policy backward;
   std::vector<std::string> freeze;  // globs of parameters to freeze
+  MemorySection memory;
   OutputSection output;
 
   nlohmann::json to_json() const;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "lb/autograd/saved_codec.h"
 #include "lb/core/allocator.h"
 #include "lb/core/device.h"
 #include "lb/core/error.h"
@@ -57,8 +58,11 @@ struct TrainStepOptions {
   // The layers' backward strategies: the papers' accounting of the step, and the layer named
   // when a gradient is not finite. The step gives them its step context (their random draws).
   std::vector<std::shared_ptr<nn::backward::Strategy>> strategies;
-  // The seed of the strategies' random streams (HOT's stochastic rounding).
+  // The seed of the strategies' random streams (HOT's stochastic rounding) and the codecs'.
   uint64_t seed = 0;
+  // Kept-tensor codecs (config memory.codecs; null or empty: none). The first run() checks
+  // that every rule decided some kept tensor, and names the one that did not.
+  std::shared_ptr<const autograd::CodecRules> codecs;
 };
 
 struct StepResult {
@@ -107,12 +111,14 @@ class TrainStep {
   int64_t global_examples(const std::vector<MicroBatch>& micro, const std::string& what);
   void wait_for_device() const;
   std::string first_bad_gradient();
+  void check_codec_rules() const;
 
   nn::Module& module_;
   optim::Optimizer& optimizer_;
   TrainStepOptions opt_;
   std::vector<Tensor> trainable_;
   std::shared_ptr<nn::backward::StepContext> context_;
+  bool codecs_checked_ = false;
 };
 
 }  // namespace lb::train
