@@ -363,6 +363,63 @@ TEST(Strategy, LinearAfterAttentionKeepsNoCopyOfItsInput) {
   EXPECT_EQ(kept[0] - kept[1], B * T * H * 4) << "one f32 (B, T, H) tensor fewer";
 }
 
+// Deferred save: a compressed strategy (HOT with its int8 and stochastic rounding, INSTANT at
+// a low rank) whose input LayerNorm can give back keeps nothing of its own and computes its
+// state in backward from the recomputed input: the same gradients bit for bit as keeping the
+// state from forward (the input passed through a copy without a recipe), and only the
+// producer's bytes on the tape. Three consumers of one input, as BERT's q, k and v.
+TEST(Strategy, CompressedLinearAfterLayerNormKeepsNothingOfItsOwn) {
+  const int64_t B = 2, L = 16, H = 32, O = 24;
+  const Tensor x = testing::randn({B, L, H}, 60, DType::F32), gamma = testing::randn({H}, 61, DType::F32);
+  const Tensor beta = testing::randn({H}, 62, DType::F32), g = testing::randn({B, L, O}, 64, DType::F32);
+  const nlohmann::json specs[] = {{{"type", "hot"}},
+                                  {{"type", "instant"}, {"rank", 4}, {"exact_when_no_gain", false}}};
+  for (const auto& spec : specs) {
+    std::vector<Tensor> grads[2];
+    int64_t kept[2] = {0, 0};
+    for (int lean = 0; lean < 2; ++lean) {
+      Tensor xi = x.clone(), gi = gamma.clone(), bi = beta.clone();
+      for (Tensor* t : {&xi, &gi, &bi}) t->set_requires_grad();
+      gi.storage()->set_tag(MemTag::Parameter);
+      bi.storage()->set_tag(MemTag::Parameter);
+      std::vector<Tensor> w;
+      std::vector<std::shared_ptr<Strategy>> layers;
+      for (uint64_t c = 0; c < 3; ++c) {
+        w.push_back(testing::randn({O, H}, 65 + c, DType::F32).set_requires_grad());
+        w.back().storage()->set_tag(MemTag::Parameter);
+        layers.push_back(make_strategy(spec, "test"));
+        layers.back()->set_layer("layer" + std::to_string(c), static_cast<int64_t>(c));
+      }
+      if (spec["type"] == "instant") {  // bases from one exact pass
+        for (auto& l : layers) l->begin_calibration();
+        const Tensor n = layer_norm(x, gamma, beta, 1e-5);
+        for (uint64_t c = 0; c < 3; ++c)
+          strategy_linear(n, w[c], Tensor(), layers[c]).backward(testing::randn({B, L, O}, 70 + c, DType::F32));
+        for (auto& l : layers) l->finish_calibration();
+        for (auto& t : w) t.zero_grad();
+      }
+      const int64_t before = autograd::saved_bytes();
+      const Tensor n = layer_norm(mul_scalar(xi, 2.0), gi, bi, 1e-5);
+      const Tensor a = lean ? n : n.clone();  // not lean: a copy without a recipe
+      Tensor y;
+      for (int c = 0; c < 3; ++c) {
+        const Tensor yc = strategy_linear(a, w[c], Tensor(), layers[c]);
+        y = c == 0 ? yc : add(y, yc);
+      }
+      kept[lean] = autograd::saved_bytes() - before;
+      if (lean) EXPECT_EQ(layers[0]->measured().last_saved_bytes, 0) << spec.dump();
+      y.backward(g);
+      grads[lean] = {xi.grad(), gi.grad(), bi.grad(), w[0].grad(), w[1].grad(), w[2].grad()};
+    }
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      EXPECT_EQ(grads[1][i].to_double_vector(), grads[0][i].to_double_vector()) << spec.dump() << " grad " << i;
+    // Lean: LayerNorm's input (B·L·H f32) and statistics only. Not lean: also the strategies'
+    // states (HOT: three int8 HLA copies, INSTANT: one shared projection) and the copy.
+    EXPECT_EQ(kept[1], B * L * H * 4 + 2 * B * L * 4) << spec.dump();
+    EXPECT_GT(kept[0], kept[1]) << spec.dump();
+  }
+}
+
 // The gradient-fidelity probe: a ProbedStrategy passes on the exact gradients (equal to the
 // plain op's) and records the wrapped strategy's own against them, for Linear and Conv2d; the
 // wrapped strategy draws from the probe stream meanwhile and gets its context and figures back.

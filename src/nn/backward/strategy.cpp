@@ -31,7 +31,7 @@ void Strategy::check_device(const Tensor& x, bool conv) const {
            x.device().str(), ". HINT: the vanilla strategy runs on CUDA");
 }
 
-SavedState Strategy::save(const Tensor& x, const Tensor& w, const CallContext& call) {
+void Strategy::note_call(const Tensor& x, const Tensor& w, const CallContext& call) {
   check_device(x, /*conv=*/false);
   LB_CHECK(x.dim() == 3 && w.dim() == 2 && x.size(2) == w.size(1), "backward strategy '", type(),
            "' (", layer_name_, "): x must be (B, L, I) and w (O, I), got ", shape_str(x.shape()),
@@ -48,6 +48,19 @@ SavedState Strategy::save(const Tensor& x, const Tensor& w, const CallContext& c
       last_geom_.longest = std::max(last_geom_.longest, (*packed)[b] - (*packed)[b - 1]);
     }
   }
+}
+
+void Strategy::note_deferred_call(const Tensor& x, const Tensor& w, const CallContext& call) {
+  note_call(x, w, call);
+  last_saved_bytes_ = 0;  // the tape's producer keeps what gives x back
+}
+
+SavedState Strategy::save(const Tensor& x, const Tensor& w, const CallContext& call) {
+  return save(x, w, call, /*deferred=*/false);
+}
+
+SavedState Strategy::save(const Tensor& x, const Tensor& w, const CallContext& call, bool deferred) {
+  note_call(x, w, call);
   auto stamp = [&](SavedState s) {
     s.geom = last_geom_;
     s.sequences = call.sequences;
@@ -60,6 +73,7 @@ SavedState Strategy::save(const Tensor& x, const Tensor& w, const CallContext& c
   }
   if (fell_back_) return stamp(save_exact(x, w));
   SavedState s = stamp(save_impl(x, w, call));
+  if (deferred) return s;  // held during this backward only
   int64_t bytes = 0;
   for (const Tensor& t : s.tensors)
     if (t.defined()) bytes += static_cast<int64_t>(t.nbytes());
@@ -155,8 +169,37 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
   const int64_t L = x.dim() >= 3 ? x.size(-2) : 1;
   const int64_t B = x.numel() / (L * I);
   const Tensor x3 = x.detach().contiguous().view({B, L, I});
-  SavedState state = strategy->save(x3, w.detach(), call);
   const bool need_gx = x.requires_grad();
+  // A compressed strategy whose x the tape gives back defers its save to backward (see
+  // Strategy::note_deferred_call): it keeps nothing of its own.
+  if (strategy->can_defer_save()) {
+    autograd::KeptInput kept = autograd::keep_input(x, x);
+    if (kept.recompute) {
+      strategy->note_deferred_call(x3, w.detach(), call);
+      std::vector<Tensor> saved = kept.tensors;
+      saved.push_back(w);  // a parameter: not counted as saved
+      const size_t n_kept = kept.tensors.size();
+      autograd::record(
+          "linear[" + strategy->type() + "]", y, {x, w, b}, saved,
+          [strategy, recompute = std::move(kept.recompute), n_kept, sequences = call.sequences, x_shape = x.shape(), B,
+           L, I](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) mutable {
+            const Tensor& wt = s.back();
+            const Tensor xr = recompute({s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_kept)}).view({B, L, I});
+            // The state from the same x at the same step; the sibling layers' shared input
+            // (CallContext::shared) is not kept for backward, so each computes its own.
+            const SavedState st = strategy->save(xr, wt, CallContext{sequences, nullptr}, /*deferred=*/true);
+            const int64_t O = g.size(-1);
+            const Tensor g3 = g.contiguous().view({B, L, O});
+            Gradients gr;
+            if (need[0] || need[1]) gr = strategy->backward(st, g3, wt, need[0], need[1]);
+            Tensor gb = need[2] ? (gr.grad_bias.defined() ? gr.grad_bias : sum(g3, {0, 1})) : Tensor();
+            return std::vector<Tensor>{need[0] ? gr.grad_input.reshape(x_shape) : Tensor(),
+                                       need[1] ? gr.grad_weight : Tensor(), gb};
+          });
+      return y;
+    }
+  }
+  SavedState state = strategy->save(x3, w.detach(), call);
   // Exact lean: an exact state keeping x itself keeps what x's producer keeps instead, where
   // that gives x back (lb/autograd/kept_input.h), and recomputes x in backward, bit for bit.
   autograd::Node::Recompute recompute;

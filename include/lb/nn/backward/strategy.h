@@ -99,6 +99,15 @@ class Strategy {
   // context carries sequences is padding-free: x is (1, L, I) and its offsets end at L; its
   // geometry and state carry them.
   SavedState save(const Tensor& x, const Tensor& w, const CallContext& call = {});
+  // Deferred save, the compressed strategies' exact lean (strategy_linear): where the tape
+  // can give x back bit for bit (its producer keeps what makes it, kept_input.h), forward
+  // only records the call (note_deferred_call: checks, geometry, nothing kept) and backward
+  // recomputes x and runs save(x, w, call, /*deferred=*/true) then backward: the state is
+  // computed from the same x at the same step, so the gradients are the same bit for bit,
+  // and the layer keeps no bytes of its own. Not while calibrating (saves observe x then).
+  bool can_defer_save() const { return !calibrating_; }
+  void note_deferred_call(const Tensor& x, const Tensor& w, const CallContext& call);
+  SavedState save(const Tensor& x, const Tensor& w, const CallContext& call, bool deferred);
   // Backward: g_y (B, L, O) contiguous. Times itself for the accounting.
   Gradients backward(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                      bool want_gw);
@@ -238,6 +247,7 @@ class Strategy {
   double calib_backward_ms_ = 0;
   LayerGeometry last_geom_;
   int64_t last_saved_bytes_ = 0;
+  void note_call(const Tensor& x, const Tensor& w, const CallContext& call);
 };
 
 // y = x wᵀ + b for x (..., I) through `strategy` (exact forward; backward by the strategy).
