@@ -51,8 +51,9 @@ __device__ int element_code(const T* x, int64_t i, const CodecLayout& l, const f
   const float z = affine ? zero[g] : 0.f;
   float u = 0.5f;
   if (d.stochastic)
-    u = codec_uniform(philox_draw(d.offset + static_cast<uint64_t>(i), d.subsequence, static_cast<uint32_t>(d.seed),
-                                  static_cast<uint32_t>(d.seed >> 32)));
+    u = codec_uniform(philox_draw(d.offset + static_cast<uint64_t>(i / 2), d.subsequence,
+                                  static_cast<uint32_t>(d.seed), static_cast<uint32_t>(d.seed >> 32)),
+                      static_cast<int>(i & 1));
   return codec_code(__fmul_rn(__fsub_rn(static_cast<float>(x[i]), z), inv), u, affine ? 0 : -levels, levels);
 }
 

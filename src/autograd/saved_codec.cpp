@@ -215,7 +215,7 @@ Tensor encode_kept(const Tensor& t, const std::string& op, const std::string& ro
     }
   }
   Tensor packed = encode(t, spec, s->seed, s->subsequence, s->offset);
-  if (spec.stochastic) s->offset += static_cast<uint64_t>(t.numel());
+  if (spec.stochastic) s->offset += static_cast<uint64_t>((t.numel() + 1) / 2);  // draws used
   std::erase_if(s->made, [](const ScopeState::Made& m) { return m.packed.expired() || m.source.expired(); });
   s->made.push_back({t.storage(), t.offset(), t.shape(), t.strides(), t.dtype(), rule, packed.storage()});
   return packed;

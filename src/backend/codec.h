@@ -8,11 +8,13 @@
 //   int4, int2: affine over [min, max] of the group, L = 15 or 3 levels above the zero:
 //         q = clamp(rnd((x - min) / s), 0, L), s = (max - min) / L; x̂ = min + q s;
 //         two (int4) or four (int2) codes per byte, element i in bits (i mod k) · b up.
-// rnd is round-half-up (floor(v + 1/2)) or stochastic rounding floor(v + u): u is draw number
-// offset + i of the Philox stream (seed, subsequence) as 24 bits, u = (draw >> 8) · 2⁻²⁴ in
-// [0, 1), so E[x̂] = x. The CPU (src/cpu/codec.cpp) and CUDA (cuda/codec.cu) kernels follow
+// rnd is round-half-up (floor(v + 1/2)) or stochastic rounding floor(v + u): u is 16 bits of
+// the Philox stream (seed, subsequence), half i % 2 of draw number offset + i / 2
+// (codec_uniform), so E[x̂] = x up to 2⁻¹⁶ of a step; an encoding of n elements uses
+// ceil(n / 2) draws. The CPU (src/cpu/codec.cpp) and CUDA (cuda/codec.cu) kernels follow
 // these formulas and give the same bytes.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "lb/core/host_device.h"
@@ -63,8 +65,12 @@ struct CodecDraws {
   uint64_t seed = 0, subsequence = 0, offset = 0;
 };
 
-// The uniform in [0, 1) stochastic rounding adds (24 bits of a Philox draw).
-LB_HD inline float codec_uniform(uint32_t draw) { return static_cast<float>(draw >> 8) * 5.9604644775390625e-8f; }
+// The uniform in (0, 1) stochastic rounding adds: half `half` (0: low 16 bits) of a Philox
+// draw, (k + 1/2) / 2¹⁶ — mean exactly 1/2, so the rounding is unbiased up to 2⁻¹⁶ of a step.
+LB_HD inline float codec_uniform(uint32_t draw, int half) {
+  const uint32_t k = (draw >> (16 * half)) & 0xffffu;
+  return (static_cast<float>(k) + 0.5f) * 1.52587890625e-5f;
+}
 
 // Scale of a group (symmetric: range = absmax; affine: max - min) and the factor codes are
 // computed with. A constant group (range 0) gets scale 0 and factor 0: every code is 0 (the
@@ -74,10 +80,11 @@ LB_HD inline float codec_inverse(float scale) { return scale > 0.f ? 1.f / scale
 
 // The code of v (x / s or (x - min) / s), clamped to [lo, hi]; u = 1/2 rounds half up.
 LB_HD inline int codec_code(float v, float u, int lo, int hi) {
-  float q = v + u;
-  q = q - (q - static_cast<float>(static_cast<int>(q)) < 0.f ? 1.f : 0.f);  // floor for |q| < 2³¹
-  const int c = static_cast<int>(q);
-  return c < lo ? lo : c > hi ? hi : c;
+  float q = floorf(v + u);
+  q = q != q ? 0.f : q;  // NaN (a diverged step): code 0, not an undefined conversion
+  q = q < static_cast<float>(lo) ? static_cast<float>(lo) : q;  // clamped before the conversion,
+  q = q > static_cast<float>(hi) ? static_cast<float>(hi) : q;  // which then always fits
+  return static_cast<int>(q);
 }
 
 // Kernels. x contiguous f32 or f64, `packed` a U8 tensor of layout.bytes() bytes on x's device.

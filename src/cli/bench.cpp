@@ -54,7 +54,7 @@ namespace {
 std::string workload_names() {
   std::string s;
   for (const auto& w : bench_workloads()) s += (s.empty() ? "" : ", ") + w.name;
-  return s + ", gemm, tokenize";
+  return s + ", gemm, tokenize, codec";
 }
 
 // nullopt: --help was printed.
@@ -141,7 +141,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   const auto is_help = [](const std::string& a) { return a == "-h" || a == "--help" || a == "help"; };
   if (!args.empty() && (is_help(args[0]) ||
                         (args.size() > 1 && is_help(args[1]) && args[0] != "gemm" &&
-                         args[0] != "tokenize"))) {
+                         args[0] != "tokenize" && args[0] != "codec"))) {
     std::cout << "usage: leanback bench WORKLOAD [--strategy S] [--rank N] [--iters N] "
                  "[--warmup N] [--precision f32|bf16|tf32] [--device cpu|cuda[:N]] [--json]\n"
                  "  --precision bf16                every float product on bf16 operands, f32 "
@@ -157,6 +157,8 @@ int cmd_bench(const std::vector<std::string>& args) {
               << std::setw(13) << "" << "(own flags: --m --n --k --ta --tb --threads --precision)\n";
     std::cout << "  " << std::left << std::setw(11) << "tokenize"
               << "WordPiece tokens/s on SST-2 train, one thread (own flags: --vocab --data --iters)\n";
+    std::cout << "  " << std::left << std::setw(11) << "codec"
+              << "kept-tensor codecs' encode/decode GB/s against a copy (own flags: --iters --device)\n";
     return 0;
   }
   if (args.empty() || args[0].rfind("--", 0) == 0)
@@ -164,6 +166,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   const std::string& name = args[0];
   if (name == "gemm") return cmd_bench_gemm(args);  // its own flags (bench_gemm.cpp)
   if (name == "tokenize") return cmd_bench_tokenize(args);
+  if (name == "codec") return cmd_bench_codec(args);
   for (const auto& w : bench_workloads()) {
     if (w.name != name) continue;
     const std::optional<BenchOptions> parsed = parse_options(args);

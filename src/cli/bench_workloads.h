@@ -48,6 +48,9 @@ int cmd_bench_gemm(const std::vector<std::string>& args);
 int bench_gemm_cuda(Device dev, const std::string& precision, int64_t m, int64_t n, int64_t k, int iters,
                     bool json);
 
+// `bench codec`: kept-tensor codec encode/decode GB/s against a copy (own flags; bench_codec.cpp).
+int cmd_bench_codec(const std::vector<std::string>& args);
+
 // ---- timing helpers ----
 using BenchClock = std::chrono::steady_clock;
 

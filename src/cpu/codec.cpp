@@ -46,6 +46,24 @@ void pack_typed(const T* x, uint8_t* out, const CodecLayout& l, const CodecDraws
   uint8_t* payload = out + 4 * l.floats;
   const int64_t per_task = std::max<int64_t>(1, kChunk / l.group);
   const int64_t tasks = (l.groups + per_task - 1) / per_task;
+  if (l.group % 8 == 0) {
+    // Whole groups per task, each read twice while in cache (scale, then codes): a group
+    // starts on a payload byte and an even element, as encode_range needs.
+#pragma omp parallel for if (tasks > 1) schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t g0 = t * per_task, g1 = std::min(l.groups, g0 + per_task);
+      const int64_t i0 = g0 * l.group, i1 = std::min(l.n, g1 * l.group);
+      if (wide) {
+        avx512::group_params(x, l, g0, g1, scale, zero);
+        avx512::encode_range(x, l, scale, zero, d, i0, i1, payload);
+      } else {
+        portable::group_params(x, l, g0, g1, scale, zero);
+        portable::encode_range(x, l, scale, zero, d, i0, i1, payload);
+      }
+    }
+    return;
+  }
+  // Other group sizes: every scale first, then the codes in chunks of whole payload bytes.
 #pragma omp parallel for if (tasks > 1) schedule(static)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t g0 = t * per_task, g1 = std::min(l.groups, g0 + per_task);

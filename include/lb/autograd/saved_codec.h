@@ -15,9 +15,10 @@
 //   int8  per-group absmax scale, 1 byte per element + 4 bytes per group
 //   int4  per-group min/max (affine), 0.5 byte + 8 bytes per group
 //   int2  per-group min/max (affine), 0.25 byte + 8 bytes per group
-// Integer codecs round half up or stochastically (unbiased: E[x̂] = x), drawing from a Philox
-// stream keyed by the scope's seed and step, one draw per element in recording order, so a
-// step is reproducible (and a resumed run draws what an uninterrupted one does).
+// Integer codecs round half up or stochastically (unbiased: E[x̂] = x up to 2⁻¹⁶ of a step),
+// drawing 16 bits per element from a Philox stream keyed by the scope's seed and step, in
+// recording order, so a step is reproducible (and a resumed run draws what an uninterrupted
+// one does).
 #pragma once
 #include <cstdint>
 #include <memory>
