@@ -142,7 +142,13 @@ BertLayer::BertLayer(const BertConfig& c) : act_(nn::activation_from_name(c.hidd
 }
 
 Tensor BertLayer::forward(const Tensor& x, const Tensor& mask, const nn::TokenPacking* packing) {
-  const autograd::ModuleScope scope(path());
+  // The recomputation runs in backward, after the caller's packing is gone: it keeps a copy.
+  std::optional<nn::TokenPacking> kept;
+  if (packing) kept = *packing;
+  return run_block(x, [this, mask, kept](const Tensor& xi) { return layer(xi, mask, kept ? &*kept : nullptr); });
+}
+
+Tensor BertLayer::layer(const Tensor& x, const Tensor& mask, const nn::TokenPacking* packing) {
   // Post-LN: h = LN(x + drop(W_o attn(x))); y = LN(h + drop(W_2 act(W_1 h))).
   nn::backward::CallContext call;  // packed: every Linear call is (1, N, ·) over these sequences
   if (packing) call.sequences = packing->sequence_offsets();

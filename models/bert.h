@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lb/nn/attention.h"
+#include "lb/nn/recomputable_block.h"
 
 namespace lb::models {
 
@@ -50,7 +51,7 @@ class BertEmbeddings : public nn::Module {
   std::shared_ptr<nn::Dropout> dropout_;
 };
 
-class BertLayer : public nn::Module {
+class BertLayer : public nn::RecomputableBlock {
  public:
   explicit BertLayer(const BertConfig& c);
   std::string type_name() const override { return "BertLayer"; }
@@ -59,6 +60,7 @@ class BertLayer : public nn::Module {
   Tensor forward(const Tensor& x, const Tensor& mask, const nn::TokenPacking* packing = nullptr);
 
  private:
+  Tensor layer(const Tensor& x, const Tensor& mask, const nn::TokenPacking* packing);
   std::shared_ptr<nn::SelfAttention> self_;
   std::shared_ptr<nn::Linear> attn_out_, intermediate_, out_;
   std::shared_ptr<nn::LayerNorm> attn_norm_, out_norm_;

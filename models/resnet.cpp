@@ -93,7 +93,10 @@ ResNetBlock::ResNetBlock(int64_t in, int64_t planes, int64_t stride, bool bottle
 }
 
 Tensor ResNetBlock::forward(const Tensor& x) {
-  const autograd::ModuleScope scope(path());
+  return run_block(x, [this](const Tensor& xi) { return block(xi); });
+}
+
+Tensor ResNetBlock::block(const Tensor& x) {
   Tensor y = relu(bn1_->forward(conv1_->forward(x)));
   if (bottleneck_) {
     y = relu(bn2_->forward(conv2_->forward(y)));

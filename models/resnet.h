@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lb/nn/layers.h"
+#include "lb/nn/recomputable_block.h"
 
 namespace lb::models {
 
@@ -17,7 +18,7 @@ struct ResNetConfig {
   nlohmann::json to_json() const;
 };
 
-class ResNetBlock : public nn::Module {
+class ResNetBlock : public nn::RecomputableBlock {
  public:
   ResNetBlock(int64_t in, int64_t planes, int64_t stride, bool bottleneck);
   std::string type_name() const override { return bottleneck_ ? "Bottleneck" : "BasicBlock"; }
@@ -25,6 +26,7 @@ class ResNetBlock : public nn::Module {
   static constexpr int64_t expansion(bool bottleneck) { return bottleneck ? 4 : 1; }
 
  private:
+  Tensor block(const Tensor& x);
   bool bottleneck_;
   std::shared_ptr<nn::Conv2d> conv1_, conv2_, conv3_, down_conv_;
   std::shared_ptr<nn::BatchNorm2d> bn1_, bn2_, bn3_, down_bn_;

@@ -95,7 +95,10 @@ ViTLayer::ViTLayer(const ViTConfig& c) : act_(nn::activation_from_name(c.hidden_
 }
 
 Tensor ViTLayer::forward(const Tensor& x) {
-  const autograd::ModuleScope scope(path());
+  return run_block(x, [this](const Tensor& xi) { return layer(xi); });
+}
+
+Tensor ViTLayer::layer(const Tensor& x) {
   // Pre-LN: h = x + drop(W_o attn(LN(x))); y = h + drop(W_2 act(W_1 LN(h))).
   const Tensor h = add(x, dropout_->forward(attn_out_->forward(attn_->forward(norm_before_->forward(x)))));
   const Tensor inter = nn::apply_activation(intermediate_->forward(norm_after_->forward(h)), act_);

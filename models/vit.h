@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lb/nn/attention.h"
+#include "lb/nn/recomputable_block.h"
 
 namespace lb::models {
 
@@ -28,13 +29,14 @@ struct ViTConfig {
   int64_t num_patches() const { return (image_size / patch_size) * (image_size / patch_size); }
 };
 
-class ViTLayer : public nn::Module {
+class ViTLayer : public nn::RecomputableBlock {
  public:
   explicit ViTLayer(const ViTConfig& c);
   std::string type_name() const override { return "ViTLayer"; }
   Tensor forward(const Tensor& x);
 
  private:
+  Tensor layer(const Tensor& x);
   std::shared_ptr<nn::LayerNorm> norm_before_, norm_after_;
   std::shared_ptr<nn::SelfAttention> attn_;
   std::shared_ptr<nn::Linear> attn_out_, intermediate_, out_;

@@ -116,7 +116,8 @@ TEST(Config, ErrorsNameFileAndPath) {
       {{{"memory", {{"codecs", {{{"codec", "bf16"}, {"rounding", "stochastic"}}}}}}},
        "memory.codecs[0].rounding: bf16 rounds to nearest only"},
       {{{"memory", {{"codecs", {{{"codec", "int4"}, {"bits", 4}}}}}}}, "memory.codecs[0]: unknown key 'bits'"},
-      {{{"memory", {{"recompute", true}}}}, "memory: unknown key 'recompute'"},
+      {{{"memory", {{"recompute", "bert.*"}}}}, "memory.recompute: expected a list of strings"},
+      {{{"memory", {{"recomputes", {"*"}}}}}, "memory: unknown key 'recomputes'"},
   };
   for (const auto& c : cases) {
     const std::string e = parse_error(c.j);

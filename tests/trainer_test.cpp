@@ -516,17 +516,18 @@ std::map<std::string, std::vector<double>> weights(const std::string& checkpoint
   return out;
 }
 
-// Kept-tensor codecs (config memory.codecs) in a run: fewer bytes kept, stochastic rounding
-// keyed by the step so a resumed run equals an uninterrupted one, and rules that keep nothing
-// are errors naming the rule.
-TEST(Trainer, CodecsKeepLessResumeExactlyAndRulesMustMatch) {
+// Kept-tensor codecs and recomputation (config memory.codecs, memory.recompute) in a run: fewer
+// bytes kept, stochastic rounding keyed by the step so a resumed run equals an uninterrupted
+// one, and rules or globs that select nothing are errors naming them.
+TEST(Trainer, CodecsAndRecomputationKeepLessResumeExactlyAndRulesMustMatch) {
   TempDir tmp("lb_trainer");
   nlohmann::json j = tiny(6);
   j["train"]["grad_accum"] = 2;
   j["train"]["eval_every"] = 4;
   j["train"]["log_every"] = 1;
   const TrainResult plain = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("plain")));
-  j["memory"] = {{"codecs", {{{"op", "gelu"}, {"codec", "int8"}}, {{"codec", "int4"}}}}};
+  j["memory"] = {{"codecs", {{{"op", "gelu"}, {"codec", "int8"}}, {{"codec", "int4"}}}},
+                 {"recompute", {"bert.encoder.layer.1"}}};
   const Config c = Config::from_json(j, "tiny.json");
   const TrainResult full = train(c, quiet(tmp.sub("full")));
   const auto saved = [&](const std::string& run) {
@@ -555,6 +556,11 @@ TEST(Trainer, CodecsKeepLessResumeExactlyAndRulesMustMatch) {
   j["memory"] = {{"codecs", {{{"match", "encoder.*"}, {"codec", "int8"}}}}};
   m = testing::error_message([&] { train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("typo"))); });
   EXPECT_NE(m.find("tiny.json: memory.codecs[0].match 'encoder.*' matches no module"), std::string::npos) << m;
+  j["memory"] = {{"recompute", {"bert.encoder.layer.*", "*.attention"}}};
+  m = testing::error_message([&] { train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("noblock"))); });
+  EXPECT_NE(m.find("tiny.json: memory.recompute[1] '*.attention' matches no block of this bert model"),
+            std::string::npos)
+      << m;
 }
 
 class TrainerByStrategy : public ::testing::TestWithParam<std::string> {};

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "lb/autograd/module_scope.h"
+#include "lb/autograd/recompute.h"
 #include "lb/core/random.h"
 #include "lb/nn/init.h"
 
@@ -123,6 +124,10 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   const autograd::ModuleScope scope(path());
   LB_CHECK(x.dim() == 4 && x.size(1) == channels_, "BatchNorm2d(", channels_, "): input ",
            shape_str(x.shape()), " must be (N, ", channels_, ", H, W)");
+  // A recomputed forward (memory.recompute) normalises as the first did and leaves the running
+  // statistics as the first left them.
+  if (is_training() && autograd::recomputing())
+    return batch_norm(x, weight_, bias_, Tensor(), Tensor(), true, momentum_, eps_);
   if (is_training()) num_batches_tracked_.fill_(num_batches_tracked_.item_double() + 1);
   return batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
 }

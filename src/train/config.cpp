@@ -267,6 +267,7 @@ MemorySection parse_memory(const nlohmann::json& j) {
       m.codecs.push_back(rule);
     }
   }
+  m.recompute = string_list(r, "recompute", {});
   r.finish();
   return m;
 }
@@ -283,7 +284,7 @@ nlohmann::json MemorySection::to_json() const {
     }
     rules.push_back(j);
   }
-  return {{"codecs", rules}};
+  return {{"codecs", rules}, {"recompute", recompute}};
 }
 
 Config Config::from_json(const nlohmann::json& j, const std::string& source) {
@@ -389,7 +390,7 @@ nlohmann::json Config::to_json() const {
           {"freeze", freeze},
           {"output", {{"dir", output.dir}}}};
   // Written only when set, so the config of a run without codecs reads as before.
-  if (!memory.codecs.empty()) out["memory"] = memory.to_json();
+  if (!memory.codecs.empty() || !memory.recompute.empty()) out["memory"] = memory.to_json();
   return out;
 }
 

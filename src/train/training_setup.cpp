@@ -71,6 +71,18 @@ TrainingSetup set_up_training(Config& config, const std::string& strategy, Devic
     LB_CHECK(found, config.source, ": memory.codecs[", i, "].match '", glob, "' matches no module of this ",
              config.model.type, " model (module names look like '", module.named_modules().back().first, "')");
   }
+  for (size_t i = 0; i < config.memory.recompute.size(); ++i) {
+    const std::string& glob = config.memory.recompute[i];
+    int64_t blocks = 0;
+    for (const auto& [name, m] : module.named_modules())
+      if (glob_match(glob, name) && m->set_recompute(true)) ++blocks;
+    LB_CHECK(blocks > 0, config.source, ": memory.recompute[", i, "] '", glob, "' matches no block of this ",
+             config.model.type, " model (blocks: ",
+             config.model.type == "resnet" ? "'layer1.0', 'layer4.1', ..." : config.model.type == "vit"
+                                                                          ? "'vit.encoder.layer.0', ..."
+                                                                          : "'bert.encoder.layer.0', ...",
+             ")");
+  }
   try {
     s.plan = config.backward.plan(module, strategy);
   } catch (const Error& e) {

@@ -65,6 +65,14 @@ class Module {
   int64_t freeze(const std::string& pattern);
   int64_t unfreeze(const std::string& pattern);
 
+  // Recomputation (lb/autograd/recompute.h): a block — a BERT or ViT encoder layer, a ResNet
+  // block (RecomputableBlock) — set to recompute keeps only its input for backward and runs
+  // its forward again there. False (and nothing set) for any other module.
+  virtual bool set_recompute(bool on) {
+    (void)on;
+    return false;
+  }
+
   // This module's dotted name from the root of the tree it is registered in ("" for a root);
   // a forward opens an autograd::ModuleScope with it, so what the tape keeps is attributed
   // to modules (autograd/saved_breakdown.h).

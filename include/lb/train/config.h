@@ -89,10 +89,14 @@ struct ScheduleSection {
   double min_ratio = 0.0;        // cosine floor
 };
 
-// How the tape keeps what backward needs (lb/autograd/saved_codec.h): kept-tensor codecs by
-// rule, first match wins ({"match", "op", "role", "codec", "group", "rounding"}).
+// How the tape keeps what backward needs: kept-tensor codecs by rule, first match wins
+// ({"match", "op", "role", "codec", "group", "rounding"}; lb/autograd/saved_codec.h), and
+// which blocks recompute their forward in backward.
 struct MemorySection {
   std::vector<autograd::CodecRule> codecs;
+  // Globs of blocks (BERT/ViT encoder layers, ResNet blocks) that keep only their input and
+  // recompute their forward in backward (lb/nn/recomputable_block.h).
+  std::vector<std::string> recompute;
   nlohmann::json to_json() const;
 };
 

@@ -1,0 +1,28 @@
+// Recomputation (activation checkpointing): a block keeps only its input for backward and runs
+// its forward again when backward reaches it.
+//
+// recompute_in_backward(fn, x) computes y = fn(x) without recording anything, then records one
+// node keeping x. Its backward sets the default generator (dropout's and attention's Philox
+// stream) back to where it was when fn first ran, runs fn(x) again with recording on — the
+// same kernels on the same values at the same random positions, so the same tensors — puts the
+// generator back, and runs backward through that graph from the output gradient: parameters
+// inside get their gradients as they would have, and x's gradient goes on to x's producer. The
+// gradients equal those without recomputation bit for bit; the block's activations live only
+// while its backward runs. `fn` must read no tensor that requires grad other than x and leaf
+// tensors (parameters); what it captures must outlive the backward (capture by value).
+#pragma once
+#include <functional>
+#include <string>
+
+#include "lb/core/tensor.h"
+
+namespace lb::autograd {
+
+Tensor recompute_in_backward(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x,
+                             const std::string& name = "recompute");
+
+// True on this thread while a recomputation runs fn again: what a forward changes besides its
+// output (BatchNorm's running statistics) must not change twice.
+bool recomputing();
+
+}  // namespace lb::autograd

@@ -1,0 +1,147 @@
+// Recomputation (lb/autograd/recompute.h, lb/nn/recomputable_block.h): BERT (padded and
+// padding-free), ViT and ResNet with every block recomputed give the same loss and the same
+// gradients bit for bit as without — dropout on, so the recomputation must draw the same
+// masks — keep fewer bytes on the tape, leave the random stream and BatchNorm's running
+// statistics where one forward leaves them; with the op alone, x's gradient flows on to x's
+// producer.
+#include <gtest/gtest.h>
+
+#include "lb/autograd/node.h"
+#include "lb/autograd/recompute.h"
+#include "lb/core/random.h"
+#include "lb/ops.h"
+#include "models/bert.h"
+#include "models/resnet.h"
+#include "models/vit.h"
+#include "testing/testing.h"
+
+namespace lb {
+namespace {
+
+Tensor labels_of(int64_t n) {  // 0, 1, 2, 0, ...
+  Tensor t = Tensor::zeros({n}, DType::I64);
+  for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = i % 3;
+  return t;
+}
+
+struct Pass {
+  double loss = 0;
+  int64_t saved = 0;
+  uint64_t rng_offset = 0;
+  std::map<std::string, std::vector<double>> grads, buffers;
+};
+
+// Builds a model with fixed weights, sets every block to recompute or not, runs one training
+// forward + backward from a fixed generator position.
+template <typename M, typename Forward>
+Pass run(const std::function<std::shared_ptr<M>()>& build, bool recompute, Forward&& forward) {
+  manual_seed(5);
+  std::shared_ptr<M> m = build();
+  int64_t blocks = 0;
+  for (const auto& [name, mod] : m->named_modules()) blocks += mod->set_recompute(recompute);
+  EXPECT_GT(blocks, 1);
+  m->train();
+  manual_seed(9);
+  Pass p;
+  const int64_t before = autograd::saved_bytes();
+  const Tensor loss = forward(*m);
+  p.saved = autograd::saved_bytes() - before;
+  p.loss = loss.item_double();
+  loss.backward();
+  p.rng_offset = default_generator().offset();
+  for (const auto& [n, t] : m->named_parameters()) p.grads[n] = t.grad().to_double_vector();
+  for (const auto& [n, t] : m->named_buffers()) p.buffers[n] = t.to_double_vector();
+  return p;
+}
+
+template <typename M, typename Forward>
+void expect_same(const std::function<std::shared_ptr<M>()>& build, Forward&& forward, const char* what) {
+  const Pass plain = run<M>(build, false, forward), re = run<M>(build, true, forward);
+  EXPECT_EQ(re.loss, plain.loss) << what;
+  EXPECT_EQ(re.rng_offset, plain.rng_offset) << what;
+  EXPECT_EQ(re.buffers, plain.buffers) << what << ": running statistics updated once";
+  ASSERT_EQ(re.grads.size(), plain.grads.size());
+  for (const auto& [n, g] : plain.grads) EXPECT_EQ(re.grads.at(n), g) << what << " " << n;
+  EXPECT_LT(re.saved, plain.saved / 2) << what;
+}
+
+TEST(Recompute, BertGradientsEqualBitForBit) {
+  models::BertConfig c;
+  c.vocab_size = 50;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 3;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 64;
+  c.max_position_embeddings = 16;
+  c.num_labels = 3;
+  const int64_t B = 4, T = 12;
+  PhiloxStream rng(3);
+  Tensor ids = Tensor::zeros({B, T}, DType::I64), keep = Tensor::zeros({B, T}, DType::I64);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T - 2 * b; ++t) {  // right padding of 0, 2, 4, 6 tokens
+      ids.data<int64_t>()[b * T + t] = 1 + static_cast<int64_t>(rng.next_u32() % 49);
+      keep.data<int64_t>()[b * T + t] = 1;
+    }
+  const Tensor labels = labels_of(B);
+  for (const bool skip_padding : {false, true}) {
+    const std::function<std::shared_ptr<models::BertForSequenceClassification>()> build = [&] {
+      auto m = std::make_shared<models::BertForSequenceClassification>(c);
+      m->set_skip_padding(skip_padding);
+      return m;
+    };
+    expect_same(build, [&](models::BertForSequenceClassification& m) { return m.forward(ids, Tensor(), keep, labels).loss; },
+                skip_padding ? "bert padding-free" : "bert padded");
+  }
+}
+
+TEST(Recompute, VitGradientsEqualBitForBit) {
+  models::ViTConfig c;
+  c.image_size = 8;
+  c.patch_size = 4;
+  c.hidden_size = 16;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 32;
+  c.hidden_dropout_prob = 0.1;
+  c.attention_probs_dropout_prob = 0.1;
+  c.num_labels = 3;
+  const Tensor pixels = testing::randn({4, 3, 8, 8}, 1, DType::F32);
+  const Tensor labels = labels_of(4);
+  const std::function<std::shared_ptr<models::ViTForImageClassification>()> build = [&] {
+    return std::make_shared<models::ViTForImageClassification>(c);
+  };
+  expect_same(build, [&](models::ViTForImageClassification& m) { return m.forward(pixels, labels).loss; }, "vit");
+}
+
+TEST(Recompute, ResNetGradientsAndRunningStatisticsEqualBitForBit) {
+  models::ResNetConfig c;
+  c.cifar_stem = true;
+  c.base_width = 4;
+  c.num_classes = 3;
+  const Tensor images = testing::randn({4, 3, 8, 8}, 2, DType::F32);
+  const Tensor labels = labels_of(4);
+  const std::function<std::shared_ptr<models::ResNet>()> build = [&] { return std::make_shared<models::ResNet>(c); };
+  expect_same(build, [&](models::ResNet& m) { return m.forward(images, labels).loss; }, "resnet");
+}
+
+TEST(Recompute, TheOpKeepsOnlyItsInputAndPassesItsGradientOn) {
+  Tensor a = testing::randn({64}, 4, DType::F64).set_requires_grad(true);
+  Tensor w = testing::randn({64}, 5, DType::F64).set_requires_grad(true);
+  const auto block = [w](const Tensor& x) { return tanh(mul(exp(x), w)); };
+  const Tensor x = mul_scalar(a, 3.0);  // x has a producer: its gradient must reach a
+  const int64_t before = autograd::saved_bytes();
+  const Tensor y = autograd::recompute_in_backward(block, x);
+  EXPECT_EQ(autograd::saved_bytes() - before, 64 * 8);  // x alone (w is a leaf kept by no node)
+  sum(y).backward();
+  const auto ga = a.grad().to_double_vector(), gw = w.grad().to_double_vector();
+  const auto av = a.to_double_vector(), wv = w.to_double_vector();
+  for (size_t i = 0; i < av.size(); ++i) {
+    const double e = std::exp(3 * av[i]), t = std::tanh(e * wv[i]);
+    EXPECT_NEAR(gw[i], (1 - t * t) * e, 1e-12);
+    EXPECT_NEAR(ga[i], (1 - t * t) * wv[i] * e * 3, 1e-12);
+  }
+  EXPECT_FALSE(autograd::recomputing());
+}
+
+}  // namespace
+}  // namespace lb
