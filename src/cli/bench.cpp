@@ -74,6 +74,9 @@ std::optional<BenchOptions> parse_options(const std::vector<std::string>& args) 
   add_device_option(app, device);
   int threads = 0;
   add_threads_option(app, threads);
+  app.add_option("--codec", opt.codec, "every kept activation in this codec (config memory.codecs)")
+      ->check(CLI::IsMember({"f32", "bf16", "int8", "int4", "int2"}));
+  app.add_flag("--recompute", opt.recompute, "every block recomputed in backward (config memory.recompute)");
   app.add_flag("--json", opt.json, "one JSON line");
   if (!parse_cli(app, std::vector<std::string>(args.begin() + 1, args.end()))) return std::nullopt;
   opt.device = parse_device_flag(device);
@@ -89,6 +92,8 @@ std::string summary(const nlohmann::json& r) {
      << " ms";
   if (r.contains("optimizer_ms")) os << ", optimizer " << r.value("optimizer_ms", 0.0) << " ms";
   os << ")";
+  if (r.contains("codec")) os << ", codec " << r["codec"].get<std::string>();
+  if (r.contains("recompute")) os << ", recompute";
   if (r.contains("gflops")) os << ", " << std::setprecision(1) << r.value("gflops", 0.0) << " GFLOP/s";
   if (r.contains("vanilla_equivalent_gflops"))
     os << ", " << std::setprecision(1) << r.value("vanilla_equivalent_gflops", 0.0)
@@ -149,6 +154,8 @@ int cmd_bench(const std::vector<std::string>& args) {
                  "  --strategy vanilla|instant|hot  backward of every compressible Linear/Conv2d "
                  "(default vanilla)\n"
                  "  --rank N                        INSTANT's fixed R_x = R_y\n"
+                 "  --codec f32|bf16|int8|int4|int2 every kept activation in that codec\n"
+                 "  --recompute                     every block recomputed in backward\n"
                  "workloads:\n";
     for (const auto& w : bench_workloads())
       std::cout << "  " << std::left << std::setw(11) << w.name << w.description << "\n";

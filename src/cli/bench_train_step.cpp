@@ -18,6 +18,8 @@
 namespace lb::cli {
 
 StrategyList apply_bench_strategy(nn::Module& model, const BenchOptions& opt) {
+  if (opt.recompute)
+    for (const auto& [name, m] : model.named_modules()) m->set_recompute(true);
   if (opt.strategy == "vanilla" && opt.rank == 0) return {};
   std::string where = "--strategy " + opt.strategy;
   if (opt.rank > 0) where += " --rank " + std::to_string(opt.rank);
@@ -43,6 +45,12 @@ TrainStepTimes time_train_steps(const BenchOptions& opt, nn::Module& model, int6
   options.synchronize = true;  // on a GPU each phase ends when its queued kernels have
   options.device = opt.device;
   options.strategies = strategies;
+  if (!opt.codec.empty()) {  // one rule: every kept activation, the config's defaults otherwise
+    autograd::CodecRule rule;
+    autograd::parse_codec(opt.codec, &rule.spec.codec);
+    rule.spec.stochastic = rule.spec.codec == autograd::Codec::Int4 || rule.spec.codec == autograd::Codec::Int2;
+    options.codecs = std::make_shared<autograd::CodecRules>(std::vector<autograd::CodecRule>{rule});
+  }
   train::TrainStep train_step(model, optimizer, options);
   const std::vector<train::MicroBatch> micro{{batch, forward}};
   nn::backward::Calibrator calibrator(strategies);
@@ -105,6 +113,8 @@ nlohmann::json train_step_json(const std::string& workload, const BenchOptions& 
                       {"peak_rss_bytes", t.peak_rss_bytes},
                       {"parameters", parameters},
                       {"threads", bench_threads()}};
+  if (!opt.codec.empty()) j["codec"] = opt.codec;
+  if (opt.recompute) j["recompute"] = true;
   j.update(extra);
   if (!strategies.empty()) {
     j["strategy_spec"] = bench_strategy_spec(opt);

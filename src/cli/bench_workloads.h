@@ -24,6 +24,8 @@ struct BenchOptions {
   int rank = 0;                      // --rank N: fixed low-rank size (INSTANT R_x = R_y = N)
   std::string precision = "f32";     // --precision bf16: every float product on bf16 operands
   Device device = Device::cpu();     // --device cuda[:N]: model, batch and optimizer state there
+  std::string codec;                 // --codec NAME: every kept activation in that codec (memory.codecs)
+  bool recompute = false;            // --recompute: every block recomputed in backward (memory.recompute)
 };
 
 struct BenchWorkload {
