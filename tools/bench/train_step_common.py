@@ -30,8 +30,11 @@ for _p in filter(None, os.environ.get("LB_BENCH_EXTRA_PATH", "").split(":")):
 import torch  # noqa: E402
 
 
-def parse_args(doc):
+def parse_args(doc, add_arguments=None):
+    """The twins' common flags; add_arguments(parser) adds a script's own."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if add_arguments:
+        add_arguments(p)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
