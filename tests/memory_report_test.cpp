@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lb/autograd/node.h"
+#include "lb/autograd/peak_watch.h"
 #include "lb/autograd/saved_breakdown.h"
 #include "lb/core/allocator.h"
 #include "lb/nn/layers.h"
@@ -87,6 +88,72 @@ TEST(ActivationPeak, CountsAllButModelAndOptimizerState) {
   EXPECT_EQ(a.stats().activation_peak, before);
 }
 
+// A node whose backward allocates `temp` floats before returning its input's gradient (and
+// keeps `kept`, if defined).
+Tensor spike(const std::string& name, const Tensor& x, const Tensor& kept, int64_t temp) {
+  Tensor out = Tensor::zeros(x.shape(), DType::F32, Device::cpu());
+  std::vector<Tensor> saved;
+  if (kept.defined()) saved.push_back(kept);
+  autograd::record(name, out, {x}, saved,
+                   [temp](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
+                     const Tensor t = Tensor::zeros({temp}, DType::F32, Device::cpu());
+                     return std::vector<Tensor>{g.clone()};
+                   });
+  return out;
+}
+
+// The watch names the node whose backward set the peak and what was kept then: a node frees
+// what it kept as soon as backward has applied it, so the kept copy of a later node (applied
+// first) is gone by the time the earlier node's backward allocates its large temporary.
+TEST(PeakWatch, NamesTheNodeThatSetThePeakAndWhatWasKeptThen) {
+  Allocator& a = cpu_allocator();
+  Tensor x = testing::randn({256}, 1, DType::F32);
+  x.set_requires_grad();
+  Tensor y;
+  {
+    const Tensor small = Tensor::zeros({1024}, DType::F32, Device::cpu());
+    const Tensor large = Tensor::zeros({64 * 1024}, DType::F32, Device::cpu());
+    y = spike("late", spike("early", x, small, 256 * 1024), large, 1);
+  }
+  a.reset_activation_peak();
+  const int64_t before = a.stats().activation_current;
+  autograd::PeakWatch watch(a);
+  sum(y).backward();
+  watch.check("after");
+  ASSERT_TRUE(watch.site().has_value());
+  const autograd::PeakSite& site = *watch.site();
+  EXPECT_EQ(site.phase, "backward");
+  EXPECT_EQ(site.op, "early");
+  EXPECT_EQ(site.activation_bytes, a.stats().activation_peak);
+  // Kept then: only "early"'s own 4 KiB; "late"'s 256 KiB was freed when it was applied, so the
+  // peak holds the 1 MiB temporary, not both.
+  ASSERT_EQ(site.kept.size(), 1u);
+  EXPECT_EQ(site.kept[0].op, "early");
+  EXPECT_EQ(site.kept[0].bytes, 1024 * 4);
+  // Above what was live before backward (both kept copies): the 1 MiB temporary, less the
+  // 256 KiB "late" freed, plus gradients of 1 KiB.
+  EXPECT_LT(site.activation_bytes - before, 256 * 1024 * 4);
+  EXPECT_GE(site.activation_bytes - before, 256 * 1024 * 4 - 64 * 1024 * 4);
+}
+
+TEST(PeakWatch, NotesAForwardPeakAtTheRecordingNodeAndLaterRisesByPhase) {
+  Allocator& a = cpu_allocator();
+  Tensor x = testing::randn({256}, 2, DType::F32);
+  x.set_requires_grad();
+  a.reset_activation_peak();
+  autograd::PeakWatch watch(a);
+  const Tensor y = spike("forward_op", x, Tensor::zeros({128 * 1024}, DType::F32, Device::cpu()), 1);
+  ASSERT_TRUE(watch.site().has_value());
+  EXPECT_EQ(watch.site()->phase, "forward");
+  EXPECT_EQ(watch.site()->op, "forward_op");
+  watch.check("later");  // no rise since: the site stays
+  EXPECT_EQ(watch.site()->phase, "forward");
+  const Tensor big = Tensor::zeros({1024 * 1024}, DType::F32, Device::cpu());
+  watch.check("later");
+  EXPECT_EQ(watch.site()->phase, "later");
+  EXPECT_TRUE(watch.site()->op.empty());
+}
+
 // leanback plan --memory on a small BERT: the kept tensors sum to saved_bytes(), each module
 // of the model shows up, and the step's activation peak is at least what the forward kept.
 TEST(MemoryReport, SmallBertStepIsAttributedInFull) {
@@ -110,6 +177,12 @@ TEST(MemoryReport, SmallBertStepIsAttributedInFull) {
     EXPECT_EQ(by_op, r.saved_bytes);
     EXPECT_EQ(by_module, r.saved_bytes);
     EXPECT_NE(r.table().find("activation peak over the step"), std::string::npos);
+    // Where the peak was set, and what was kept then (never more than the peak).
+    ASSERT_TRUE(r.peak_site.has_value()) << strategy;
+    EXPECT_EQ(r.peak_site->activation_bytes, r.activation_peak_bytes) << strategy;
+    EXPECT_LE(sum_bytes(r.peak_site->kept), r.activation_peak_bytes) << strategy;
+    EXPECT_EQ(j["activation_peak_site"]["kept_bytes"].get<int64_t>(), sum_bytes(r.peak_site->kept));
+    EXPECT_NE(r.table().find("kept at the peak"), std::string::npos);
   }
 }
 

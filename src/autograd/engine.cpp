@@ -1,11 +1,12 @@
 // Backward: walk the nodes reachable from the root by descending sequence number (the tape in
-// reverse), accumulate gradients per node, deliver leaf gradients into .grad (+=), then free
-// the saved tensors unless retain_graph.
+// reverse), accumulate gradients per node, deliver leaf gradients into .grad (+=), freeing
+// each node's saved tensors once it has been applied unless retain_graph.
 #include <algorithm>
 #include <functional>
 #include <unordered_map>
 
 #include "lb/autograd/node.h"
+#include "lb/autograd/peak_watch.h"
 #include "src/backend/elementwise.h"
 
 namespace lb::autograd {
@@ -115,6 +116,11 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     grads.erase(it);
     std::vector<Tensor> in_grads = n->apply(g);
     g = Tensor();
+    PeakWatch::at_node(*n, true);
+    // Each node is applied once per pass: what it kept is freed now, not at the end of the
+    // pass, so the backward's peak holds only what the nodes still to come need (its producers
+    // are applied after it, so a recipe of theirs it used is still there).
+    if (!retain_graph) n->release();
     for (size_t i = 0; i < n->inputs().size(); ++i) {
       const Edge& e = n->inputs()[i];
       const bool has = i < in_grads.size() && in_grads[i].defined() && e.needed();
@@ -124,7 +130,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     }
   }
   if (!retain_graph)
-    for (Node* n : order) n->release();
+    for (Node* n : order) n->release();  // the nodes no gradient reached
 }
 
 }  // namespace lb::autograd

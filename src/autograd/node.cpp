@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "lb/autograd/module_scope.h"
+#include "lb/autograd/peak_watch.h"
 #include "lb/autograd/saved_codec.h"
 
 namespace lb::autograd {
@@ -111,6 +112,7 @@ void record(const std::string& name, Tensor& out, const std::vector<Tensor>& inp
   }
   auto node = std::make_shared<Node>(name, std::move(edges), std::move(kept), std::move(fn));
   node->set_origin(current_module_scope(), std::move(roles));
+  PeakWatch::at_node(*node, false);
   out.impl()->grad_fn = std::move(node);
   out.impl()->requires_grad = true;
 }

@@ -39,6 +39,7 @@ static bool raise_peak(std::atomic<int64_t>& peak, int64_t v) {
 
 void Allocator::add_activation(int64_t n) {
   if (!raise_peak(activation_peak_, activation_current_.fetch_add(n) + n)) return;
+  activation_peak_rises_.fetch_add(1, std::memory_order_relaxed);
   // A new activation peak: what each tag held then (read without a lock; another thread's
   // allocation in between shifts it by that allocation at most).
   for (int i = 0; i < kNumMemTags; ++i) at_activation_peak_[i].store(current_[i].load(std::memory_order_relaxed));

@@ -81,6 +81,22 @@ std::string MemoryReport::table() const {
       first = false;
     }
   os << " MiB at that moment)\n";
+  if (peak_site) {
+    const auto& p = *peak_site;
+    int64_t kept = 0;
+    for (const auto& e : p.kept) kept += e.bytes;
+    os << "set " << (p.op.empty() ? p.phase : "in " + p.phase + " of " + p.op + " in " + (p.module.empty() ? "(model)" : p.module))
+       << "; kept then: " << p.kept.size() << " tensors, " << std::setprecision(2) << mib(kept)
+       << " MiB; the other " << mib(p.activation_bytes - kept) << " MiB: outputs and gradients in flight, temporaries\n";
+    if (!p.kept.empty()) {
+      os << "kept at the peak, by op and role:\n";
+      const auto groups = group_by(p.kept, [](const autograd::SavedEntry& e) { return e.op + " / " + e.role; });
+      os << std::left << std::setw(36) << "op / role" << std::right << std::setw(9) << "tensors" << std::setw(11) << "MiB\n";
+      for (const auto& g : groups)
+        os << std::left << std::setw(36) << g.key << std::right << std::setw(9) << g.tensors << std::setw(10)
+           << std::setprecision(2) << mib(g.bytes) << "\n";
+    }
+  }
   return os.str();
 }
 
@@ -96,11 +112,25 @@ nlohmann::json MemoryReport::to_json() const {
   nlohmann::json at_peak = nlohmann::json::object();
   for (int i = 0; i < kNumMemTags; ++i)
     if (is_activation_tag(static_cast<MemTag>(i))) at_peak[mem_tag_name(static_cast<MemTag>(i))] = at_activation_peak[i];
+  nlohmann::json site = nullptr;
+  if (peak_site) {
+    const auto& p = *peak_site;
+    int64_t kept = 0;
+    for (const auto& e : p.kept) kept += e.bytes;
+    site = {{"phase", p.phase},
+            {"op", p.op},
+            {"module", p.module},
+            {"activation_bytes", p.activation_bytes},
+            {"kept_bytes", kept},
+            {"kept_by_op", groups_json(group_by(p.kept, [](const autograd::SavedEntry& e) { return e.op; }), "op")},
+            {"kept_by_module", groups_json(group_by(p.kept, module_name), "module")}};
+  }
   return {{"strategy", strategy.empty() ? nlohmann::json(nullptr) : nlohmann::json(strategy)},
           {"examples", examples},
           {"saved_bytes", saved_bytes},
           {"activation_peak_bytes", activation_peak_bytes},
           {"activation_peak_by_tag", at_peak},
+          {"activation_peak_site", site},
           {"by_op", groups_json(group_by(entries, [](const autograd::SavedEntry& e) { return e.op; }), "op")},
           {"by_module", groups_json(group_by(entries, module_name), "module")},
           {"tensors", tensors}};
@@ -145,7 +175,10 @@ MemoryReport memory_report(Config config, const std::string& strategy) {
                                          r.saved_bytes = autograd::saved_bytes();
                                          return loss;
                                        }}};
+  autograd::PeakWatch watch(cpu_allocator());
   const StepResult result = step.run(0, micro, false);
+  watch.check("after the backward (gradient clipping, optimizer step)");
+  r.peak_site = watch.site();
   r.activation_peak_bytes = result.activation_peak_bytes;
   r.at_activation_peak = result.at_activation_peak;
   return r;

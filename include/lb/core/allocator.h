@@ -40,6 +40,9 @@ class Allocator {
   virtual MemStats stats() const;
   void reset_peak();  // peaks := current
   void reset_activation_peak();  // the activation peak only (one training step's)
+  // How many times the activation peak has risen (a watcher compares two readings to learn
+  // whether the peak rose in between: autograd/peak_watch.h).
+  int64_t activation_peak_rises() const { return activation_peak_rises_.load(std::memory_order_relaxed); }
   // Returns the blocks a caching allocator keeps to the system (no-op otherwise).
   virtual void release_cached() {}
   // Moves accounted bytes from one tag to another (e.g. an activation becomes "saved").
@@ -59,6 +62,7 @@ class Allocator {
   std::atomic<int64_t> activation_current_{0};
   std::atomic<int64_t> activation_peak_{0};
   std::array<std::atomic<int64_t>, kNumMemTags> at_activation_peak_{};
+  std::atomic<int64_t> activation_peak_rises_{0};
   void add_activation(int64_t n);
 };
 

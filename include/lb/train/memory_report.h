@@ -2,15 +2,18 @@
 // model, strategies and first training batch, calibrated as training would be at step 0, then
 // one step. At the end of its forward every kept tensor is attributed to (module, op, role)
 // (autograd/saved_breakdown.h); over the step, the activation peak (lb/core/allocator.h: all
-// bytes but parameters, buffers, gradients and optimizer state) and each tag's share of it.
+// bytes but parameters, buffers, gradients and optimizer state), each tag's share of it, and
+// where it was set (autograd/peak_watch.h): which node ran and which kept tensors were live.
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "lb/autograd/peak_watch.h"
 #include "lb/autograd/saved_breakdown.h"
 #include "lb/core/allocator.h"
 #include "lb/train/config.h"
@@ -24,6 +27,8 @@ struct MemoryReport {
   int64_t saved_bytes = 0;  // autograd::saved_bytes() at the end of the forward: Σ entries
   int64_t activation_peak_bytes = 0;
   std::array<int64_t, kNumMemTags> at_activation_peak{};
+  // Where the peak was set and what the tape kept then (none: it never rose in the step).
+  std::optional<autograd::PeakSite> peak_site;
 
   // Bytes by op kind and by module, largest first; the total and the peak.
   std::string table() const;
