@@ -595,6 +595,43 @@ TEST_P(TrainerByStrategy, AccumulatedMicroBatchesEqualOneLargeBatch) {
   EXPECT_LT(worst, 2e-4) << GetParam();
 }
 
+// With kept-tensor codecs the probe measures every layer end to end, vanilla ones too: an f32
+// "codec" keeps the exact tensors (cosine 1), int4 does not; neither changes the training run.
+TEST(Trainer, GradProbeMeasuresCodecsEndToEnd) {
+  TempDir tmp("lb_trainer");
+  nlohmann::json j = tiny(3);
+  j["train"]["grad_probe_every"] = 2;
+  std::map<std::string, std::vector<double>> cosines;  // by codec: every end-to-end cosine
+  for (const char* codec : {"f32", "int4"}) {
+    j["memory"] = {{"codecs", {{{"codec", codec}}}}};
+    const std::string run = std::string("probed_") + codec;
+    const TrainResult probed = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub(run)));
+    nlohmann::json unprobed = j;
+    unprobed["train"]["grad_probe_every"] = 0;
+    EXPECT_EQ(train(Config::from_json(unprobed, "tiny.json"), quiet(tmp.sub(run + "_plain"))).losses, probed.losses)
+        << codec;
+    for (const auto& line : read_lines(tmp.sub(run) + "/metrics.jsonl")) {
+      const auto l = nlohmann::json::parse(line);
+      if (l["type"] != "probe") continue;
+      for (const auto& layer : l["layers"]) {
+        EXPECT_EQ(layer["type"], "vanilla");
+        EXPECT_FALSE(layer.contains("local")) << layer;  // a vanilla layer's own backward is exact
+        for (const char* g : {"g_w", "g_x"})
+          if (layer["end_to_end"].contains(g)) cosines[codec].push_back(layer["end_to_end"][g]["cos"]);
+      }
+    }
+  }
+  ASSERT_GT(cosines["f32"].size(), 10u);
+  ASSERT_EQ(cosines["int4"].size(), cosines["f32"].size());
+  for (double c : cosines["f32"]) EXPECT_NEAR(c, 1.0, 1e-12);
+  double lowest = 1;
+  for (double c : cosines["int4"]) {
+    EXPECT_GT(c, 0.5);
+    lowest = std::min(lowest, c);
+  }
+  EXPECT_LT(lowest, 0.9999);  // 4 bits per kept element are not exact
+}
+
 // The gradient-fidelity probe logs per-layer closeness of the strategy's gradients to the
 // exact ones and leaves training exactly as it was (eval-mode passes, own HOT key).
 TEST_P(TrainerByStrategy, GradProbeLogsClosenessAndLeavesTrainingUnchanged) {

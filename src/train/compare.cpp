@@ -67,7 +67,7 @@ double std_of(const std::vector<double>& v) {
 nlohmann::json summarize_probes(const std::vector<nlohmann::json>& probes, double probe_ms, double train_s) {
   if (probes.empty()) return nullptr;
   const std::vector<std::pair<std::string, std::string>> figures = {
-      {"local", "g_w"}, {"local", "g_x"}, {"end_to_end", "g_w"}};
+      {"local", "g_w"}, {"local", "g_x"}, {"end_to_end", "g_w"}, {"end_to_end", "g_x"}};
   std::map<std::string, std::map<std::string, std::vector<double>>> by_layer;
   std::map<std::string, std::vector<double>> all;
   std::vector<std::string> order;

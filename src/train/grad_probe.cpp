@@ -21,11 +21,12 @@ nlohmann::json closeness(double dot, double ee, double aa, double dd) {
 }  // namespace
 
 // The gradient-fidelity probe (train.grad_probe_every) on one held training batch, in eval
-// mode (no dropout draws, BatchNorm statistics untouched), with every compressed layer wrapped
-// in a ProbedStrategy (nn/backward/probe.h), which draws from the probe's own stream. Pass 1
-// compares each layer's g_w and g_x with the exact ones from the same (exact) g_y ("local");
-// pass 2 runs the ordinary compressed backward, whose g_w is compared with pass 1's exact one
-// ("end to end"). Training is unchanged by it: its draws, the strategies' state and figures
+// mode (no dropout draws, BatchNorm statistics untouched), with every compressed layer (with
+// codecs: every layer) wrapped in a ProbedStrategy (nn/backward/probe.h), which draws from the
+// probe's own stream. Pass 1, without the kept-tensor codecs, compares each layer's g_w and
+// g_x with the exact ones from the same (exact) g_y ("local") and passes the exact ones on;
+// pass 2 runs the ordinary backward (compressed strategies, codecs), whose g_w and g_x are
+// compared with pass 1's exact ones ("end to end"). Training is unchanged by it: its draws, the strategies' state and figures
 // are as before.
 nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
                               const std::vector<std::shared_ptr<nn::backward::Strategy>>& strategies,
@@ -34,10 +35,12 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
   nn::Module& module = train_step.module();
   std::map<std::string, nn::Module*> modules;
   for (auto& [name, m] : module.named_modules()) modules[name] = m;
-  // The compressed layers, with their modules (a strategy not set on a layer is not probed).
+  // The compressed layers, with their modules (a strategy not set on a layer is not probed);
+  // with kept-tensor codecs every layer, vanilla ones too (the codecs make them lossy).
+  const bool codecs = train_step.has_codecs();
   std::vector<std::pair<std::shared_ptr<nn::backward::Strategy>, nn::Module*>> probed;
   for (const auto& s : strategies)
-    if (s->type() != "vanilla")
+    if (s->type() != "vanilla" || codecs)
       if (const auto it = modules.find(s->layer_name()); it != modules.end() && nn::backward_strategy_of(*it->second) == s)
         probed.emplace_back(s, it->second);
   nlohmann::json out = nlohmann::json::array();
@@ -58,7 +61,9 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
     return it != params.end() && it->second.grad().defined() ? it->second.grad().clone() : Tensor();
   };
   const std::vector<data::Batch> batch{held};
-  const auto forward_backward = [&] { train_step.accumulate(micro_batches(model, batch), "gradient probe"); };
+  const auto forward_backward = [&](bool with_codecs) {
+    train_step.accumulate(micro_batches(model, batch), "gradient probe", with_codecs);
+  };
   std::vector<std::shared_ptr<nn::backward::ProbedStrategy>> wrapped;
   const auto unwrap = [&] {
     for (size_t i = 0; i < wrapped.size(); ++i) {
@@ -72,11 +77,11 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
       wrapped.push_back(std::make_shared<nn::backward::ProbedStrategy>(s));
       nn::set_backward_strategy(*m, wrapped.back());
     }
-    forward_backward();
+    forward_backward(false);  // the exact reference: kept tensors as they are
     for (const auto& [s, m] : probed) exact_gw.push_back(weight_grad(s->layer_name()));
     train_step.optimizer().zero_grad();
     for (const auto& w : wrapped) w->set_comparing(false);
-    forward_backward();
+    forward_backward(true);  // the run's backward: strategies and codecs
   } catch (...) {
     unwrap();
     if (was_training) module.train();
@@ -92,8 +97,11 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
       out.push_back(l);
       continue;
     }
-    if (st.gw_ee > 0) l["local"]["g_w"] = closeness(st.gw_dot, st.gw_ee, st.gw_aa, st.gw_dd);
-    if (st.gx_ee > 0) l["local"]["g_x"] = closeness(st.gx_dot, st.gx_ee, st.gx_aa, st.gx_dd);
+    if (s->type() != "vanilla") {  // a vanilla layer's own backward is exact (cosine 1)
+      if (st.gw_ee > 0) l["local"]["g_w"] = closeness(st.gw_dot, st.gw_ee, st.gw_aa, st.gw_dd);
+      if (st.gx_ee > 0) l["local"]["g_x"] = closeness(st.gx_dot, st.gx_ee, st.gx_aa, st.gx_dd);
+    }
+    if (st.e2e_gx_ee > 0) l["end_to_end"]["g_x"] = closeness(st.e2e_gx_dot, st.e2e_gx_ee, st.e2e_gx_aa, st.e2e_gx_dd);
     const Tensor approx = weight_grad(s->layer_name());
     if (exact_gw[i].defined() && approx.defined()) {
       double dot = 0, ee = 0, aa = 0, dd = 0;

@@ -58,8 +58,9 @@ int64_t TrainStep::global_examples(const std::vector<MicroBatch>& micro, const s
   return n;
 }
 
-void TrainStep::accumulate(const std::vector<MicroBatch>& micro, const std::string& what) {
-  const autograd::SavedCodecScope codecs(opt_.codecs, opt_.seed, context_->step, context_->stream);
+void TrainStep::accumulate(const std::vector<MicroBatch>& micro, const std::string& what, bool with_codecs) {
+  const autograd::SavedCodecScope codecs(with_codecs ? opt_.codecs : nullptr, opt_.seed, context_->step,
+                                         context_->stream);
   const double examples = static_cast<double>(global_examples(micro, what));
   for (const auto& m : micro) {
     if (m.examples == 0) continue;

@@ -15,8 +15,9 @@
 namespace lb::train {
 
 // One probe at optimizer step `step` on the first batch of `loader` (positioned afresh):
-// per compressed layer {"layer", "type", "local": {"g_w", "g_x"}, "end_to_end": {"g_w"}},
-// each {"cos", "rel_err"}, or "probed": false where the layer ran exact. Its forward and
+// per compressed layer (with kept-tensor codecs: per Linear/Conv2d layer) {"layer", "type",
+// "local": {"g_w", "g_x"} (compressed layers), "end_to_end": {"g_w", "g_x"}}, each {"cos",
+// "rel_err"}, or "probed": false where the layer ran exact. Its forward and
 // backward passes are the TrainStep's (no optimizer step); the gradients are zeroed afterwards,
 // the module's mode and the layers' strategies restored. The compressed layers draw from
 // the step's probe stream (nn/backward/probe.h), never the training stream.

@@ -97,8 +97,11 @@ class TrainStep {
 
   // Forward and backward of the weighted micro-batches only: gradients accumulate, nothing is
   // stepped or checked (calibration passes, the gradient probe). `what` names the pass in a
-  // failed collective.
-  void accumulate(const std::vector<MicroBatch>& micro, const std::string& what);
+  // failed collective. with_codecs = false: the kept tensors stay as they are (the probe's
+  // exact reference pass).
+  void accumulate(const std::vector<MicroBatch>& micro, const std::string& what, bool with_codecs = true);
+  // Whether the kept-tensor codecs are on (config memory.codecs).
+  bool has_codecs() const { return opt_.codecs && !opt_.codecs->rules().empty(); }
 
   // Data-parallel: the gradients' all-reduce (built on trainable(), hence set afterwards).
   void set_gradient_sync(GradientSync* sync) { opt_.sync = sync; }

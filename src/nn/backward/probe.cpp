@@ -66,6 +66,16 @@ void ProbedStrategy::record(const Gradients& exact, const Gradients& approx) {
   add_closeness(exact.grad_input, approx.grad_input, stats_.gx_dot, stats_.gx_ee, stats_.gx_aa, stats_.gx_dd);
 }
 
+void ProbedStrategy::end_to_end(const Tensor& g_x) {
+  if (comparing_) {
+    exact_gx_.push_back(g_x);  // held, not copied: backward never changes a gradient in place
+    return;
+  }
+  if (call_ < exact_gx_.size())
+    add_closeness(exact_gx_[call_], g_x, stats_.e2e_gx_dot, stats_.e2e_gx_ee, stats_.e2e_gx_aa, stats_.e2e_gx_dd);
+  ++call_;
+}
+
 SavedState ProbedStrategy::save_impl(const Tensor& x, const Tensor& w, const CallContext& call) {
   const bool compare = compares();
   SavedState exact;
@@ -79,7 +89,10 @@ SavedState ProbedStrategy::save_impl(const Tensor& x, const Tensor& w, const Cal
 Gradients ProbedStrategy::backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                                         bool want_gw) {
   Gradients approx = inner_->backward(inner_state(s), g_y, w, want_gx, want_gw);
-  if (s.tensors.size() == s.wrapped_tensors || !(want_gx || want_gw)) return approx;
+  if (s.tensors.size() == s.wrapped_tensors || !(want_gx || want_gw)) {
+    end_to_end(approx.grad_input);  // the second pass, or the strategy ran exact
+    return approx;
+  }
   SavedState ex;
   ex.geom = s.geom;
   ex.exact = true;
@@ -87,6 +100,7 @@ Gradients ProbedStrategy::backward_impl(const SavedState& s, const Tensor& g_y, 
   Gradients exact = backward_exact(ex, g_y, w, want_gx, want_gw);
   record(exact, approx);
   exact.grad_bias = approx.grad_bias;  // Σ g_y is exact either way
+  end_to_end(exact.grad_input);
   return exact;
 }
 
@@ -103,7 +117,10 @@ Gradients ProbedStrategy::backward_conv_image_impl(const SavedState& s, const Te
                                                    bool want_gx, bool want_gw, const ConvGeometry& cg) {
   Gradients approx = inner_->backward_conv(inner_state(s), g_y, w2d, want_gx, want_gw, cg);
   if (want_gx && approx.grad_input.dim() != 4) approx.grad_input = conv_from_tokens(approx.grad_input, cg);
-  if (s.tensors.size() == s.wrapped_tensors || !(want_gx || want_gw)) return approx;
+  if (s.tensors.size() == s.wrapped_tensors || !(want_gx || want_gw)) {
+    end_to_end(approx.grad_input);
+    return approx;
+  }
   SavedState ex;
   ex.geom = s.geom;
   ex.exact = true;
@@ -112,6 +129,7 @@ Gradients ProbedStrategy::backward_conv_image_impl(const SavedState& s, const Te
   Gradients exact = Strategy::backward_conv_image_impl(ex, g_y, w2d, want_gx, want_gw, cg);
   record(exact, approx);
   exact.grad_bias = approx.grad_bias;
+  end_to_end(exact.grad_input);
   return exact;
 }
 

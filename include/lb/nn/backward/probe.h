@@ -1,12 +1,15 @@
 // The gradient-fidelity probe (train.grad_probe_every) as a decorator: a ProbedStrategy wraps a
-// layer's strategy for one probe pass. Its save keeps the inner strategy's state and the exact
-// input beside it; its backward runs both backwards from the same g_y, records how close the
-// strategy's g_x and g_w are to the exact ones, and passes the exact gradients on, so every
-// layer is measured against the exact g_y. The inner strategy draws from its own probe stream
+// layer's strategy for two probe passes. In the comparing pass its save keeps the inner
+// strategy's state and the exact input beside it; its backward runs both backwards from the
+// same g_y, records how close the strategy's g_x and g_w are to the exact ones, and passes the
+// exact gradients on, so every layer is measured against the exact g_y; it also holds each
+// call's exact g_x. In the second pass (set_comparing(false)) calls pass the strategy's own
+// gradients on, and their g_x is compared with the first pass's, call by call (end to end). The inner strategy draws from its own probe stream
 // (StepContext::stream) while wrapped, so probing never shifts the training run's draws, and
 // its measured figures (calls, times, last geometry) are put back when the probe ends.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "lb/nn/backward/strategy.h"
 
@@ -21,6 +24,8 @@ struct ProbeStats {
   // Σ over calls of <exact, approx>, |exact|², |approx|², |exact - approx|²
   double gw_dot = 0, gw_ee = 0, gw_aa = 0, gw_dd = 0;
   double gx_dot = 0, gx_ee = 0, gx_aa = 0, gx_dd = 0;
+  // End to end (second pass against the first): g_x
+  double e2e_gx_dot = 0, e2e_gx_ee = 0, e2e_gx_aa = 0, e2e_gx_dd = 0;
 };
 
 class ProbedStrategy : public Strategy {
@@ -39,8 +44,12 @@ class ProbedStrategy : public Strategy {
   const std::shared_ptr<Strategy>& inner() const { return inner_; }
   // Calls compared so far (0: the layer ran exactly, e.g. not calibrated yet or fell back).
   const ProbeStats& stats() const { return stats_; }
-  // Off: calls pass the strategy's own gradients on, uncompared (still on the probe stream).
-  void set_comparing(bool on) { comparing_ = on; }
+  // Off: calls pass the strategy's own gradients on (still on the probe stream); their g_x
+  // is compared with the comparing pass's exact g_x of the same call.
+  void set_comparing(bool on) {
+    comparing_ = on;
+    call_ = 0;
+  }
 
  protected:
   SavedState save_impl(const Tensor& x, const Tensor& w, const CallContext& call) override;
@@ -58,6 +67,8 @@ class ProbedStrategy : public Strategy {
   static SavedState wrap(SavedState inner, SavedState exact);
   static SavedState inner_state(const SavedState& s);
   void record(const Gradients& exact, const Gradients& approx);
+  // The comparing pass's g_x for this call, or the second pass's compared with it.
+  void end_to_end(const Tensor& g_x);
 
   std::shared_ptr<Strategy> inner_;
   std::shared_ptr<const StepContext> inner_context_;
@@ -65,6 +76,8 @@ class ProbedStrategy : public Strategy {
   bool ended_ = false;
   bool comparing_ = true;
   ProbeStats stats_;
+  std::vector<Tensor> exact_gx_;  // per call of the comparing pass
+  size_t call_ = 0;               // calls of the second pass so far
 };
 
 }  // namespace lb::nn::backward
