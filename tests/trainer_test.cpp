@@ -3,7 +3,6 @@
 // overwrites a run, equals a large batch with accumulated micro-batches and continues
 // bit-for-bit after an interruption, for every backward strategy.
 #include <gtest/gtest.h>
-#include <stb_image_write.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,7 +11,6 @@
 #include <fstream>
 
 #include "lb/core/error.h"
-#include "lb/core/philox.h"
 #include "lb/data/synthetic_text.h"
 #include "lb/data/text_dataset.h"
 #include "lb/io/safetensors.h"
@@ -33,13 +31,7 @@ using lb::testing::TempDir;
 
 nlohmann::json tiny(int64_t steps, double dropout = 0.1) { return lb::testing::tiny_bert_config(steps, dropout); }
 
-TrainOptions quiet(const std::string& out) {
-  TrainOptions o;
-  o.out_dir = out;
-  o.quiet = true;
-  o.progress = 0;
-  return o;
-}
+using lb::testing::quiet;
 
 std::vector<std::string> read_lines(const std::string& path) {
   std::ifstream in(path);
@@ -718,30 +710,8 @@ TEST_P(TrainerByStrategy, InterruptedAndResumedEqualsUninterrupted) {
 TEST(Trainer, ImageFolderWithResNet) {
   TempDir tmp("lb_trainer");
   const fs::path root = tmp.sub("images");
-  PhiloxStream rng(11);
-  for (const std::string split : {"train", "test"})
-    for (int c = 0; c < 2; ++c) {
-      const fs::path dir = root / split / (c == 0 ? "cold" : "warm");
-      fs::create_directories(dir);
-      for (int i = 0; i < (split == "train" ? 48 : 16); ++i) {
-        std::vector<uint8_t> px(8 * 8 * 3);
-        for (int p = 0; p < 64; ++p) {
-          const int noise = static_cast<int>(rng.next_u32() % 60);
-          px[p * 3 + 0] = static_cast<uint8_t>((c ? 170 : 40) + noise);
-          px[p * 3 + 1] = static_cast<uint8_t>(90 + noise);
-          px[p * 3 + 2] = static_cast<uint8_t>((c ? 40 : 170) + noise);
-        }
-        const std::string f = (dir / (std::to_string(i) + ".png")).string();
-        ASSERT_TRUE(stbi_write_png(f.c_str(), 8, 8, 3, px.data(), 8 * 3));
-      }
-    }
-  const nlohmann::json j = {
-      {"model", {{"type", "resnet"}, {"depth", 18}, {"cifar_stem", true}, {"base_width", 4}}},
-      {"data", {{"task", "image_folder"}, {"dir", root.string()}, {"batch_size", 16}, {"workers", 2},
-                {"random_crop_padding", 1}, {"horizontal_flip", true}}},
-      {"train", {{"epochs", 4}, {"log_every", 2}, {"seed", 3}}},
-      {"optimizer", {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}},
-      {"schedule", {{"type", "constant"}}}};
+  testing::write_image_folder(root);
+  const nlohmann::json j = testing::tiny_resnet_config(root.string(), 0);
   const TrainResult r = train(Config::from_json(j, "img.json"), quiet(tmp.sub("run")));
   EXPECT_EQ(r.steps, 24);
   EXPECT_GE(r.final_eval.value("eval_accuracy", 0.0), 0.9) << r.final_eval.dump();

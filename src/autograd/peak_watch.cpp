@@ -13,7 +13,8 @@ namespace {
 std::atomic<PeakWatch*> g_watch{nullptr};
 }  // namespace
 
-PeakWatch::PeakWatch(const Allocator& allocator) : allocator_(allocator), rises_(allocator.activation_peak_rises()) {
+PeakWatch::PeakWatch(const Allocator& allocator, bool with_kept)
+    : allocator_(allocator), with_kept_(with_kept), rises_(allocator.activation_peak_rises()) {
   PeakWatch* none = nullptr;
   LB_CHECK(g_watch.compare_exchange_strong(none, this), "internal: a second PeakWatch while one is active");
 }
@@ -31,7 +32,7 @@ void PeakWatch::note(std::string phase, const Node* node) {
     s.module = node->module_scope();
   }
   s.activation_bytes = allocator_.stats().activation_peak;
-  s.kept = saved_breakdown();
+  if (with_kept_) s.kept = saved_breakdown();
   site_ = std::move(s);
 }
 

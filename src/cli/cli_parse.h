@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lb/core/device.h"
+#include "lb/train/config.h"
 #include "src/cli/commands.h"
 
 namespace lb::cli {
@@ -36,6 +37,13 @@ Device parse_device_flag(const std::string& flag);
 // --threads: the CPU threads of every kernel (OpenMP, and OpenBLAS through it), as
 // torch.set_num_threads; 0 leaves the default (OMP_NUM_THREADS, else every core).
 void apply_threads_flag(int threads);
+
+// --memory-budget SIZE: the config's memory.budget, in place of its codecs and recompute
+// lists (the planner chooses them); a bad size is a usage error naming the flag.
+inline const char* kMemoryBudgetHelp =
+    "plan codecs and recomputation per block so that the step's activation peak fits SIZE (120MB, 1.5GiB, or 0.1x "
+    "of the exact vanilla peak); overrides memory.budget";
+void apply_memory_budget_flag(train::Config& config, const std::string& budget);
 
 // The flags every command spells the same way (the value is checked by parse_device_flag /
 // the listed choices; --threads is applied by apply_threads_flag).

@@ -3,10 +3,13 @@
 // layer is an error). Builds the model (loading pretrained weights' config) but no data.
 // With --memory: one training step on the config's first batch instead, and what it keeps
 // for backward by op, role and module, with the step's activation peak (memory_report.h).
+// With --memory-budget SIZE (or the config's memory.budget): the memory planner's plan
+// (memory_planner.h): per block, its codec and recomputation, bytes, time and why.
 #include <iostream>
 
 #include "lb/data/glue.h"
 #include "lb/nn/backward/policy.h"
+#include "lb/train/memory_planner.h"
 #include "lb/train/memory_report.h"
 #include "lb/train/task_model.h"
 #include "src/cli/cli_parse.h"
@@ -15,7 +18,7 @@ namespace lb::cli {
 
 int cmd_plan(const std::vector<std::string>& args) {
   CLI::App app{"Print which backward strategy each Linear/Conv2d layer gets, and why.", "leanback plan"};
-  std::string config_path, strategy;
+  std::string config_path, strategy, budget;
   std::vector<std::string> sets;
   bool json = false, memory = false;
   app.add_option("config", config_path, "the run's JSON config")->required();
@@ -26,8 +29,16 @@ int cmd_plan(const std::vector<std::string>& args) {
   app.add_flag("--memory", memory,
                "run one training step on the config's first batch and print what it keeps for backward, by op, "
                "role and module, and its activation peak");
+  app.add_option("--memory-budget", budget, std::string(kMemoryBudgetHelp) + "; prints the plan");
   if (!parse_cli(app, args)) return 0;
-  const train::Config c = train::load_config(config_path, sets);
+  train::Config c = train::load_config(config_path, sets);
+  apply_memory_budget_flag(c, budget);
+  if (c.memory.budget) {
+    const train::MemoryPlan p = train::plan_memory(c, strategy, *c.memory.budget);
+    if (json) std::cout << p.to_json().dump(2) << "\n";
+    else std::cout << p.table();
+    return 0;
+  }
   if (memory) {
     const train::MemoryReport r = train::memory_report(c, strategy);
     if (json) std::cout << r.to_json().dump(2) << "\n";

@@ -40,6 +40,17 @@ Device parse_device_flag(const std::string& flag) {
   return d;
 }
 
+void apply_memory_budget_flag(train::Config& config, const std::string& budget) {
+  if (budget.empty()) return;
+  try {
+    config.memory.budget = train::MemoryBudget::parse(budget, "--memory-budget");
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  config.memory.codecs.clear();  // the planner's choice replaces the config's
+  config.memory.recompute.clear();
+}
+
 void apply_threads_flag(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
 }
@@ -125,7 +136,7 @@ int run_mpirun(int64_t nproc, const std::vector<std::string>& args) {
 
 int cmd_train(const std::vector<std::string>& args) {
   CLI::App app{"Train a model from a JSON config (keys: configs/README.md).", "leanback train"};
-  std::string config_path, device = "cpu";
+  std::string config_path, device = "cpu", budget;
   std::vector<std::string> sets;
   train::TrainOptions opt;
   int64_t seed = -1;
@@ -137,6 +148,7 @@ int cmd_train(const std::vector<std::string>& args) {
       ->check(CLI::IsMember(strategy_names()));
   app.add_option("--set", sets, "override a config key, e.g. --set optimizer.lr=3e-5 (repeatable)")
       ->allow_extra_args(false);
+  app.add_option("--memory-budget", budget, kMemoryBudgetHelp);
   app.add_option("--out", opt.out_dir, "run directory (default: output.dir, else runs/<config name>)");
   app.add_option("--resume", opt.resume, "continue from a run directory or one of its checkpoints");
   app.add_option("--seed", seed, "seed of every random stream (overrides train.seed)")
@@ -169,7 +181,8 @@ int cmd_train(const std::vector<std::string>& args) {
     const std::string ck = train::find_checkpoint(opt.resume);
     opt.out_dir = ck == opt.resume ? std::filesystem::path(ck).parent_path().string() : opt.resume;
   }
-  const train::Config config = train::load_config(config_path, sets);
+  train::Config config = train::load_config(config_path, sets);
+  apply_memory_budget_flag(config, budget);
   train::TrainResult r;
   StopSignals signals;
   r = train::train(config, opt);

@@ -231,7 +231,9 @@ ScheduleSection parse_schedule(const nlohmann::json& j) {
 }
 
 
-MemorySection parse_memory(const nlohmann::json& j) {
+}  // namespace
+
+MemorySection MemorySection::from_json(const nlohmann::json& j) {
   MemorySection m;
   JsonReader r(j, "memory");
   if (const auto& codecs = r.raw("codecs"); !codecs.is_null()) {
@@ -268,11 +270,20 @@ MemorySection parse_memory(const nlohmann::json& j) {
     }
   }
   m.recompute = string_list(r, "recompute", {});
+  if (const auto& b = r.raw("budget"); !b.is_null()) {
+    LB_CHECK(b.is_string() || (b.is_number() && b.get<double>() > 0), "memory.budget: a size such as \"120MB\", "
+             "\"1.5GiB\" or \"0.1x\" (a fraction of the exact vanilla activation peak), or a number of bytes; got ",
+             b.dump());
+    m.budget = MemoryBudget::parse(b.is_string() ? b.get<std::string>() : std::to_string(b.get<int64_t>()),
+                                   "memory.budget");
+    LB_CHECK(m.codecs.empty() && m.recompute.empty(), "memory.budget: the planner chooses memory.codecs and "
+             "memory.recompute itself; give the budget or those, not both");
+  }
+  m.fidelity_weight = r.number("fidelity_weight", 500, 0, 1e9);
   r.finish();
   return m;
 }
 
-}  // namespace
 
 nlohmann::json MemorySection::to_json() const {
   nlohmann::json rules = nlohmann::json::array();
@@ -284,6 +295,9 @@ nlohmann::json MemorySection::to_json() const {
     }
     rules.push_back(j);
   }
+  // With a budget the codecs and recompute lists are the planner's (plan.json of the run), not
+  // the config's: the section reads back as it was written.
+  if (budget) return {{"budget", budget->text}, {"fidelity_weight", fidelity_weight}};
   return {{"codecs", rules}, {"recompute", recompute}};
 }
 
@@ -312,7 +326,7 @@ Config Config::from_json(const nlohmann::json& j, const std::string& source) {
         c.freeze.push_back(f[i].get<std::string>());
       }
     }
-    c.memory = parse_memory(section(j, "memory"));
+    c.memory = MemorySection::from_json(section(j, "memory"));
     {
       JsonReader r(section(j, "output"), "output");
       c.output.dir = expand_path(r.string("dir", ""), "output.dir");
@@ -390,7 +404,7 @@ nlohmann::json Config::to_json() const {
           {"freeze", freeze},
           {"output", {{"dir", output.dir}}}};
   // Written only when set, so the config of a run without codecs reads as before.
-  if (!memory.codecs.empty() || !memory.recompute.empty()) out["memory"] = memory.to_json();
+  if (!memory.codecs.empty() || !memory.recompute.empty() || memory.budget) out["memory"] = memory.to_json();
   return out;
 }
 

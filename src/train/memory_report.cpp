@@ -2,6 +2,7 @@
 #include "lb/train/memory_report.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "lb/autograd/node.h"
 #include "lb/dist/process_group.h"
 #include "lb/nn/backward/calibration.h"
+#include "lb/nn/recomputable_block.h"
 #include "lb/train/task_model.h"
 #include "lb/train/train_step.h"
 #include "src/train/training_setup.h"
@@ -136,7 +138,7 @@ nlohmann::json MemoryReport::to_json() const {
           {"tensors", tensors}};
 }
 
-MemoryReport memory_report(Config config, const std::string& strategy) {
+MemoryReport memory_report(Config config, const std::string& strategy, int timed_steps) {
   dist::ProcessGroup& pg = dist::single_process();  // one process: the step as rank 0 of a run sees it
   TrainingSetup s = set_up_training(config, strategy, Device::cpu(), pg);
   TrainStepOptions options;
@@ -169,16 +171,40 @@ MemoryReport memory_report(Config config, const std::string& strategy) {
   r.strategy = strategy;
   r.examples = batch.size();
   // The attribution at the end of the forward, inside the step (its loss function).
+  bool attributed = false;
   const std::vector<MicroBatch> micro{{batch.size(), [&] {
                                          Tensor loss = s.model->forward(batch).loss;
-                                         r.entries = autograd::saved_breakdown();
-                                         r.saved_bytes = autograd::saved_bytes();
+                                         if (!attributed) {
+                                           r.entries = autograd::saved_breakdown();
+                                           r.saved_bytes = autograd::saved_bytes();
+                                           attributed = true;
+                                         }
                                          return loss;
                                        }}};
-  autograd::PeakWatch watch(cpu_allocator());
-  const StepResult result = step.run(0, micro, false);
-  watch.check("after the backward (gradient clipping, optimizer step)");
-  r.peak_site = watch.site();
+  StepResult result;
+  {
+    autograd::PeakWatch watch(cpu_allocator());
+    result = step.run(0, micro, false);
+    watch.check("after the backward (gradient clipping, optimizer step)");
+    r.peak_site = watch.site();
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < timed_steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step.run(1 + i, micro, false);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (!ms.empty()) {
+    std::sort(ms.begin(), ms.end());
+    r.step_ms = ms[ms.size() / 2];
+  }
+  for (auto& [name, m] : s.model->module().named_modules()) {
+    if (dynamic_cast<nn::RecomputableBlock*>(m) == nullptr) continue;
+    const bool inner = std::any_of(r.blocks.begin(), r.blocks.end(), [&](const std::string& b) {
+      return name.size() > b.size() && name.compare(0, b.size() + 1, b + ".") == 0;
+    });
+    if (!inner) r.blocks.push_back(name);
+  }
   r.activation_peak_bytes = result.activation_peak_bytes;
   r.at_activation_peak = result.at_activation_peak;
   return r;

@@ -226,8 +226,8 @@ std::string remove_checkpoint_dir(const fs::path& dir) {
 std::vector<std::string> remove_owned_entries(const fs::path& dir, OutputKind kind) {
   LB_CHECK(output_marker(dir) == kind, dir.string(), " holds no leanback ", output_kind_name(kind),
            " marker; nothing is deleted there");
-  static const std::vector<std::string> run_files{"config.json", "plan.txt", "metrics.jsonl", "eval_results.json",
-                                                  "compare_failed.txt"};
+  static const std::vector<std::string> run_files{"config.json", "plan.txt", "memory_plan.json", "metrics.jsonl",
+                                                  "eval_results.json", "compare_failed.txt"};
   static const std::vector<std::string> compare_files{"compare.json", "report.json", "report.md"};
   const std::vector<std::string>& files = kind == OutputKind::Run ? run_files : compare_files;
   std::vector<std::string> kept;

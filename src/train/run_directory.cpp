@@ -84,10 +84,13 @@ void RunDirectory::prepare(bool quiet) {
   create_output_dir(path_, OutputKind::Run, "--out");
 }
 
-void RunDirectory::write_run_files(const nlohmann::json& resolved_config, const std::string& plan_table) {
+void RunDirectory::write_run_files(const nlohmann::json& resolved_config, const std::string& plan_table,
+                                   const nlohmann::json& memory_plan) {
   if (!main_rank_) return;
   io::write_text_atomic((path_ / "config.json").string(), resolved_config.dump(2) + "\n");
   io::write_text_atomic((path_ / "plan.txt").string(), plan_table);
+  if (!memory_plan.is_null())
+    io::write_text_atomic((path_ / "memory_plan.json").string(), memory_plan.dump(2) + "\n");
 }
 
 std::string RunDirectory::last_good_note() const {

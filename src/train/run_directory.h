@@ -34,8 +34,10 @@ class RunDirectory {
   // leanback wrote; the rest is listed on stderr unless quiet) and creates the directory with
   // its marker.
   void prepare(bool quiet);
-  // config.json (the resolved config) and plan.txt.
-  void write_run_files(const nlohmann::json& resolved_config, const std::string& plan_table);
+  // config.json (the resolved config) and plan.txt; with a memory budget, memory_plan.json
+  // (the planner's plan, which a resumed run reuses; null: none).
+  void write_run_files(const nlohmann::json& resolved_config, const std::string& plan_table,
+                       const nlohmann::json& memory_plan = nullptr);
 
   // Writes checkpoint-<state.step> (model, optimizer, schedule, `extra` and the trainer state
   // with this process's calibrations added from `calibrator_report`), then deletes all but the

@@ -99,10 +99,6 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
       r.paper_flops_per_example = paper.backward_flops / ex;
       r.paper_saved_bytes_per_example = paper.saved_bytes_fp32 / ex;
     }
-    if (!codecs_checked_) {
-      check_codec_rules();
-      codecs_checked_ = true;
-    }
     const double l = loss.item_double();
     if (!std::isfinite(l))
       throw Diverged(at + ": the training loss is " + number(l) + " (micro-batch " + std::to_string(m) + ")");
@@ -112,6 +108,10 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
     if (parallel && opt_.sync && m == last_nonempty) opt_.sync->arm();
     (share == 1.0 ? loss : loss * share).backward();
     loss = Tensor();  // the graph is freed by backward; drop the last handle too
+    if (!codecs_checked_) {  // after backward: recomputed blocks record their tensors there
+      check_codec_rules();
+      codecs_checked_ = true;
+    }
     wait_for_device();
     const auto f3 = Clock::now();
     r.forward_ms += ms_between(f0, f1);
@@ -151,12 +151,13 @@ void TrainStep::check_codec_rules() const {
   if (!opt_.codecs) return;
   const std::vector<int64_t> matches = opt_.codecs->matches();
   for (size_t i = 0; i < matches.size(); ++i) {
-    if (matches[i] > 0) continue;
     const autograd::CodecRule& r = opt_.codecs->rules()[i];
+    if (matches[i] > 0 || !r.must_match) continue;
     std::string ops;
     for (const auto& op : opt_.codecs->ops_seen()) ops += (ops.empty() ? "" : ", ") + op;
     throw Error("memory.codecs[" + std::to_string(i) + "] (match '" + r.match + "', op '" + r.op + "', role '" +
-                r.role + "') decided no kept tensor in the first forward: an earlier rule took them, or " +
+                r.role + "') decided no kept tensor in the first step (its forward and recomputations): an earlier " +
+                "rule took them, or " +
                 "nothing matches. Ops that kept activations: " + (ops.empty() ? "none" : ops) +
                 "; roles: input, input1, ..., output");
   }

@@ -8,12 +8,16 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
+#include "lb/autograd/peak_watch.h"
 #include "lb/core/precision.h"
 #include "lb/io/atomic_file.h"
+#include "lb/io/json_file.h"
 #include "lb/nn/backward/accounting.h"
 #include "lb/nn/backward/calibration.h"
 #include "lb/train/grad_probe.h"
+#include "lb/train/memory_planner.h"
 #include "lb/train/metrics_log.h"
 #include "lb/train/progress.h"
 #include "lb/train/run_info.h"
@@ -122,6 +126,23 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   RunDirectory dir(resolve_run_dir(config, opt), resume_ckpt, opt.overwrite, pg);
   result.run_dir = dir.path().string();
 
+  // A memory budget: the planner's codecs and recomputation (memory_planner.h), or, resuming,
+  // the plan the run made (memory_plan.json), so that it goes on as it began.
+  std::optional<MemoryPlan> memory_plan;
+  if (config.memory.budget) {
+    LB_CHECK(pg.size() == 1, config.source, ": memory.budget is not supported with data-parallel training yet "
+             "(plan with `leanback plan CONFIG --memory-budget SIZE` and give its memory section instead)");
+    const fs::path saved = dir.path() / "memory_plan.json";
+    if (!resume_ckpt.empty() && fs::exists(saved)) {
+      memory_plan = MemoryPlan::from_json(io::read_json_file(saved.string()), saved.string());
+      LB_CHECK(memory_plan->budget_text == config.memory.budget->text, config.source, ": memory.budget is ",
+               config.memory.budget->text, " but the run being resumed was planned for ", memory_plan->budget_text,
+               " (", saved.string(), "); resume with the same budget, or start a new run");
+    } else {
+      memory_plan = plan_memory(config, opt.strategy, *config.memory.budget);
+    }
+    config = apply_memory_plan(config, *memory_plan);
+  }
   // Everything is built and validated before any training work; only then is an old run
   // (with --overwrite) cleared, and only of the files leanback wrote there.
   TrainingSetup s = set_up_training(config, opt.strategy, ranks.device, pg);
@@ -133,7 +154,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   // config.json: every default filled in, the backward strategies' settings included.
   nlohmann::json resolved = config.to_json();
   resolved["backward"] = config.backward.resolved_json();
-  dir.write_run_files(resolved, s.plan.table());
+  dir.write_run_files(resolved, s.plan.table() + (memory_plan ? "\n" + memory_plan->table() : ""),
+                      memory_plan ? memory_plan->to_json() : nlohmann::json(nullptr));
   MetricsLog metrics((dir.path() / "metrics.jsonl").string(), main_rank);
   TrainStepOptions step_options;
   step_options.max_grad_norm = tc.max_grad_norm;
@@ -231,11 +253,28 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     loader_next = last;
     const auto t_data = Clock::now();
     StepResult r;
+    std::optional<autograd::PeakWatch> watch;  // with a budget: where each step's peak is set
+    if (memory_plan) watch.emplace(allocator_for(ranks.device), /*with_kept=*/false);
     try {
       r = train_step.run(step, micro_batches(*s.model, micro), /*measure_saved=*/true);
     } catch (const Diverged& e) {
       throw Diverged(e.what() + dir.last_good_note());
     }
+    if (memory_plan && r.activation_peak_bytes > memory_plan->budget_bytes) {
+      watch->check("after the backward");
+      const auto& site = watch->site();
+      throw Error(config.source + ": step " + std::to_string(step + 1) + " peaked at " +
+                  megabytes(r.activation_peak_bytes) + " of activations, " +
+                  megabytes(r.activation_peak_bytes - memory_plan->budget_bytes) + " over memory.budget " +
+                  memory_plan->budget_text + " (" + megabytes(memory_plan->budget_bytes) + "; planned peak " +
+                  megabytes(memory_plan->measured_peak) + ")" +
+                  (site ? ", set in " + site->phase + (site->op.empty() ? "" : " of " + site->op + " in " +
+                                                       (site->module.empty() ? "(model)" : site->module))
+                        : std::string()) +
+                  ": the plan (memory_plan.json) underestimated that part; plan again with a lower budget" +
+                  dir.last_good_note());
+    }
+    watch.reset();
     const double step_ms = ms_between(t0, Clock::now());
     ++st.step;
     ++steps_this_run;

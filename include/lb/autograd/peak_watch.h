@@ -29,7 +29,8 @@ struct PeakSite {
 class PeakWatch {
  public:
   // Watches `allocator` from now on (one watch at a time, on the thread that runs the step).
-  explicit PeakWatch(const Allocator& allocator);
+  // with_kept = false: the place only, not what was kept (cheap enough for every step).
+  explicit PeakWatch(const Allocator& allocator, bool with_kept = true);
   ~PeakWatch();
   PeakWatch(const PeakWatch&) = delete;
   PeakWatch& operator=(const PeakWatch&) = delete;
@@ -45,6 +46,7 @@ class PeakWatch {
  private:
   void note(std::string phase, const Node* node);
   const Allocator& allocator_;
+  bool with_kept_ = true;
   int64_t rises_ = 0;
   std::optional<PeakSite> site_;
 };

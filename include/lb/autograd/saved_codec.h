@@ -45,6 +45,9 @@ struct CodecRule {
   std::string op = "*";     // glob over the op (node) name: "gelu", "layer_norm", "linear", ...
   std::string role = "*";   // glob over the role: "input", "input1", "output"
   CodecSpec spec;
+  // A rule from a config must decide some tensor (else it is a typo); a planner's rule for a
+  // block whose tensors an earlier node keeps first need not.
+  bool must_match = true;
 };
 
 // Rules in order, first match wins; no match: f32. Counts, per rule, the tensors it decided

@@ -6,6 +6,7 @@
 // filled in), which the trainer writes into the run directory.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "lb/autograd/saved_codec.h"
 #include "lb/nn/backward/policy.h"
+#include "lb/train/memory_budget.h"
 
 namespace lb::train {
 
@@ -97,6 +99,13 @@ struct MemorySection {
   // Globs of blocks (BERT/ViT encoder layers, ResNet blocks) that keep only their input and
   // recompute their forward in backward (lb/nn/recomputable_block.h).
   std::vector<std::string> recompute;
+  // A bound on the step's activation peak: the planner (memory_planner.h) chooses codecs and
+  // recomputation per block to fit it, in place of `codecs` and `recompute` (which must then
+  // be empty). fidelity_weight: how much step time a lossy codec's gradient error is worth.
+  std::optional<MemoryBudget> budget;
+  double fidelity_weight = 500;
+  // The config's "memory" section; errors name its JSON paths.
+  static MemorySection from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;
 };
 

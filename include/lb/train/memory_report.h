@@ -29,6 +29,9 @@ struct MemoryReport {
   std::array<int64_t, kNumMemTags> at_activation_peak{};
   // Where the peak was set and what the tape kept then (none: it never rose in the step).
   std::optional<autograd::PeakSite> peak_site;
+  // The model's recomputable blocks (lb/nn/recomputable_block.h), outermost only, in order.
+  std::vector<std::string> blocks;
+  double step_ms = 0;  // the median of the timed steps after it (0: none asked for)
 
   // Bytes by op kind and by module, largest first; the total and the peak.
   std::string table() const;
@@ -36,7 +39,8 @@ struct MemoryReport {
 };
 
 // `config` as `leanback train` would run it (strategy: the --strategy override), one step on
-// its first training batch, on the CPU. Errors name the config file.
-MemoryReport memory_report(Config config, const std::string& strategy);
+// its first training batch, on the CPU, then `timed_steps` more on the same batch, timed.
+// Errors name the config file.
+MemoryReport memory_report(Config config, const std::string& strategy, int timed_steps = 0);
 
 }  // namespace lb::train

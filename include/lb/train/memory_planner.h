@@ -1,0 +1,120 @@
+// The memory planner (config memory.budget, --memory-budget): picks, per recomputable block
+// (BERT/ViT encoder layer, ResNet block) and for the rest of the model, how its kept tensors
+// are stored — exact, bf16 or int8 codecs (memory.codecs) — and whether the block is
+// recomputed in backward (memory.recompute), so that a step's activation peak fits the budget
+// at the least cost. The backward strategies stay as the config sets them.
+//
+// Profile: one attributed step (memory_report.h) per uniform setting — exact, bf16, int8,
+// each with and without every block recomputed — on the config's first batch (text: padded
+// to max_seq_len, padding not skipped, so that no batch of the run is larger), plus two
+// timed steps each. From them, per block and setting: the bytes it keeps at the end of the
+// forward, and the bytes it holds while backward runs through it (a recomputed block: its
+// input plus its activations made again); the bytes in flight at the peak (gradients,
+// decoded copies, temporaries: the largest seen at any profile's peak); step times.
+//
+// Peak model: forward ends holding Σ kept; backward, reaching block b (last to first), holds
+// the kept bytes of the blocks before b, b's working bytes, and the rest of the model; plus
+// what is in flight. Solve: a multiple-choice knapsack by dynamic programming over the blocks
+// in order, the state being the kept bytes of the blocks so far (in 1/1024ths of the budget,
+// rounded up: never under-counted), each block's choice checked against the budget where
+// backward reaches it. Exact: the blocks are few (6-24) and the state small, so the optimum
+// of the model is found in milliseconds; an ILP solver would add a dependency for nothing.
+// Cost: added step time (profiled) plus a fidelity penalty for lossy codecs, so exact is
+// chosen wherever it fits, recomputation (exact, slower) and codecs (lossy, cheap) traded by
+// memory.fidelity_weight. The plan is then measured with one attributed step; if the peak
+// exceeds the budget the planner solves again with the budget lowered by the excess (at
+// most three times). Errors name the smallest budget reachable.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lb/train/config.h"
+#include "lb/train/memory_budget.h"
+
+namespace lb::train {
+
+// One way to keep a block's (or the rest's) tensors.
+struct KeepOption {
+  std::string codec = "f32";  // f32 (as they are), bf16, int8
+  bool recompute = false;
+  std::string name() const;  // "exact", "int8", "recompute", "recompute + int8", ...
+};
+
+struct PlannedPart {
+  std::string part;  // a block's module path, or "(rest)": embeddings, pooler, head
+  KeepOption option;
+  int64_t kept_bytes = 0;     // at the end of the forward, profiled
+  int64_t working_bytes = 0;  // while backward runs through it
+  double added_ms = 0;        // over exact, per step
+  double fidelity = 0;        // the codec's prior (1 - gradient cosine)
+  std::string why;
+};
+
+struct MemoryPlan {
+  std::string budget_text;
+  int64_t budget_bytes = 0;
+  int64_t exact_vanilla_peak = 0;  // what "0.1x" refers to
+  int64_t exact_peak = 0;          // the config's strategies, nothing planned
+  int64_t predicted_peak = 0;
+  int64_t measured_peak = 0;        // the planned step's, profiled
+  int64_t smallest_reachable = 0;   // predicted for the leanest choice everywhere
+  double exact_step_ms = 0, predicted_step_ms = 0;
+  double profile_s = 0;  // the planner's own time
+  std::vector<PlannedPart> parts;
+  MemorySection section;  // the memory.codecs and memory.recompute that carry the plan out
+
+  std::string table() const;  // plan.txt
+  nlohmann::json to_json() const;
+  // A saved plan (plan.json), for resume; errors name `source`.
+  static MemoryPlan from_json(const nlohmann::json& j, const std::string& source);
+};
+
+// What each part keeps and costs under each option (block_options()), profiled.
+struct MemoryProfile {
+  std::vector<std::string> blocks;
+  std::vector<std::vector<int64_t>> kept, working;  // [block][option]
+  // [block][option]: whether the block's own module scope (a codec rule matching the block)
+  // and its submodules' (matching "block.*") keep anything, in forward or recomputation
+  std::vector<std::vector<bool>> keeps_own, keeps_inner;
+  std::vector<double> added_ms;                     // [option]: per block, over exact
+  std::vector<int64_t> in_flight;                   // [option]: at the peak, besides what is kept
+  std::vector<int64_t> rest;                        // [rest_codecs() index]: kept outside blocks
+  double exact_ms = 0;
+  int64_t exact_peak = 0;
+};
+
+// The candidates: per block, exact, bf16, int8, each with and without recomputation; for the
+// rest of the model, f32 (exact), bf16, int8.
+const std::vector<KeepOption>& block_options();
+const std::vector<std::string>& rest_codecs();
+
+// One attributed and two timed steps per uniform setting (see above).
+MemoryProfile profile_memory(const Config& config, const std::string& strategy);
+
+// The knapsack on a profile: the least-cost choice per block (indices into block_options())
+// and for the rest (into rest_codecs()) whose predicted peak fits `budget`; feasible = false
+// where none does. Deterministic: the same profile and budget give the same choice.
+struct MemoryChoice {
+  bool feasible = false;
+  double cost = 0;
+  int64_t predicted_peak = 0;
+  std::vector<int> block;
+  int rest = 0;
+};
+MemoryChoice choose_memory(const MemoryProfile& profile, int64_t budget, double fidelity_weight);
+// The smallest budget choose_memory() can meet.
+int64_t smallest_reachable_budget(const MemoryProfile& profile);
+
+// Plans `config` (its data, model and strategies; `strategy`: the --strategy override) for
+// `budget`, with lossy codecs weighed by `fidelity_weight` (the penalty, as a share of the
+// exact step time, of a codec whose prior is 1 - cos = 1 on every block; config
+// memory.fidelity_weight). Errors name the config file and the smallest reachable budget.
+MemoryPlan plan_memory(const Config& config, const std::string& strategy, const MemoryBudget& budget);
+
+// config with the plan's memory.codecs and memory.recompute in place of its own.
+Config apply_memory_plan(Config config, const MemoryPlan& plan);
+
+}  // namespace lb::train

@@ -1,0 +1,404 @@
+// The memory planner (see memory_planner.h).
+#include "lb/train/memory_planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "lb/core/error.h"
+#include "lb/train/memory_report.h"
+
+namespace lb::train {
+
+namespace {
+
+// The codecs' fidelity priors: 1 - the mean of the end-to-end g_w and g_x cosines the
+// gradient probe measured with the codec on every kept tensor of the pretrained MiniLM, MRPC,
+// 32 x 128 (tools/bench/probe_grid.sh; tools/bench/README.md): bf16 g_w 1.0000, g_x 0.9998;
+// int8 g_w 0.9998, g_x 0.9990. int4 (g_w 0.88, one layer's 0.01) is not a candidate.
+double fidelity_prior(const std::string& codec) {
+  if (codec == "bf16") return 1e-4;
+  if (codec == "int8") return 6e-4;
+  return 0;
+}
+
+bool under(const std::string& module, const std::string& block) {
+  return module == block || (module.size() > block.size() && module.compare(0, block.size() + 1, block + ".") == 0);
+}
+
+int64_t bytes_under(const std::vector<autograd::SavedEntry>& entries, const std::string& block) {
+  int64_t n = 0;
+  for (const auto& e : entries)
+    if (under(e.module, block)) n += e.bytes;
+  return n;
+}
+
+autograd::CodecRule rule(const std::string& match, const std::string& codec) {
+  autograd::CodecRule r;
+  r.match = match;
+  LB_CHECK(autograd::parse_codec(codec, &r.spec.codec), "internal: codec ", codec);
+  r.must_match = false;  // a block's tensors may be kept first by the block before it
+  return r;
+}
+
+// Added time and the fidelity penalty; a thousandth of a millisecond per step away from exact
+// breaks ties (a recomputation timed as fast as exact) towards exact, then the earlier option.
+double option_cost(const MemoryProfile& p, size_t o, double weight) {
+  const double blocks = static_cast<double>(std::max<size_t>(1, p.blocks.size()));
+  return p.added_ms[o] + weight * fidelity_prior(block_options()[o].codec) * p.exact_ms / blocks +
+         1e-3 * static_cast<double>(o);
+}
+
+// Text batches at their largest: every sequence max_seq_len long, no padding skipped (an
+// upper bound for any batch of the run; images have one shape).
+Config worst_case_batch(Config c) {
+  if (c.model.type == "bert") {
+    c.data.padding = "max_length";
+    c.model.skip_padding = "false";
+  }
+  return c;
+}
+
+Config with_memory(Config c, const std::vector<autograd::CodecRule>& codecs, std::vector<std::string> recompute) {
+  c.memory.budget.reset();
+  c.memory.codecs = codecs;
+  c.memory.recompute = std::move(recompute);
+  return c;
+}
+
+// The rules that carry a choice out: per block, one for its own scope and one for its
+// submodules, each only where it keeps something (a rule deciding nothing is an error).
+MemorySection section_of(const MemoryChoice& s, const MemoryProfile& p) {
+  const std::vector<std::string>& blocks = p.blocks;
+  MemorySection m;
+  const std::string& rest = rest_codecs()[static_cast<size_t>(s.rest)];
+  const bool rest_coded = rest != "f32";
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const size_t oi = static_cast<size_t>(s.block[b]);
+    const KeepOption& o = block_options()[oi];
+    if (o.codec != "f32" || rest_coded) {  // an exact block under a coded rest says so
+      if (p.keeps_own[b][oi]) m.codecs.push_back(rule(blocks[b], o.codec));
+      if (p.keeps_inner[b][oi]) m.codecs.push_back(rule(blocks[b] + ".*", o.codec));
+    }
+    if (o.recompute) m.recompute.push_back(blocks[b]);
+  }
+  if (rest_coded) m.codecs.push_back(rule("*", rest));
+  return m;
+}
+
+std::string mb(int64_t bytes) {  // in MB, to 0.1 MB (0.001 MB below 10 MB)
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(bytes < 10000000 ? 3 : 1) << static_cast<double>(bytes) / 1e6;
+  return os.str();
+}
+
+}  // namespace
+
+const std::vector<KeepOption>& block_options() {
+  static const std::vector<KeepOption> o = {{"f32", false}, {"bf16", false}, {"int8", false},
+                                            {"f32", true},  {"bf16", true},  {"int8", true}};
+  return o;
+}
+const std::vector<std::string>& rest_codecs() {
+  static const std::vector<std::string> c = {"f32", "bf16", "int8"};
+  return c;
+}
+
+// The multiple-choice knapsack (memory_planner.h): DP over blocks, state = kept bytes so far
+// in units of budget/1024 rounded up.
+MemoryChoice choose_memory(const MemoryProfile& p, int64_t budget, double weight) {
+  MemoryChoice best;
+  const size_t n = p.blocks.size(), m = block_options().size();
+  constexpr int64_t kStates = 1024;
+  const double unit = std::max(1.0, static_cast<double>(budget) / kStates);
+  const auto units = [&](int64_t bytes) { return static_cast<int64_t>(std::ceil(static_cast<double>(bytes) / unit)); };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (size_t ri = 0; ri < rest_codecs().size(); ++ri) {
+    const std::string& rest = rest_codecs()[ri];
+    const int64_t rest_bytes = p.rest.at(ri);
+    const double rest_cost =
+        weight * fidelity_prior(rest) * p.exact_ms / static_cast<double>(std::max<size_t>(1, n)) + 1e-3 * static_cast<double>(ri);
+    // cost[b][q], the option taken and the worst predicted peak so far
+    std::vector<std::vector<double>> cost(n + 1, std::vector<double>(kStates + 1, kInf));
+    std::vector<std::vector<int>> took(n + 1, std::vector<int>(kStates + 1, -1));
+    std::vector<std::vector<int64_t>> peak(n + 1, std::vector<int64_t>(kStates + 1, 0));
+    cost[0][0] = rest_cost;
+    for (size_t b = 0; b < n; ++b)
+      for (int64_t q = 0; q <= kStates; ++q) {
+        if (cost[b][q] == kInf) continue;
+        const int64_t prefix = static_cast<int64_t>(static_cast<double>(q) * unit);
+        for (size_t o = 0; o < m; ++o) {
+          const int64_t at = prefix + p.working[b][o] + p.in_flight[o] + rest_bytes;  // backward reaching b
+          if (at > budget) continue;
+          const int64_t q2 = q + units(p.kept[b][o]);
+          if (q2 > kStates) continue;
+          const double c = cost[b][q] + option_cost(p, o, weight);
+          if (c < cost[b + 1][q2]) {
+            cost[b + 1][q2] = c;
+            took[b + 1][q2] = static_cast<int>(o);
+            peak[b + 1][q2] = std::max(peak[b][q], at);
+          }
+        }
+      }
+    int64_t end = -1;
+    for (int64_t q = 0; q <= kStates; ++q)
+      if (cost[n][q] < kInf && (end < 0 || cost[n][q] < cost[n][end] - 1e-9)) end = q;
+    if (end < 0) continue;
+    if (best.feasible && cost[n][end] >= best.cost - 1e-9) continue;
+    best.feasible = true;
+    best.cost = cost[n][end];
+    best.predicted_peak = peak[n][end];
+    best.rest = static_cast<int>(ri);
+    best.block.assign(n, 0);
+    int64_t q = end;
+    for (size_t b = n; b > 0; --b) {
+      const int o = took[b][q];
+      best.block[b - 1] = o;
+      q -= units(p.kept[b - 1][static_cast<size_t>(o)]);
+    }
+  }
+  return best;
+}
+
+// Bisection on choose_memory()'s feasibility (monotone in the budget).
+int64_t smallest_reachable_budget(const MemoryProfile& p) {
+  int64_t lo = 1, hi = 4 * std::max<int64_t>(p.exact_peak, 1);
+  if (!choose_memory(p, hi, 0).feasible) return hi;
+  while (hi - lo > std::max<int64_t>(hi / 1000, 1)) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (choose_memory(p, mid, 0).feasible ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+std::string KeepOption::name() const {
+  if (!recompute) return codec == "f32" ? "exact" : codec;
+  return codec == "f32" ? "recompute" : "recompute + " + codec;
+}
+
+MemoryProfile profile_memory(const Config& config_in, const std::string& strategy) {
+  const Config config = worst_case_batch(config_in);
+  MemoryProfile p;
+  std::map<std::pair<std::string, bool>, MemoryReport> reports;
+  std::vector<std::string> blocks;
+  for (const KeepOption& o : block_options()) {
+    std::vector<autograd::CodecRule> codecs;
+    if (o.codec != "f32") codecs.push_back(rule("*", o.codec));
+    if (o.recompute && blocks.empty())
+      throw Error(config.source + ": memory.budget: this model has no block that can be recomputed, so the "
+                  "planner has nothing to choose from but codecs; give memory.codecs instead");
+    MemoryReport r = memory_report(with_memory(config, codecs, o.recompute ? blocks : std::vector<std::string>{}),
+                                   strategy, 2);
+    if (blocks.empty()) blocks = r.blocks;
+    reports[{o.codec, o.recompute}] = std::move(r);
+  }
+  p.blocks = blocks;
+  const MemoryReport& exact = reports.at({"f32", false});
+  p.exact_ms = exact.step_ms;
+  p.exact_peak = exact.activation_peak_bytes;
+  const size_t n = blocks.size(), m = block_options().size();
+  p.kept.assign(n, std::vector<int64_t>(m, 0));
+  p.working.assign(n, std::vector<int64_t>(m, 0));
+  p.keeps_own.assign(n, std::vector<bool>(m, false));
+  p.keeps_inner.assign(n, std::vector<bool>(m, false));
+  p.rest.assign(rest_codecs().size(), 0);
+  for (size_t o = 0; o < m; ++o) {
+    const KeepOption& opt = block_options()[o];
+    const MemoryReport& r = reports.at({opt.codec, opt.recompute});
+    p.added_ms.push_back(std::max(0.0, r.step_ms - p.exact_ms) / static_cast<double>(std::max<size_t>(1, n)));
+    int64_t kept_at_peak = 0;
+    if (r.peak_site)
+      for (const auto& e : r.peak_site->kept) kept_at_peak += e.bytes;
+    p.in_flight.push_back(std::max<int64_t>(0, r.activation_peak_bytes - kept_at_peak));
+    const MemoryReport& unrecomputed = reports.at({opt.codec, false});
+    for (size_t b = 0; b < n; ++b) {
+      const auto own = [&](const MemoryReport& x) {
+        return std::any_of(x.entries.begin(), x.entries.end(), [&](const auto& e) { return e.module == blocks[b]; });
+      };
+      p.keeps_own[b][o] = own(r);
+      // A recomputed block's submodules keep in its recomputation what they keep without it.
+      p.keeps_inner[b][o] = bytes_under(unrecomputed.entries, blocks[b]) > 0 && !(own(unrecomputed) &&
+                            std::all_of(unrecomputed.entries.begin(), unrecomputed.entries.end(), [&](const auto& e) {
+                              return !under(e.module, blocks[b]) || e.module == blocks[b];
+                            }));
+      p.kept[b][o] = bytes_under(r.entries, blocks[b]);
+      // A recomputed block holds its input and, while backward runs through it, its
+      // activations made again (kept as the codec keeps them).
+      p.working[b][o] = p.kept[b][o] + (opt.recompute ? bytes_under(reports.at({opt.codec, false}).entries, blocks[b]) : 0);
+    }
+    if (!opt.recompute) {
+      int64_t in_blocks = 0;
+      for (const auto& b : blocks) in_blocks += bytes_under(r.entries, b);
+      const auto it = std::find(rest_codecs().begin(), rest_codecs().end(), opt.codec);
+      p.rest[static_cast<size_t>(it - rest_codecs().begin())] = r.saved_bytes - in_blocks;
+    }
+  }
+  return p;
+}
+
+MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Config config = worst_case_batch(config_in);
+  const MemoryProfile p = profile_memory(config, strategy);
+  const std::vector<std::string>& blocks = p.blocks;
+  const size_t n = blocks.size();
+  MemoryPlan plan;
+  plan.budget_text = budget.text;
+  plan.exact_peak = p.exact_peak;
+  plan.exact_step_ms = p.exact_ms;
+  plan.exact_vanilla_peak = p.exact_peak;
+  // A fraction refers to the exact vanilla step: measured apart unless that is what ran.
+  const bool vanilla = strategy == "vanilla" || (strategy.empty() && config.backward.source_json().empty());
+  if (budget.is_fraction() && !vanilla)
+    plan.exact_vanilla_peak = memory_report(with_memory(config, {}, {}), "vanilla").activation_peak_bytes;
+  plan.budget_bytes = budget.resolve(plan.exact_vanilla_peak);
+  plan.smallest_reachable = smallest_reachable_budget(p);
+  const auto describe_budget = [&] {
+    return "memory.budget " + budget.text + " (" + mb(plan.budget_bytes) + " MB of activation peak" +
+           (budget.is_fraction() ? ", of the exact vanilla step's " + mb(plan.exact_vanilla_peak) + " MB" : "") + ")";
+  };
+  int64_t target = plan.budget_bytes;
+  for (int attempt = 0;; ++attempt) {
+    const MemoryChoice s = choose_memory(p, target, config.memory.fidelity_weight);
+    if (!s.feasible && attempt > 0)
+      throw Error(config.source + ": " + describe_budget() + ": the best plan's measured activation peak is " +
+                  mb(plan.measured_peak) + " MB (predicted " + mb(plan.predicted_peak) + " MB), and leaner plans " +
+                  "are predicted not to reach the budget either (smallest reachable: " + mb(plan.smallest_reachable) +
+                  " MB, predicted). Raise the budget to " + mb(plan.measured_peak) + " MB or more");
+    if (!s.feasible)
+      throw Error(config.source + ": " + describe_budget() + " is below the smallest reachable for this model, " +
+                  "batch and backward strategies: " + mb(plan.smallest_reachable) + " MB (predicted; with every " +
+                  "block recomputed and kept in int8 where that is least). Raise the budget or lower " +
+                  "data.batch_size / data.max_seq_len");
+    plan.section = section_of(s, p);
+    plan.predicted_peak = s.predicted_peak;
+    const MemoryReport measured = memory_report(with_memory(config, plan.section.codecs, plan.section.recompute), strategy);
+    plan.measured_peak = measured.activation_peak_bytes;
+    plan.parts.clear();
+    double ms = p.exact_ms;
+    for (size_t b = 0; b < n; ++b) {
+      const size_t o = static_cast<size_t>(s.block[b]);
+      PlannedPart part;
+      part.part = blocks[b];
+      part.option = block_options()[o];
+      part.kept_bytes = p.kept[b][o];
+      part.working_bytes = p.working[b][o];
+      part.added_ms = p.added_ms[o];
+      part.fidelity = fidelity_prior(part.option.codec);
+      part.why = o == 0 ? "exact fits" : "least cost that fits (+" + std::to_string(static_cast<int>(std::lround(p.added_ms[o]))) + " ms" +
+                                             (part.fidelity > 0 ? ", lossy" : ", exact") + ")";
+      ms += part.added_ms;
+      plan.parts.push_back(part);
+    }
+    PlannedPart rest;
+    rest.part = "(rest)";
+    rest.option.codec = rest_codecs()[static_cast<size_t>(s.rest)];
+    rest.kept_bytes = rest.working_bytes = p.rest.at(static_cast<size_t>(s.rest));
+    rest.fidelity = fidelity_prior(rest.option.codec);
+    rest.why = s.rest == 0 ? "exact fits" : "least cost that fits (lossy)";
+    plan.parts.push_back(rest);
+    plan.predicted_step_ms = ms;
+    if (plan.measured_peak <= plan.budget_bytes) break;
+    const int64_t over = plan.measured_peak - plan.budget_bytes;
+    if (attempt == 3)
+      throw Error(config.source + ": " + describe_budget() + ": the plan's measured activation peak is " +
+                  mb(plan.measured_peak) + " MB (predicted " + mb(plan.predicted_peak) + " MB)" +
+                  (measured.peak_site ? ", set in " + measured.peak_site->phase + " of " + measured.peak_site->op +
+                                            " in " + measured.peak_site->module
+                                      : std::string()) +
+                  "; the planner could not fit it. Raise the budget");
+    target -= over + (1 << 20);  // solve again with the excess taken off
+  }
+  plan.profile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return plan;
+}
+
+Config apply_memory_plan(Config config, const MemoryPlan& plan) {
+  config.memory.codecs = plan.section.codecs;
+  config.memory.recompute = plan.section.recompute;
+  return config;
+}
+
+std::string MemoryPlan::table() const {
+  std::ostringstream os;
+  os << "memory budget " << budget_text << ": " << mb(budget_bytes) << " MB of activation peak";
+  if (exact_vanilla_peak != exact_peak || budget_text.find('x') != std::string::npos)
+    os << " (the exact vanilla step peaks at " << mb(exact_vanilla_peak) << " MB)";
+  os << "\nexact (nothing planned): peak " << mb(exact_peak) << " MB, " << std::fixed << std::setprecision(0)
+     << exact_step_ms << " ms per step\nplanned: peak " << mb(predicted_peak) << " MB predicted, " << mb(measured_peak)
+     << " MB measured; ~" << predicted_step_ms << " ms per step predicted; smallest reachable budget "
+     << mb(smallest_reachable) << " MB; planned in " << std::setprecision(1) << profile_s << " s\n\n";
+  size_t w = 6;
+  for (const auto& p : parts) w = std::max(w, p.part.size() + 2);
+  os << std::left << std::setw(static_cast<int>(w)) << "part" << std::setw(19) << "keeps" << std::right << std::setw(10)
+     << "kept MB" << std::setw(12) << "working MB" << std::setw(8) << "+ms" << "  why\n";
+  for (const auto& p : parts)
+    os << std::left << std::setw(static_cast<int>(w)) << p.part << std::setw(19) << p.option.name() << std::right
+       << std::setw(10) << mb(p.kept_bytes) << std::setw(12) << mb(p.working_bytes) << std::setw(8)
+       << std::setprecision(0) << p.added_ms << "  " << p.why << "\n";
+  return os.str();
+}
+
+nlohmann::json MemoryPlan::to_json() const {
+  nlohmann::json ps = nlohmann::json::array();
+  for (const auto& p : parts)
+    ps.push_back({{"part", p.part},
+                  {"codec", p.option.codec},
+                  {"recompute", p.option.recompute},
+                  {"kept_bytes", p.kept_bytes},
+                  {"working_bytes", p.working_bytes},
+                  {"added_ms", p.added_ms},
+                  {"fidelity", p.fidelity},
+                  {"why", p.why}});
+  return {{"budget", budget_text},
+          {"budget_bytes", budget_bytes},
+          {"exact_vanilla_peak_bytes", exact_vanilla_peak},
+          {"exact_peak_bytes", exact_peak},
+          {"predicted_peak_bytes", predicted_peak},
+          {"measured_peak_bytes", measured_peak},
+          {"smallest_reachable_bytes", smallest_reachable},
+          {"exact_step_ms", exact_step_ms},
+          {"predicted_step_ms", predicted_step_ms},
+          {"profile_s", profile_s},
+          {"parts", ps},
+          {"memory", section.to_json()}};
+}
+
+MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& source) {
+  try {
+    MemoryPlan p;
+    p.budget_text = j.at("budget").get<std::string>();
+    p.budget_bytes = j.at("budget_bytes").get<int64_t>();
+    p.exact_vanilla_peak = j.at("exact_vanilla_peak_bytes").get<int64_t>();
+    p.exact_peak = j.at("exact_peak_bytes").get<int64_t>();
+    p.predicted_peak = j.at("predicted_peak_bytes").get<int64_t>();
+    p.measured_peak = j.at("measured_peak_bytes").get<int64_t>();
+    p.smallest_reachable = j.at("smallest_reachable_bytes").get<int64_t>();
+    p.exact_step_ms = j.at("exact_step_ms").get<double>();
+    p.predicted_step_ms = j.at("predicted_step_ms").get<double>();
+    p.profile_s = j.at("profile_s").get<double>();
+    for (const auto& x : j.at("parts")) {
+      PlannedPart part;
+      part.part = x.at("part").get<std::string>();
+      part.option.codec = x.at("codec").get<std::string>();
+      part.option.recompute = x.at("recompute").get<bool>();
+      part.kept_bytes = x.at("kept_bytes").get<int64_t>();
+      part.working_bytes = x.at("working_bytes").get<int64_t>();
+      part.added_ms = x.at("added_ms").get<double>();
+      part.fidelity = x.at("fidelity").get<double>();
+      part.why = x.at("why").get<std::string>();
+      p.parts.push_back(part);
+    }
+    p.section = MemorySection::from_json(j.at("memory"));
+    for (auto& r : p.section.codecs) r.must_match = false;  // the planner's rules
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(source + ": not a memory plan leanback wrote (" + e.what() + ")");
+  }
+}
+
+}  // namespace lb::train

@@ -1,0 +1,217 @@
+// The memory budget and its planner: sizes parse (and bad ones are errors naming where), the
+// knapsack prefers exact, trades recomputation against codecs by the fidelity weight, is
+// deterministic and knows its smallest reachable budget; on small BERT/ViT/ResNet configs
+// the plan's measured peak fits the budget, and so does every training step; a resumed run
+// keeps its plan; a step over the budget stops the run, naming where its peak was set.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lb/core/error.h"
+#include "lb/io/json_file.h"
+#include "lb/train/memory_planner.h"
+#include "lb/train/trainer.h"
+#include "testing/testing.h"
+#include "testing/train_configs.h"
+
+namespace lb::train {
+namespace {
+
+namespace fs = std::filesystem;
+using lb::testing::TempDir;
+
+TEST(MemoryBudget, ParsesSizesAndFractions) {
+  EXPECT_DOUBLE_EQ(MemoryBudget::parse("120MB", "b").bytes, 120e6);
+  EXPECT_DOUBLE_EQ(MemoryBudget::parse("1.5GiB", "b").bytes, 1.5 * 1073741824.0);
+  EXPECT_DOUBLE_EQ(MemoryBudget::parse("800KiB", "b").bytes, 800 * 1024.0);
+  EXPECT_DOUBLE_EQ(MemoryBudget::parse("123456", "b").bytes, 123456);
+  EXPECT_DOUBLE_EQ(MemoryBudget::parse("123456B", "b").bytes, 123456);
+  const MemoryBudget f = MemoryBudget::parse("0.1x", "b");
+  EXPECT_TRUE(f.is_fraction());
+  EXPECT_EQ(f.resolve(1000000), 100000);
+  EXPECT_EQ(MemoryBudget::parse("2MB", "b").resolve(1), 2000000);
+  for (const char* bad : {"", "MB", "abc", "12XB", "0x", "1.5x", "-3MB", "0MB", "1..2MB"}) {
+    const std::string m = lb::testing::error_message([&] { MemoryBudget::parse(bad, "memory.budget"); });
+    EXPECT_NE(m.find("memory.budget: '" + std::string(bad) + "' is not a memory budget"), std::string::npos) << m;
+    EXPECT_NE(m.find("0.1x"), std::string::npos) << m;
+  }
+}
+
+// Two blocks; per option (exact, bf16, int8, recompute, recompute + bf16, recompute + int8)
+// what each keeps, holds in backward and costs.
+MemoryProfile toy_profile() {
+  MemoryProfile p;
+  p.blocks = {"enc.0", "enc.1"};
+  const std::vector<int64_t> kept = {100, 50, 25, 10, 5, 3};
+  for (int b = 0; b < 2; ++b) {
+    p.kept.push_back(kept);
+    p.working.push_back({100, 50, 25, 110, 55, 28});
+  }
+  p.added_ms = {0, 1, 1, 5, 6, 6};
+  p.in_flight = {20, 20, 20, 20, 20, 20};
+  p.rest = {30, 15, 8};
+  p.exact_ms = 100;
+  p.exact_peak = 250;
+  return p;
+}
+
+std::vector<std::string> names(const MemoryChoice& c) {
+  std::vector<std::string> out;
+  for (int o : c.block) out.push_back(block_options()[static_cast<size_t>(o)].name());
+  out.push_back("rest " + rest_codecs()[static_cast<size_t>(c.rest)]);
+  return out;
+}
+
+TEST(MemoryPlanner, PrefersExactAndTradesRecomputationAgainstCodecsByFidelity) {
+  const MemoryProfile p = toy_profile();
+  // Exact everywhere peaks where backward reaches block 1: 100 + 100 + 20 + 30 = 250.
+  MemoryChoice c = choose_memory(p, 250, 500);
+  ASSERT_TRUE(c.feasible);
+  EXPECT_EQ(names(c), (std::vector<std::string>{"exact", "exact", "rest f32"}));
+  EXPECT_EQ(c.predicted_peak, 250);
+  // A little less: with a heavy fidelity weight the exact recomputation, with none the codecs.
+  c = choose_memory(p, 200, 1e9);
+  ASSERT_TRUE(c.feasible);
+  for (const auto& n : names(c)) EXPECT_EQ(n.find("int8"), std::string::npos) << n;
+  for (const auto& n : names(c)) EXPECT_EQ(n.find("bf16"), std::string::npos) << n;
+  EXPECT_LE(c.predicted_peak, 200);
+  const MemoryChoice cheap = choose_memory(p, 200, 0);
+  ASSERT_TRUE(cheap.feasible);
+  for (const auto& n : names(cheap)) EXPECT_EQ(n.find("recompute"), std::string::npos) << n;
+  EXPECT_LE(cheap.predicted_peak, 200);
+  // Deterministic for a given profile.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(names(choose_memory(p, 200, 1e9)), names(c));
+  // The smallest reachable budget is reachable and a tenth under it is not.
+  const int64_t least = smallest_reachable_budget(p);
+  EXPECT_TRUE(choose_memory(p, least, 500).feasible);
+  EXPECT_FALSE(choose_memory(p, least * 9 / 10, 500).feasible);
+  EXPECT_LT(least, 100);  // recomputed int8 blocks: 3 + 28 + 20 + 8 = 59 and so
+}
+
+// The plan on a small model's config: its measured peak fits, the parts cover every block,
+// and a budget at the exact peak keeps everything exact.
+void expect_plan_fits(const nlohmann::json& j, const std::string& what) {
+  const Config c = Config::from_json(j, what + ".json");
+  const MemoryPlan whole = plan_memory(c, "", MemoryBudget::parse("1.0x", "b"));
+  EXPECT_LE(whole.measured_peak, whole.budget_bytes) << what;
+  ASSERT_LT(whole.smallest_reachable, whole.exact_vanilla_peak) << what;
+  // Three quarters of the way from the smallest reachable budget to the exact peak (closer to
+  // the edge, the model's error at this tiny size decides).
+  const int64_t between = whole.smallest_reachable + (whole.exact_vanilla_peak - whole.smallest_reachable) * 3 / 4;
+  const MemoryPlan tight = plan_memory(c, "", MemoryBudget::parse(std::to_string(between), "b"));
+  const std::string room = std::to_string(tight.exact_vanilla_peak * 3 / 2);  // bytes: exact fits
+  const MemoryPlan loose = plan_memory(c, "", MemoryBudget::parse(room, "b"));
+  for (const auto& part : loose.parts) EXPECT_EQ(part.option.name(), "exact") << what << " " << part.part;
+  EXPECT_TRUE(loose.section.codecs.empty() && loose.section.recompute.empty()) << what;
+  EXPECT_LE(tight.measured_peak, tight.budget_bytes) << what;
+  EXPECT_GT(tight.measured_peak, 0) << what;
+  bool lean = false;
+  for (const auto& part : tight.parts) lean = lean || part.option.name() != "exact";
+  EXPECT_TRUE(lean) << what;
+  EXPECT_GE(tight.parts.size(), 3u) << what;  // two or more blocks and the rest
+  // Predicted and measured agree to within 20% on these tiny models, whose peaks (0.3-2 MB) the
+  // batch, loss and optimizer temporaries weigh on (tools/bench/README.md: the full-size figures).
+  EXPECT_NEAR(static_cast<double>(tight.predicted_peak), static_cast<double>(tight.measured_peak),
+              0.2 * static_cast<double>(tight.measured_peak))
+      << what;
+  const std::string under = std::to_string(whole.smallest_reachable / 2);
+  const std::string m = lb::testing::error_message([&] { plan_memory(c, "", MemoryBudget::parse(under, "b")); });
+  EXPECT_NE(m.find(what + ".json: memory.budget " + under), std::string::npos) << m;
+  EXPECT_NE(m.find("is below the smallest reachable"), std::string::npos) << m;
+  // The plan survives its JSON (memory_plan.json, for resume).
+  const MemoryPlan back = MemoryPlan::from_json(tight.to_json(), "memory_plan.json");
+  EXPECT_EQ(back.to_json(), tight.to_json());
+}
+
+TEST(MemoryPlanner, PlansFitSmallBertVitAndResNet) {
+  expect_plan_fits(lb::testing::tiny_bert_config(2), "bert");
+  TempDir tmp("lb_planner");
+  lb::testing::write_image_folder(tmp.path() / "images");
+  // No background loader: its prefetched batches would add to the measured peaks at random.
+  for (nlohmann::json j : {lb::testing::tiny_vit_config(tmp.sub("images"), 2),
+                           lb::testing::tiny_resnet_config(tmp.sub("images"), 2)}) {
+    j["data"]["workers"] = 0;
+    expect_plan_fits(j, j["model"]["type"]);
+  }
+}
+
+using lb::testing::quiet;
+
+std::vector<nlohmann::json> train_lines(const std::string& run) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run + "/metrics.jsonl");
+  for (std::string l; std::getline(in, l);)
+    if (auto j = nlohmann::json::parse(l); j["type"] == "train") out.push_back(j);
+  return out;
+}
+
+TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
+  TempDir tmp("lb_planner");
+  nlohmann::json j = lb::testing::tiny_bert_config(6);
+  j["train"]["log_every"] = 1;
+  // Exact choices only (recomputation: bit-identical), so that runs planned apart train alike.
+  j["memory"] = {{"budget", "0.75x"}, {"fidelity_weight", 1e9}};
+  const Config c = Config::from_json(j, "tiny.json");
+  const TrainResult full = train(c, quiet(tmp.sub("full")));
+  const MemoryPlan plan = MemoryPlan::from_json(io::read_json_file(tmp.sub("full") + "/memory_plan.json"), "plan");
+  EXPECT_EQ(plan.budget_text, "0.75x");
+  const auto lines = train_lines(tmp.sub("full"));
+  ASSERT_EQ(lines.size(), 6u);
+  for (const auto& l : lines) EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
+  std::ifstream txt(tmp.sub("full") + "/plan.txt");
+  const std::string table((std::istreambuf_iterator<char>(txt)), std::istreambuf_iterator<char>());
+  EXPECT_NE(table.find("memory budget 0.75x"), std::string::npos) << table;
+  // The run's config.json reads back with the budget (the plan itself is memory_plan.json).
+  const nlohmann::json resolved = io::read_json_file(tmp.sub("full") + "/config.json");
+  EXPECT_EQ(resolved["memory"]["budget"], "0.75x");
+
+  // Interrupted and resumed: the saved plan is reused (not planned again), the run as one.
+  TrainOptions first = quiet(tmp.sub("cut"));
+  first.interrupt_after = 3;
+  EXPECT_TRUE(train(c, first).interrupted);
+  const std::string saved = tmp.sub("cut") + "/memory_plan.json";
+  nlohmann::json p = io::read_json_file(saved);
+  p["profile_s"] = 12345.0;  // a marker: a new plan would not carry it
+  std::ofstream(saved) << p.dump(2);
+  TrainOptions second = quiet(tmp.sub("cut"));
+  second.resume = tmp.sub("cut");
+  const TrainResult rest = train(c, second);
+  ASSERT_EQ(rest.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rest.losses[i], full.losses[3 + i]) << "step " << 3 + i;
+  EXPECT_EQ(io::read_json_file(saved)["profile_s"], 12345.0);
+
+  // Resumed with another budget: an error, not a silent replan.
+  nlohmann::json other = j;
+  other["memory"]["budget"] = "0.8x";
+  second.resume = tmp.sub("cut");
+  std::string m = lb::testing::error_message([&] { train(Config::from_json(other, "tiny.json"), second); });
+  EXPECT_NE(m.find("planned for 0.75x"), std::string::npos) << m;
+
+  // A plan that is wrong (here: a budget far below what it keeps) stops the first step over it.
+  TrainOptions third = quiet(tmp.sub("cut2"));
+  third.interrupt_after = 1;
+  nlohmann::json j2 = j;
+  j2["train"]["max_steps"] = 3;
+  const Config c2 = Config::from_json(j2, "tiny.json");
+  EXPECT_TRUE(train(c2, third).interrupted);
+  const std::string saved2 = tmp.sub("cut2") + "/memory_plan.json";
+  p = io::read_json_file(saved2);
+  p["budget_bytes"] = 1000;
+  std::ofstream(saved2) << p.dump(2);
+  TrainOptions fourth = quiet(tmp.sub("cut2"));
+  fourth.resume = tmp.sub("cut2");
+  m = lb::testing::error_message([&] { train(c2, fourth); });
+  EXPECT_NE(m.find("tiny.json: step 2 peaked at"), std::string::npos) << m;
+  EXPECT_NE(m.find("over memory.budget 0.75x"), std::string::npos) << m;
+  EXPECT_NE(m.find(", set in "), std::string::npos) << m;
+  EXPECT_NE(m.find("checkpoint"), std::string::npos) << m;
+
+  // Budget and explicit codecs together: an error naming the path.
+  j["memory"]["codecs"] = {{{"codec", "int8"}}};
+  m = lb::testing::error_message([&] { Config::from_json(j, "tiny.json"); });
+  EXPECT_NE(m.find("memory.budget: the planner chooses memory.codecs"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace lb::train
