@@ -50,10 +50,17 @@ Tensor unary_op(const Tensor& a, const char* name, UnaryOp op, double s = 0.0, b
     const Tensor saved = of == DerivativeOf::Input    ? (kept_rounded ? autograd::keep_rounded_activation(a) : a)
                          : of == DerivativeOf::Output ? out.detach()
                                                       : Tensor();
-    record(name, out, {a}, {saved}, [op, s](const Tensor& g, const std::vector<Tensor>& saved, const std::vector<bool>&) {
+    record(name, out, {a}, {saved}, [op, s](const Tensor& g, std::vector<Tensor>& saved, const std::vector<bool>&) {
       // A bf16 input is read as it is by the CPU kernel (widened exactly as it goes).
-      const Tensor v = saved[0].defined() && saved[0].device().is_cpu() ? saved[0] : autograd::saved_f32(saved[0]);
-      Tensor r = Tensor::empty(g.shape(), g.dtype(), g.device());
+      Tensor v = std::move(saved[0]);
+      if (v.defined() && !v.device().is_cpu()) v = autograd::saved_f32(v);
+      // A copy only this backward holds (a kept tensor decoded for it, saved_codec.h: no
+      // other handle, no other view) takes the gradient in place, element by element: one
+      // activation-sized tensor fewer. The node's own kept tensor is never written.
+      const bool own = v.defined() && v.impl_ptr().use_count() == 1 && v.storage().use_count() == 1 &&
+                       v.is_contiguous() && v.offset() == 0 && v.dtype() == g.dtype() && v.shape() == g.shape() &&
+                       v.device() == g.device();
+      Tensor r = own ? v : Tensor::empty(g.shape(), g.dtype(), g.device());
       kernels(g).unary_grad(op, s, g, v, r);
       return std::vector<Tensor>{r};
     });

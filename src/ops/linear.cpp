@@ -92,20 +92,23 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     kept_x.tensors.clear();
     autograd::record(
         "linear", y, {x, w, b}, saved,
-        [x_shape = x.shape(), O, I, batch, kept_x, n_x](const Tensor& g, const std::vector<Tensor>& s,
+        [x_shape = x.shape(), O, I, batch, kept_x, n_x](const Tensor& g, std::vector<Tensor>& s,
                                                          const std::vector<bool>& need) {
           const Tensor gm = as_matrices(g);
           Tensor gx, gw, gb;
-          if (need[0]) {  // g_x = g_y w
-            gx = Tensor::empty(x_shape, g.dtype(), g.device());
-            Tensor gxm = as_matrices(gx);
-            backend::gemm_kernels(g.device()).gemm_into(gxm, gm, false, s.back(), false, batch, false);
-          }
+          // g_w first: x (made again where exact lean keeps its producer's tensors) and the
+          // decoded copies it came from are dropped before g_x is allocated.
           if (need[1]) {  // g_w = g_yᵀ x, summed over every row of the batch
             gw = Tensor::empty({O, I}, g.dtype(), g.device());
             // x may be bf16
             const Tensor xs = kept_x.get({s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_x)});
+            for (size_t i = 0; i < n_x; ++i) s[i] = Tensor();
             backend::gemm_kernels(g.device()).gemm_into(gw, gm, true, as_matrices(xs), false, batch, false);
+          }
+          if (need[0]) {  // g_x = g_y w
+            gx = Tensor::empty(x_shape, g.dtype(), g.device());
+            Tensor gxm = as_matrices(gx);
+            backend::gemm_kernels(g.device()).gemm_into(gxm, gm, false, s.back(), false, batch, false);
           }
           if (need[2]) gb = column_sums(g, O);  // g_b = Σ_rows g_y
           return std::vector<Tensor>{gx, gw, gb};

@@ -12,7 +12,8 @@
 //                                      need[1] ? mul(g, s[0]) : Tensor()};
 //         });
 // The backward function gets the output gradient, the saved tensors (detached: they have no
-// history, which breaks reference cycles) and which inputs need a gradient; it returns one
+// history, which breaks reference cycles; its own copy of the list) and which inputs need a
+// gradient; it returns one
 // tensor per input (undefined = no gradient), shaped like that input. It runs with grad
 // mode off.
 #pragma once
@@ -37,8 +38,10 @@ struct Edge {
   bool needed() const { return node != nullptr || leaf != nullptr; }
 };
 
+// `saved` is this application's own copy (encoded tensors decoded): a backward may drop an
+// entry once it is done with it, so that a decoded copy does not outlive its use.
 using BackwardFn = std::function<std::vector<Tensor>(
-    const Tensor& grad_output, const std::vector<Tensor>& saved, const std::vector<bool>& needs)>;
+    const Tensor& grad_output, std::vector<Tensor>& saved, const std::vector<bool>& needs)>;
 
 class Node {
  public:

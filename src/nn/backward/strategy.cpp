@@ -96,6 +96,17 @@ Gradients Strategy::backward(const SavedState& s, const Tensor& g_y, const Tenso
   return g;
 }
 
+Gradients Strategy::backward_consuming(SavedState s, const Tensor& g_y, const Tensor& w, bool want_gx,
+                                       bool want_gw) {
+  if (!s.exact || !want_gx || !want_gw || calibrating_) return backward(s, g_y, w, want_gx, want_gw);
+  const auto t0 = std::chrono::steady_clock::now();
+  Gradients g = backward_exact(s, g_y, w, false, true);
+  s.tensors.clear();  // g_x = g_y w reads no x
+  g.grad_input = backward_exact(s, g_y, w, true, false).grad_input;
+  count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return g;
+}
+
 void Strategy::begin_calibration() {
   Calibratable* c = calibration();
   if (!c) return;
@@ -182,16 +193,20 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
       autograd::record(
           "linear[" + strategy->type() + "]", y, {x, w, b}, saved,
           [strategy, recompute = std::move(kept.recompute), n_kept, sequences = call.sequences, x_shape = x.shape(), B,
-           L, I](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) mutable {
+           L, I](const Tensor& g, std::vector<Tensor>& s, const std::vector<bool>& need) mutable {
             const Tensor& wt = s.back();
-            const Tensor xr = recompute({s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_kept)}).view({B, L, I});
-            // The state from the same x at the same step; the sibling layers' shared input
-            // (CallContext::shared) is not kept for backward, so each computes its own.
-            const SavedState st = strategy->save(xr, wt, CallContext{sequences, nullptr}, /*deferred=*/true);
+            SavedState st;
+            {
+              const Tensor xr = recompute({s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_kept)}).view({B, L, I});
+              for (size_t i = 0; i < n_kept; ++i) s[i] = Tensor();  // decoded copies: used
+              // The state from the same x at the same step; the sibling layers' shared input
+              // (CallContext::shared) is not kept for backward, so each computes its own.
+              st = strategy->save(xr, wt, CallContext{sequences, nullptr}, /*deferred=*/true);
+            }  // x made again is dropped here unless the state holds it
             const int64_t O = g.size(-1);
             const Tensor g3 = g.contiguous().view({B, L, O});
             Gradients gr;
-            if (need[0] || need[1]) gr = strategy->backward(st, g3, wt, need[0], need[1]);
+            if (need[0] || need[1]) gr = strategy->backward_consuming(std::move(st), g3, wt, need[0], need[1]);
             Tensor gb = need[2] ? (gr.grad_bias.defined() ? gr.grad_bias : sum(g3, {0, 1})) : Tensor();
             return std::vector<Tensor>{need[0] ? gr.grad_input.reshape(x_shape) : Tensor(),
                                        need[1] ? gr.grad_weight : Tensor(), gb};
@@ -215,14 +230,15 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
   autograd::record(
       "linear[" + strategy->type() + "]", y, {x, w, b}, saved,
       [strategy, state = std::move(state), n_state, recompute, x_shape = x.shape(), B, L](
-          const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) mutable {
+          const Tensor& g, std::vector<Tensor>& s, const std::vector<bool>& need) mutable {
         const int64_t O = g.size(-1);
         SavedState st = state;
         st.tensors.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n_state));
-        if (recompute) st.tensors = {recompute(st.tensors).view({B, L, st.geom.I})};
+        for (size_t i = 0; i < n_state; ++i) s[i] = Tensor();  // st holds them now
+        if (recompute) st.tensors = {recompute(st.tensors).view({B, L, st.geom.I})};  // decoded copies dropped
         const Tensor g3 = g.contiguous().view({B, L, O});
         Gradients gr;
-        if (need[0] || need[1]) gr = strategy->backward(st, g3, s.back(), need[0], need[1]);
+        if (need[0] || need[1]) gr = strategy->backward_consuming(std::move(st), g3, s.back(), need[0], need[1]);
         // g_b from the exact g_y (summed by the strategy when it streamed g_y anyway)
         Tensor gb = need[2] ? (gr.grad_bias.defined() ? gr.grad_bias : sum(g3, {0, 1})) : Tensor();
         return std::vector<Tensor>{need[0] ? gr.grad_input.reshape(x_shape) : Tensor(),

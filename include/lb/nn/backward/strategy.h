@@ -111,6 +111,10 @@ class Strategy {
   // Backward: g_y (B, L, O) contiguous. Times itself for the accounting.
   Gradients backward(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                      bool want_gw);
+  // backward() on a state the caller gives up: an exact state's x is dropped once g_w is
+  // computed, before g_x (the same products and numbers; one activation-sized tensor fewer
+  // alive at once).
+  Gradients backward_consuming(SavedState s, const Tensor& g_y, const Tensor& w, bool want_gx, bool want_gw);
 
   // Conv2d (groups = 1) through the same strategy. save_conv keeps the exact image once the
   // layer fell back; otherwise, on the CPU, what save_conv_impl keeps, and on another device
