@@ -198,8 +198,9 @@ MemoryReport memory_report(Config config, const std::string& strategy, int timed
     std::sort(ms.begin(), ms.end());
     r.step_ms = ms[ms.size() / 2];
   }
-  for (auto& [name, m] : s.model->module().named_modules()) {
-    if (dynamic_cast<nn::RecomputableBlock*>(m) == nullptr) continue;
+  for (const auto& named : s.model->module().named_modules()) {
+    const std::string& name = named.first;  // not a structured binding: clang cannot capture one
+    if (dynamic_cast<nn::RecomputableBlock*>(named.second) == nullptr) continue;
     const bool inner = std::any_of(r.blocks.begin(), r.blocks.end(), [&](const std::string& b) {
       return name.size() > b.size() && name.compare(0, b.size() + 1, b + ".") == 0;
     });
