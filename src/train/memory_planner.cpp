@@ -216,19 +216,18 @@ MemoryProfile profile_memory(const Config& config_in, const std::string& strateg
     p.in_flight.push_back(std::max<int64_t>(0, r.activation_peak_bytes - kept_at_peak));
     const MemoryReport& unrecomputed = reports.at({opt.codec, false});
     for (size_t b = 0; b < n; ++b) {
-      const auto own = [&](const MemoryReport& x) {
-        return std::any_of(x.entries.begin(), x.entries.end(), [&](const auto& e) { return e.module == blocks[b]; });
+      const auto keeps = [&](const MemoryReport& x, bool own) {
+        return std::any_of(x.entries.begin(), x.entries.end(), [&](const auto& e) {
+          return own ? e.module == blocks[b] : under(e.module, blocks[b]) && e.module != blocks[b];
+        });
       };
-      p.keeps_own[b][o] = own(r);
+      p.keeps_own[b][o] = keeps(r, true);
       // A recomputed block's submodules keep in its recomputation what they keep without it.
-      p.keeps_inner[b][o] = bytes_under(unrecomputed.entries, blocks[b]) > 0 && !(own(unrecomputed) &&
-                            std::all_of(unrecomputed.entries.begin(), unrecomputed.entries.end(), [&](const auto& e) {
-                              return !under(e.module, blocks[b]) || e.module == blocks[b];
-                            }));
+      p.keeps_inner[b][o] = keeps(unrecomputed, false);
       p.kept[b][o] = bytes_under(r.entries, blocks[b]);
       // A recomputed block holds its input and, while backward runs through it, its
       // activations made again (kept as the codec keeps them).
-      p.working[b][o] = p.kept[b][o] + (opt.recompute ? bytes_under(reports.at({opt.codec, false}).entries, blocks[b]) : 0);
+      p.working[b][o] = p.kept[b][o] + (opt.recompute ? bytes_under(unrecomputed.entries, blocks[b]) : 0);
     }
     if (!opt.recompute) {
       int64_t in_blocks = 0;
