@@ -1,12 +1,14 @@
 // The memory budget and its planner: sizes parse (and bad ones are errors naming where), the
 // knapsack prefers exact, trades recomputation against codecs by the fidelity weight, is
-// deterministic and knows its smallest reachable budget; on small BERT/ViT/ResNet configs
-// the plan's measured peak fits the budget, and so does every training step; a resumed run
-// keeps its plan; a step over the budget stops the run, naming where its peak was set.
+// deterministic, knows its smallest reachable budget and takes HOT only where nothing else fits
+// or the weight allows; on small BERT/ViT/ResNet configs the plan's measured peak fits the
+// budget, and so does every training step; a plan with a HOT block is carried out; a resumed
+// run keeps its plan; a step over the budget stops the run, naming where its peak was set.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "lb/core/error.h"
 #include "lb/io/json_file.h"
@@ -43,6 +45,7 @@ TEST(MemoryBudget, ParsesSizesAndFractions) {
 MemoryProfile toy_profile() {
   MemoryProfile p;
   p.blocks = {"enc.0", "enc.1"};
+  p.options = block_options();
   const std::vector<int64_t> kept = {100, 50, 25, 10, 5, 3};
   for (int b = 0; b < 2; ++b) {
     p.kept.push_back(kept);
@@ -56,9 +59,9 @@ MemoryProfile toy_profile() {
   return p;
 }
 
-std::vector<std::string> names(const MemoryChoice& c) {
+std::vector<std::string> names(const MemoryChoice& c, const MemoryProfile& p) {
   std::vector<std::string> out;
-  for (int o : c.block) out.push_back(block_options()[static_cast<size_t>(o)].name());
+  for (int o : c.block) out.push_back(p.options[static_cast<size_t>(o)].name());
   out.push_back("rest " + rest_codecs()[static_cast<size_t>(c.rest)]);
   return out;
 }
@@ -68,25 +71,61 @@ TEST(MemoryPlanner, PrefersExactAndTradesRecomputationAgainstCodecsByFidelity) {
   // Exact everywhere peaks where backward reaches block 1: 100 + 100 + 20 + 30 = 250.
   MemoryChoice c = choose_memory(p, 250, 500);
   ASSERT_TRUE(c.feasible);
-  EXPECT_EQ(names(c), (std::vector<std::string>{"exact", "exact", "rest f32"}));
+  EXPECT_EQ(names(c, p), (std::vector<std::string>{"exact", "exact", "rest f32"}));
   EXPECT_EQ(c.predicted_peak, 250);
   // A little less: with a heavy fidelity weight the exact recomputation, with none the codecs.
   c = choose_memory(p, 200, 1e9);
   ASSERT_TRUE(c.feasible);
-  for (const auto& n : names(c)) EXPECT_EQ(n.find("int8"), std::string::npos) << n;
-  for (const auto& n : names(c)) EXPECT_EQ(n.find("bf16"), std::string::npos) << n;
+  for (const auto& n : names(c, p)) EXPECT_EQ(n.find("int8"), std::string::npos) << n;
+  for (const auto& n : names(c, p)) EXPECT_EQ(n.find("bf16"), std::string::npos) << n;
   EXPECT_LE(c.predicted_peak, 200);
   const MemoryChoice cheap = choose_memory(p, 200, 0);
   ASSERT_TRUE(cheap.feasible);
-  for (const auto& n : names(cheap)) EXPECT_EQ(n.find("recompute"), std::string::npos) << n;
+  for (const auto& n : names(cheap, p)) EXPECT_EQ(n.find("recompute"), std::string::npos) << n;
   EXPECT_LE(cheap.predicted_peak, 200);
   // Deterministic for a given profile.
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(names(choose_memory(p, 200, 1e9)), names(c));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(names(choose_memory(p, 200, 1e9), p), names(c, p));
   // The smallest reachable budget is reachable and a tenth under it is not.
   const int64_t least = smallest_reachable_budget(p);
   EXPECT_TRUE(choose_memory(p, least, 500).feasible);
   EXPECT_FALSE(choose_memory(p, least * 9 / 10, 500).feasible);
   EXPECT_LT(least, 100);  // recomputed int8 blocks: 3 + 28 + 20 + 8 = 59 and so
+}
+
+// HOT's six settings added to the toy: each keeps less than its exact-strategy twin and runs
+// faster, at HOT's fidelity prior. The knapsack takes HOT only where nothing else fits, unless
+// the fidelity weight says speed matters more.
+TEST(MemoryPlanner, TakesHotOnlyWhereNothingElseFitsOrTheWeightAllows) {
+  MemoryProfile p = toy_profile();
+  const int64_t base_least = smallest_reachable_budget(p);
+  const std::vector<int64_t> kept = {60, 30, 15, 10, 5, 3};
+  const std::vector<int64_t> working = {60, 30, 15, 70, 35, 18};
+  for (int b = 0; b < 2; ++b) {
+    p.kept[b].insert(p.kept[b].end(), kept.begin(), kept.end());
+    p.working[b].insert(p.working[b].end(), working.begin(), working.end());
+  }
+  for (double ms : {-3.0, -2.0, -2.0, 2.0, 3.0, 3.0}) p.added_ms.push_back(ms);
+  for (int i = 0; i < 6; ++i) p.in_flight.push_back(20);
+  for (const auto& o : block_options("hot")) p.options.push_back(o);
+  EXPECT_EQ(p.options[6].name(), "hot");
+  EXPECT_EQ(p.options[11].name(), "hot + recompute + int8");
+  // Room for the exact-strategy options: no HOT at the default weight.
+  MemoryChoice c = choose_memory(p, 200, 500);
+  ASSERT_TRUE(c.feasible);
+  for (const auto& n : names(c, p)) EXPECT_EQ(n.find("hot"), std::string::npos) << n;
+  // Below their reach, HOT where it must be, and the budget kept.
+  const int64_t least = smallest_reachable_budget(p);
+  EXPECT_LT(least, base_least);
+  c = choose_memory(p, base_least - 2, 500);
+  ASSERT_TRUE(c.feasible);
+  EXPECT_LE(c.predicted_peak, base_least - 2);
+  int hot = 0;
+  for (const auto& n : names(c, p)) hot += n.find("hot") != std::string::npos;
+  EXPECT_GE(hot, 1);
+  // With no weight on fidelity, HOT's faster backward wins wherever it fits.
+  c = choose_memory(p, 250, 0);
+  ASSERT_TRUE(c.feasible);
+  EXPECT_EQ(names(c, p), (std::vector<std::string>{"hot", "hot", "rest f32"}));
 }
 
 // The plan on a small model's config: its measured peak fits, the parts cover every block,
@@ -137,6 +176,73 @@ TEST(MemoryPlanner, PlansFitSmallBertVitAndResNet) {
 }
 
 using lb::testing::quiet;
+
+// The line of `text` that starts with `head`, or "".
+std::string line_of(const std::string& text, const std::string& head) {
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind(head, 0) == 0) return l;
+  return "";
+}
+
+// HOT candidates on a small BERT: six more profiled settings, and a plan with a HOT block is carried
+// out: the run applies the block's rule ahead of the config's and reports the layers as HOT.
+TEST(MemoryPlanner, ProfilesHotAndCarriesOutHotBlocks) {
+  nlohmann::json j = lb::testing::tiny_bert_config(2);
+  const Config c = Config::from_json(j, "tiny.json");
+  MemoryProfile p = profile_memory(c, "");
+  ASSERT_EQ(p.options.size(), 6u);
+  profile_strategy(p, c, "", "hot");
+  ASSERT_EQ(p.options.size(), 12u);
+  ASSERT_GE(p.blocks.size(), 2u);
+  for (size_t o = 0; o < 6; ++o) EXPECT_EQ(p.options[6 + o].strategy, "hot");
+  // Without codecs HOT keeps its layers' inputs in int8 (less than f32); recomputed, every
+  // block keeps its input alone either way. (Under a codec the two are close: HOT's scales.)
+  int64_t exact = 0, hot = 0;
+  for (size_t b = 0; b < p.blocks.size(); ++b) {
+    EXPECT_LE(p.kept[b][6], p.kept[b][0]) << p.blocks[b];
+    EXPECT_EQ(p.kept[b][9], p.kept[b][3]) << p.blocks[b];
+    exact += p.kept[b][0];
+    hot += p.kept[b][6];
+  }
+  EXPECT_LT(hot, exact);
+
+  MemoryPlan plan = plan_memory(c, "", MemoryBudget::parse("1.0x", "b"));
+  EXPECT_TRUE(plan.backward_rules.empty());  // reachable without HOT: it is not even profiled
+  plan.backward_rules = nlohmann::json::array({{{"match", p.blocks[0] + ".*"}, {"type", "hot"}}});
+  plan.parts[0].option.strategy = "hot";
+  const MemoryPlan back = MemoryPlan::from_json(plan.to_json(), "memory_plan.json");
+  EXPECT_EQ(back.to_json(), plan.to_json());
+  EXPECT_EQ(back.parts[0].option.name().rfind("hot", 0), 0u) << back.parts[0].option.name();
+  const Config applied = apply_memory_plan(c, back);
+  const nlohmann::json resolved = applied.backward.resolved_json();
+  ASSERT_FALSE(resolved["rules"].empty());
+  EXPECT_EQ(resolved["rules"][0]["match"], p.blocks[0] + ".*");
+  EXPECT_EQ(resolved["rules"][0]["type"], "hot");
+  // A run resumed with that plan runs block 0 on HOT, the rest as before.
+  TempDir tmp("lb_planner");
+  j["train"]["max_steps"] = 2;
+  j["memory"] = {{"budget", "1.0x"}};
+  const Config budgeted = Config::from_json(j, "tiny.json");
+  TrainOptions first = quiet(tmp.sub("run"));
+  first.interrupt_after = 1;
+  EXPECT_TRUE(train(budgeted, first).interrupted);
+  nlohmann::json saved = io::read_json_file(tmp.sub("run") + "/memory_plan.json");
+  saved["backward_rules"] = plan.backward_rules;
+  saved["parts"][0]["strategy"] = "hot";
+  std::ofstream(tmp.sub("run") + "/memory_plan.json") << saved.dump(2);
+  TrainOptions second = quiet(tmp.sub("run"));
+  second.resume = tmp.sub("run");
+  const TrainResult r = train(budgeted, second);
+  EXPECT_EQ(r.losses.size(), 1u);
+  const nlohmann::json config_json = io::read_json_file(tmp.sub("run") + "/config.json");
+  EXPECT_EQ(config_json["backward"]["rules"][0]["match"], p.blocks[0] + ".*") << config_json["backward"];
+  std::ifstream txt(tmp.sub("run") + "/plan.txt");
+  const std::string table((std::istreambuf_iterator<char>(txt)), std::istreambuf_iterator<char>());
+  EXPECT_NE(line_of(table, p.blocks[0] + ".attention.self.query ").find("hot"), std::string::npos) << table;
+  EXPECT_NE(line_of(table, p.blocks[1] + ".attention.self.query ").find("vanilla"), std::string::npos) << table;
+  EXPECT_NE(line_of(table, p.blocks[0] + " ").find(" hot "), std::string::npos) << table;
+}
 
 std::vector<nlohmann::json> train_lines(const std::string& run) {
   std::vector<nlohmann::json> out;

@@ -19,11 +19,14 @@ namespace {
 // The codecs' fidelity priors: 1 - the mean of the end-to-end g_w and g_x cosines the
 // gradient probe measured with the codec on every kept tensor of the pretrained MiniLM, MRPC,
 // 32 x 128 (tools/bench/probe_grid.sh; tools/bench/README.md): bf16 g_w 1.0000, g_x 0.9998;
-// int8 g_w 0.9998, g_x 0.9990. int4 (g_w 0.88, one layer's 0.01) is not a candidate.
-double fidelity_prior(const std::string& codec) {
-  if (codec == "bf16") return 1e-4;
-  if (codec == "int8") return 6e-4;
-  return 0;
+// int8 g_w 0.9998, g_x 0.9990. int4 (g_w 0.88, one layer's 0.01) is not a candidate. HOT on
+// every encoder Linear (same probe, f32): g_w 0.8420, g_x 0.9965; its codecs add their own.
+double fidelity_prior(const KeepOption& o) {
+  double f = 0;
+  if (o.codec == "bf16") f += 1e-4;
+  if (o.codec == "int8") f += 6e-4;
+  if (o.strategy == "hot") f += 0.0808;
+  return f;
 }
 
 bool under(const std::string& module, const std::string& block) {
@@ -49,8 +52,41 @@ autograd::CodecRule rule(const std::string& match, const std::string& codec) {
 // breaks ties (a recomputation timed as fast as exact) towards exact, then the earlier option.
 double option_cost(const MemoryProfile& p, size_t o, double weight) {
   const double blocks = static_cast<double>(std::max<size_t>(1, p.blocks.size()));
-  return p.added_ms[o] + weight * fidelity_prior(block_options()[o].codec) * p.exact_ms / blocks +
-         1e-3 * static_cast<double>(o);
+  return p.added_ms[o] + weight * fidelity_prior(p.options[o]) * p.exact_ms / blocks + 1e-3 * static_cast<double>(o);
+}
+
+// The backward rules putting `blocks`' layers on `strategy`.
+nlohmann::json strategy_rules(const std::vector<std::string>& blocks, const std::string& strategy) {
+  nlohmann::json rules = nlohmann::json::array();
+  for (const auto& b : blocks) rules.push_back({{"match", b + ".*"}, {"type", strategy}});
+  return rules;
+}
+
+// config with `rules` ahead of its own backward rules.
+Config with_backward_rules(Config c, const nlohmann::json& rules) {
+  if (rules.empty()) return c;
+  nlohmann::json j = c.backward.source_json();
+  nlohmann::json all = rules;
+  if (j.contains("rules"))
+    for (const auto& r : j["rules"]) all.push_back(r);
+  j["rules"] = all;
+  c.backward = nn::backward::Policy::from_json(j, "backward");
+  return c;
+}
+
+// HOT is offered where the config leaves every layer's backward as it is by default (vanilla):
+// the planner does not overrule strategies a user chose.
+bool strategies_plannable(const Config& c, const std::string& strategy) {
+  return (strategy.empty() || strategy == "vanilla") && c.backward.source_json().empty();
+}
+
+// Whether a strategy whose prior is `prior` could cost less than some profiled option at a
+// block: it saves at most the block's whole share of the step, and its penalty is certain.
+bool could_pay(const MemoryProfile& p, double prior, double weight) {
+  const double share = p.exact_ms / static_cast<double>(std::max<size_t>(1, p.blocks.size()));
+  double most = 0;
+  for (size_t o = 0; o < p.options.size(); ++o) most = std::max(most, option_cost(p, o, weight));
+  return weight * prior * share - share < most;
 }
 
 // Text batches at their largest: every sequence max_seq_len long, no padding skipped (an
@@ -79,7 +115,7 @@ MemorySection section_of(const MemoryChoice& s, const MemoryProfile& p) {
   const bool rest_coded = rest != "f32";
   for (size_t b = 0; b < blocks.size(); ++b) {
     const size_t oi = static_cast<size_t>(s.block[b]);
-    const KeepOption& o = block_options()[oi];
+    const KeepOption& o = p.options[oi];
     if (o.codec != "f32" || rest_coded) {  // an exact block under a coded rest says so
       if (p.keeps_own[b][oi]) m.codecs.push_back(rule(blocks[b], o.codec));
       if (p.keeps_inner[b][oi]) m.codecs.push_back(rule(blocks[b] + ".*", o.codec));
@@ -98,9 +134,10 @@ std::string mb(int64_t bytes) {  // in MB, to 0.1 MB (0.001 MB below 10 MB)
 
 }  // namespace
 
-const std::vector<KeepOption>& block_options() {
-  static const std::vector<KeepOption> o = {{"f32", false}, {"bf16", false}, {"int8", false},
-                                            {"f32", true},  {"bf16", true},  {"int8", true}};
+std::vector<KeepOption> block_options(const std::string& strategy) {
+  std::vector<KeepOption> o;
+  for (bool recompute : {false, true})
+    for (const char* codec : {"f32", "bf16", "int8"}) o.push_back({codec, recompute, strategy});
   return o;
 }
 const std::vector<std::string>& rest_codecs() {
@@ -112,7 +149,7 @@ const std::vector<std::string>& rest_codecs() {
 // in units of budget/1024 rounded up.
 MemoryChoice choose_memory(const MemoryProfile& p, int64_t budget, double weight) {
   MemoryChoice best;
-  const size_t n = p.blocks.size(), m = block_options().size();
+  const size_t n = p.blocks.size(), m = p.options.size();
   constexpr int64_t kStates = 1024;
   const double unit = std::max(1.0, static_cast<double>(budget) / kStates);
   const auto units = [&](int64_t bytes) { return static_cast<int64_t>(std::ceil(static_cast<double>(bytes) / unit)); };
@@ -121,7 +158,7 @@ MemoryChoice choose_memory(const MemoryProfile& p, int64_t budget, double weight
     const std::string& rest = rest_codecs()[ri];
     const int64_t rest_bytes = p.rest.at(ri);
     const double rest_cost =
-        weight * fidelity_prior(rest) * p.exact_ms / static_cast<double>(std::max<size_t>(1, n)) + 1e-3 * static_cast<double>(ri);
+        weight * fidelity_prior(KeepOption{rest, false, ""}) * p.exact_ms / static_cast<double>(std::max<size_t>(1, n)) + 1e-3 * static_cast<double>(ri);
     // cost[b][q], the option taken and the worst predicted peak so far
     std::vector<std::vector<double>> cost(n + 1, std::vector<double>(kStates + 1, kInf));
     std::vector<std::vector<int>> took(n + 1, std::vector<int>(kStates + 1, -1));
@@ -176,16 +213,22 @@ int64_t smallest_reachable_budget(const MemoryProfile& p) {
 }
 
 std::string KeepOption::name() const {
-  if (!recompute) return codec == "f32" ? "exact" : codec;
-  return codec == "f32" ? "recompute" : "recompute + " + codec;
+  std::string n = strategy.empty() ? "" : strategy;
+  const auto add = [&](const std::string& x) { n += (n.empty() ? "" : " + ") + x; };
+  if (recompute) add("recompute");
+  if (codec != "f32") add(codec);
+  return n.empty() ? "exact" : n;
 }
 
-MemoryProfile profile_memory(const Config& config_in, const std::string& strategy) {
-  const Config config = worst_case_batch(config_in);
-  MemoryProfile p;
-  std::map<std::pair<std::string, bool>, MemoryReport> reports;
-  std::vector<std::string> blocks;
-  for (const KeepOption& o : block_options()) {
+namespace {
+
+using Reports = std::map<std::pair<std::string, bool>, MemoryReport>;  // by (codec, recompute)
+
+// One attributed and two timed steps per option of `options` on `config`.
+Reports profile_options(const Config& config, const std::string& strategy, const std::vector<KeepOption>& options,
+                        std::vector<std::string>& blocks) {
+  Reports reports;
+  for (const KeepOption& o : options) {
     std::vector<autograd::CodecRule> codecs;
     if (o.codec != "f32") codecs.push_back(rule("*", o.codec));
     if (o.recompute && blocks.empty())
@@ -196,20 +239,23 @@ MemoryProfile profile_memory(const Config& config_in, const std::string& strateg
     if (blocks.empty()) blocks = r.blocks;
     reports[{o.codec, o.recompute}] = std::move(r);
   }
-  p.blocks = blocks;
-  const MemoryReport& exact = reports.at({"f32", false});
-  p.exact_ms = exact.step_ms;
-  p.exact_peak = exact.activation_peak_bytes;
-  const size_t n = blocks.size(), m = block_options().size();
-  p.kept.assign(n, std::vector<int64_t>(m, 0));
-  p.working.assign(n, std::vector<int64_t>(m, 0));
-  p.keeps_own.assign(n, std::vector<bool>(m, false));
-  p.keeps_inner.assign(n, std::vector<bool>(m, false));
-  p.rest.assign(rest_codecs().size(), 0);
-  for (size_t o = 0; o < m; ++o) {
-    const KeepOption& opt = block_options()[o];
+  return reports;
+}
+
+// Appends `options`' columns to p (its blocks, exact_ms set) from their reports.
+void add_columns(MemoryProfile& p, const std::vector<KeepOption>& options, const Reports& reports) {
+  const std::vector<std::string>& blocks = p.blocks;
+  const size_t n = blocks.size();
+  p.kept.resize(n);
+  p.working.resize(n);
+  p.keeps_own.resize(n);
+  p.keeps_inner.resize(n);
+  for (const KeepOption& opt : options) {
     const MemoryReport& r = reports.at({opt.codec, opt.recompute});
-    p.added_ms.push_back(std::max(0.0, r.step_ms - p.exact_ms) / static_cast<double>(std::max<size_t>(1, n)));
+    // Recomputation and codecs cannot make a step faster: a negative difference is noise. A
+    // strategy's can (HOT's backward is lighter).
+    const double added = (r.step_ms - p.exact_ms) / static_cast<double>(std::max<size_t>(1, n));
+    p.added_ms.push_back(opt.strategy.empty() ? std::max(0.0, added) : added);
     int64_t kept_at_peak = 0;
     if (r.peak_site)
       for (const auto& e : r.peak_site->kept) kept_at_peak += e.bytes;
@@ -221,28 +267,52 @@ MemoryProfile profile_memory(const Config& config_in, const std::string& strateg
           return own ? e.module == blocks[b] : under(e.module, blocks[b]) && e.module != blocks[b];
         });
       };
-      p.keeps_own[b][o] = keeps(r, true);
+      p.keeps_own[b].push_back(keeps(r, true));
       // A recomputed block's submodules keep in its recomputation what they keep without it.
-      p.keeps_inner[b][o] = keeps(unrecomputed, false);
-      p.kept[b][o] = bytes_under(r.entries, blocks[b]);
+      p.keeps_inner[b].push_back(keeps(unrecomputed, false));
+      const int64_t kept = bytes_under(r.entries, blocks[b]);
+      p.kept[b].push_back(kept);
       // A recomputed block holds its input and, while backward runs through it, its
       // activations made again (kept as the codec keeps them).
-      p.working[b][o] = p.kept[b][o] + (opt.recompute ? bytes_under(unrecomputed.entries, blocks[b]) : 0);
+      p.working[b].push_back(kept + (opt.recompute ? bytes_under(unrecomputed.entries, blocks[b]) : 0));
     }
-    if (!opt.recompute) {
-      int64_t in_blocks = 0;
-      for (const auto& b : blocks) in_blocks += bytes_under(r.entries, b);
-      const auto it = std::find(rest_codecs().begin(), rest_codecs().end(), opt.codec);
-      p.rest[static_cast<size_t>(it - rest_codecs().begin())] = r.saved_bytes - in_blocks;
-    }
+    p.options.push_back(opt);
+  }
+}
+
+}  // namespace
+
+MemoryProfile profile_memory(const Config& config_in, const std::string& strategy) {
+  const Config config = worst_case_batch(config_in);
+  MemoryProfile p;
+  const std::vector<KeepOption> options = block_options();
+  const Reports reports = profile_options(config, strategy, options, p.blocks);
+  const MemoryReport& exact = reports.at({"f32", false});
+  p.exact_ms = exact.step_ms;
+  p.exact_peak = exact.activation_peak_bytes;
+  add_columns(p, options, reports);
+  p.rest.assign(rest_codecs().size(), 0);
+  for (size_t c = 0; c < rest_codecs().size(); ++c) {
+    const MemoryReport& r = reports.at({rest_codecs()[c], false});
+    int64_t in_blocks = 0;
+    for (const auto& b : p.blocks) in_blocks += bytes_under(r.entries, b);
+    p.rest[c] = r.saved_bytes - in_blocks;
   }
   return p;
+}
+
+void profile_strategy(MemoryProfile& p, const Config& config_in, const std::string& strategy,
+                      const std::string& candidate) {
+  const Config config = with_backward_rules(worst_case_batch(config_in), strategy_rules(p.blocks, candidate));
+  const std::vector<KeepOption> options = block_options(candidate);
+  std::vector<std::string> blocks = p.blocks;
+  add_columns(p, options, profile_options(config, strategy, options, blocks));
 }
 
 MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget) {
   const auto t0 = std::chrono::steady_clock::now();
   const Config config = worst_case_batch(config_in);
-  const MemoryProfile p = profile_memory(config, strategy);
+  MemoryProfile p = profile_memory(config, strategy);
   const std::vector<std::string>& blocks = p.blocks;
   const size_t n = blocks.size();
   MemoryPlan plan;
@@ -255,6 +325,10 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
   if (budget.is_fraction() && !vanilla)
     plan.exact_vanilla_peak = memory_report(with_memory(config, {}, {}), "vanilla").activation_peak_bytes;
   plan.budget_bytes = budget.resolve(plan.exact_vanilla_peak);
+  const double weight = config.memory.fidelity_weight;
+  const bool hot = strategies_plannable(config, strategy);
+  if (hot && (!choose_memory(p, plan.budget_bytes, weight).feasible || could_pay(p, fidelity_prior({"f32", false, "hot"}), weight)))
+    profile_strategy(p, config, strategy, "hot");
   plan.smallest_reachable = smallest_reachable_budget(p);
   const auto describe_budget = [&] {
     return "memory.budget " + budget.text + " (" + mb(plan.budget_bytes) + " MB of activation peak" +
@@ -262,7 +336,7 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
   };
   int64_t target = plan.budget_bytes;
   for (int attempt = 0;; ++attempt) {
-    const MemoryChoice s = choose_memory(p, target, config.memory.fidelity_weight);
+    const MemoryChoice s = choose_memory(p, target, weight);
     if (!s.feasible && attempt > 0)
       throw Error(config.source + ": " + describe_budget() + ": the best plan's measured activation peak is " +
                   mb(plan.measured_peak) + " MB (predicted " + mb(plan.predicted_peak) + " MB), and leaner plans " +
@@ -271,11 +345,17 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
     if (!s.feasible)
       throw Error(config.source + ": " + describe_budget() + " is below the smallest reachable for this model, " +
                   "batch and backward strategies: " + mb(plan.smallest_reachable) + " MB (predicted; with every " +
-                  "block recomputed and kept in int8 where that is least). Raise the budget or lower " +
-                  "data.batch_size / data.max_seq_len");
+                  "block recomputed and kept in int8 where that is least" +
+                  (hot ? ", its layers on HOT where that keeps less" : "") +
+                  "). Raise the budget or lower data.batch_size / data.max_seq_len");
     plan.section = section_of(s, p);
+    std::vector<std::string> hot_blocks;
+    for (size_t b = 0; b < n; ++b)
+      if (p.options[static_cast<size_t>(s.block[b])].strategy == "hot") hot_blocks.push_back(blocks[b]);
+    plan.backward_rules = strategy_rules(hot_blocks, "hot");
     plan.predicted_peak = s.predicted_peak;
-    const MemoryReport measured = memory_report(with_memory(config, plan.section.codecs, plan.section.recompute), strategy);
+    const MemoryReport measured = memory_report(
+        with_backward_rules(with_memory(config, plan.section.codecs, plan.section.recompute), plan.backward_rules), strategy);
     plan.measured_peak = measured.activation_peak_bytes;
     plan.parts.clear();
     double ms = p.exact_ms;
@@ -283,13 +363,15 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
       const size_t o = static_cast<size_t>(s.block[b]);
       PlannedPart part;
       part.part = blocks[b];
-      part.option = block_options()[o];
+      part.option = p.options[o];
       part.kept_bytes = p.kept[b][o];
       part.working_bytes = p.working[b][o];
       part.added_ms = p.added_ms[o];
-      part.fidelity = fidelity_prior(part.option.codec);
-      part.why = o == 0 ? "exact fits" : "least cost that fits (+" + std::to_string(static_cast<int>(std::lround(p.added_ms[o]))) + " ms" +
-                                             (part.fidelity > 0 ? ", lossy" : ", exact") + ")";
+      part.fidelity = fidelity_prior(part.option);
+      part.why = o == 0 ? "exact fits"
+                        : "least cost that fits (" + std::string(p.added_ms[o] < 0 ? "" : "+") +
+                              std::to_string(static_cast<int>(std::lround(p.added_ms[o]))) + " ms" +
+                              (part.fidelity > 0 ? ", lossy" : ", exact") + ")";
       ms += part.added_ms;
       plan.parts.push_back(part);
     }
@@ -297,7 +379,7 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
     rest.part = "(rest)";
     rest.option.codec = rest_codecs()[static_cast<size_t>(s.rest)];
     rest.kept_bytes = rest.working_bytes = p.rest.at(static_cast<size_t>(s.rest));
-    rest.fidelity = fidelity_prior(rest.option.codec);
+    rest.fidelity = fidelity_prior(rest.option);
     rest.why = s.rest == 0 ? "exact fits" : "least cost that fits (lossy)";
     plan.parts.push_back(rest);
     plan.predicted_step_ms = ms;
@@ -319,7 +401,7 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
 Config apply_memory_plan(Config config, const MemoryPlan& plan) {
   config.memory.codecs = plan.section.codecs;
   config.memory.recompute = plan.section.recompute;
-  return config;
+  return with_backward_rules(std::move(config), plan.backward_rules);
 }
 
 std::string MemoryPlan::table() const {
@@ -333,10 +415,10 @@ std::string MemoryPlan::table() const {
      << mb(smallest_reachable) << " MB; planned in " << std::setprecision(1) << profile_s << " s\n\n";
   size_t w = 6;
   for (const auto& p : parts) w = std::max(w, p.part.size() + 2);
-  os << std::left << std::setw(static_cast<int>(w)) << "part" << std::setw(19) << "keeps" << std::right << std::setw(10)
+  os << std::left << std::setw(static_cast<int>(w)) << "part" << std::setw(25) << "keeps" << std::right << std::setw(10)
      << "kept MB" << std::setw(12) << "working MB" << std::setw(8) << "+ms" << "  why\n";
   for (const auto& p : parts)
-    os << std::left << std::setw(static_cast<int>(w)) << p.part << std::setw(19) << p.option.name() << std::right
+    os << std::left << std::setw(static_cast<int>(w)) << p.part << std::setw(25) << p.option.name() << std::right
        << std::setw(10) << mb(p.kept_bytes) << std::setw(12) << mb(p.working_bytes) << std::setw(8)
        << std::setprecision(0) << p.added_ms << "  " << p.why << "\n";
   return os.str();
@@ -348,6 +430,7 @@ nlohmann::json MemoryPlan::to_json() const {
     ps.push_back({{"part", p.part},
                   {"codec", p.option.codec},
                   {"recompute", p.option.recompute},
+                  {"strategy", p.option.strategy},
                   {"kept_bytes", p.kept_bytes},
                   {"working_bytes", p.working_bytes},
                   {"added_ms", p.added_ms},
@@ -364,7 +447,8 @@ nlohmann::json MemoryPlan::to_json() const {
           {"predicted_step_ms", predicted_step_ms},
           {"profile_s", profile_s},
           {"parts", ps},
-          {"memory", section.to_json()}};
+          {"memory", section.to_json()},
+          {"backward_rules", backward_rules}};
 }
 
 MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& source) {
@@ -385,6 +469,7 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
       part.part = x.at("part").get<std::string>();
       part.option.codec = x.at("codec").get<std::string>();
       part.option.recompute = x.at("recompute").get<bool>();
+      part.option.strategy = x.value("strategy", std::string());
       part.kept_bytes = x.at("kept_bytes").get<int64_t>();
       part.working_bytes = x.at("working_bytes").get<int64_t>();
       part.added_ms = x.at("added_ms").get<double>();
@@ -393,6 +478,8 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
       p.parts.push_back(part);
     }
     p.section = MemorySection::from_json(j.at("memory"));
+    p.backward_rules = j.value("backward_rules", nlohmann::json::array());
+    LB_CHECK(p.backward_rules.is_array(), source, ": backward_rules is not a list");
     for (auto& r : p.section.codecs) r.must_match = false;  // the planner's rules
     return p;
   } catch (const nlohmann::json::exception& e) {

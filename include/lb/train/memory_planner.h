@@ -1,8 +1,16 @@
 // The memory planner (config memory.budget, --memory-budget): picks, per recomputable block
 // (BERT/ViT encoder layer, ResNet block) and for the rest of the model, how its kept tensors
-// are stored — exact, bf16 or int8 codecs (memory.codecs) — and whether the block is
-// recomputed in backward (memory.recompute), so that a step's activation peak fits the budget
-// at the least cost. The backward strategies stay as the config sets them.
+// are stored — exact, bf16 or int8 codecs (memory.codecs) — whether the block is recomputed
+// in backward (memory.recompute) and, where the config leaves every layer vanilla, whether
+// the block's Linear/Conv2d layers run HOT (a backward rule per block), so that a step's
+// activation peak fits the budget at the least cost.
+//
+// HOT is a candidate only where it can matter: when the config's strategies cannot reach the
+// budget, or when memory.fidelity_weight is low enough that HOT's faster backward could pay
+// for its fidelity penalty; otherwise its six settings are not profiled (they would double the
+// planner's time for a choice the knapsack cannot take). INSTANT is not a candidate: its
+// bases are calibrated on the run's data and its ranks adapt per layer, so one profiling step
+// does not tell what it will keep.
 //
 // Profile: one attributed step (memory_report.h) per uniform setting — exact, bf16, int8,
 // each with and without every block recomputed — on the config's first batch (text: padded
@@ -21,7 +29,9 @@
 // of the model is found in milliseconds; an ILP solver would add a dependency for nothing.
 // Cost: added step time (profiled) plus a fidelity penalty for lossy codecs, so exact is
 // chosen wherever it fits, recomputation (exact, slower) and codecs (lossy, cheap) traded by
-// memory.fidelity_weight. The plan is then measured with one attributed step; if the peak
+// memory.fidelity_weight; HOT's prior (from the same probe) is two orders above int8's, so it
+// is taken where nothing exact or coded fits, or where the weight says speed matters more.
+// The plan is then measured with one attributed step; if the peak
 // exceeds the budget the planner solves again with the budget lowered by the excess (at
 // most three times). Errors name the smallest budget reachable.
 #pragma once
@@ -40,7 +50,8 @@ namespace lb::train {
 struct KeepOption {
   std::string codec = "f32";  // f32 (as they are), bf16, int8
   bool recompute = false;
-  std::string name() const;  // "exact", "int8", "recompute", "recompute + int8", ...
+  std::string strategy;  // "" = the config's backward strategies; "hot": the block's layers HOT
+  std::string name() const;  // "exact", "int8", "recompute + int8", "hot + recompute", ...
 };
 
 struct PlannedPart {
@@ -49,7 +60,7 @@ struct PlannedPart {
   int64_t kept_bytes = 0;     // at the end of the forward, profiled
   int64_t working_bytes = 0;  // while backward runs through it
   double added_ms = 0;        // over exact, per step
-  double fidelity = 0;        // the codec's prior (1 - gradient cosine)
+  double fidelity = 0;        // the codec's and strategy's prior (1 - gradient cosine)
   std::string why;
 };
 
@@ -65,6 +76,8 @@ struct MemoryPlan {
   double profile_s = 0;  // the planner's own time
   std::vector<PlannedPart> parts;
   MemorySection section;  // the memory.codecs and memory.recompute that carry the plan out
+  // The backward rules that do ({"match": "BLOCK.*", "type": "hot"} per HOT block; empty: none).
+  nlohmann::json backward_rules = nlohmann::json::array();
 
   std::string table() const;  // plan.txt
   nlohmann::json to_json() const;
@@ -72,29 +85,34 @@ struct MemoryPlan {
   static MemoryPlan from_json(const nlohmann::json& j, const std::string& source);
 };
 
-// What each part keeps and costs under each option (block_options()), profiled.
+// What each part keeps and costs under each option, profiled.
 struct MemoryProfile {
   std::vector<std::string> blocks;
+  std::vector<KeepOption> options;                  // block_options(), then any strategy's
   std::vector<std::vector<int64_t>> kept, working;  // [block][option]
   // [block][option]: whether the block's own module scope (a codec rule matching the block)
   // and its submodules' (matching "block.*") keep anything, in forward or recomputation
   std::vector<std::vector<bool>> keeps_own, keeps_inner;
-  std::vector<double> added_ms;                     // [option]: per block, over exact
+  std::vector<double> added_ms;                     // [option]: per block, over exact (HOT: may be < 0)
   std::vector<int64_t> in_flight;                   // [option]: at the peak, besides what is kept
   std::vector<int64_t> rest;                        // [rest_codecs() index]: kept outside blocks
   double exact_ms = 0;
   int64_t exact_peak = 0;
 };
 
-// The candidates: per block, exact, bf16, int8, each with and without recomputation; for the
-// rest of the model, f32 (exact), bf16, int8.
-const std::vector<KeepOption>& block_options();
+// The candidates: per block, exact, bf16, int8, each with and without recomputation (under
+// `strategy`: the same six with the block's layers on that backward strategy); for the rest
+// of the model, f32 (exact), bf16, int8.
+std::vector<KeepOption> block_options(const std::string& strategy = "");
 const std::vector<std::string>& rest_codecs();
 
 // One attributed and two timed steps per uniform setting (see above).
 MemoryProfile profile_memory(const Config& config, const std::string& strategy);
+// Adds block_options(candidate) to `p`: six more settings, every block's layers on `candidate`
+// (backward rules "BLOCK.*"), the rest of the model as the config has it.
+void profile_strategy(MemoryProfile& p, const Config& config, const std::string& strategy, const std::string& candidate);
 
-// The knapsack on a profile: the least-cost choice per block (indices into block_options())
+// The knapsack on a profile: the least-cost choice per block (indices into profile.options)
 // and for the rest (into rest_codecs()) whose predicted peak fits `budget`; feasible = false
 // where none does. Deterministic: the same profile and budget give the same choice.
 struct MemoryChoice {
@@ -114,7 +132,8 @@ int64_t smallest_reachable_budget(const MemoryProfile& profile);
 // memory.fidelity_weight). Errors name the config file and the smallest reachable budget.
 MemoryPlan plan_memory(const Config& config, const std::string& strategy, const MemoryBudget& budget);
 
-// config with the plan's memory.codecs and memory.recompute in place of its own.
+// config with the plan's memory.codecs and memory.recompute in place of its own, and its
+// backward rules (HOT blocks) ahead of the config's.
 Config apply_memory_plan(Config config, const MemoryPlan& plan);
 
 }  // namespace lb::train

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The memory-budget accuracy study: for each GLUE task, seed and budget,
+# `leanback train configs/minilm_TASK.json --seed S [--memory-budget B]` and one JSON line
+# appended to OUT: the final dev metric, the largest measured activation peak of any training
+# step, the median step time, the plan (blocks per choice), the CPU and thread count.
+#   TASKS="wnli mrpc" SEEDS="1 2 3" BUDGETS="exact 288MB 115.2MB" tools/bench/budget_study.sh [OUT]
+# "exact" is vanilla with no budget (every kept tensor exact; leanback's backward keeps the
+# lean set, numerically identical to keeping every input). 288MB and 115.2MB are a quarter
+# and a tenth of the 1152 MB PyTorch + transformers keeps on the same 32 x 128 batch
+# (tools/bench/minilm_step_torch.py). Run directories are runs/budget_study/TASK/BUDGET/seedS
+# (outside git); a finished one is skipped, an interrupted one resumed, so the study runs in
+# parts. THREADS=N and CORE=C pin the runs (OMP_NUM_THREADS=N, taskset -c C) to share the
+# machine; LB picks the binary (copy it elsewhere first when rebuilding meanwhile).
+# tools/bench/budget_table.py OUT prints the table.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+out="${1:-tools/bench/results/budget_study.jsonl}"
+lb="${LB:-build/leanback}"
+pin=()
+[ -n "${THREADS:-}" ] && export OMP_NUM_THREADS="$THREADS"
+[ -n "${CORE:-}" ] && pin=(taskset -c "$CORE")
+cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1) family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p')"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+for seed in ${SEEDS:-1}; do
+  for task in ${TASKS:-wnli mrpc cola stsb rte sst2}; do
+    for budget in ${BUDGETS:-exact 115.2MB 288MB}; do
+      dir="runs/budget_study/$task/$budget/seed$seed"
+      [ -f "$dir/eval_results.json" ] && continue
+      args=(train "configs/minilm_$task.json" --seed "$seed" --no-progress)
+      [ "$budget" != exact ] && args+=(--memory-budget "$budget")
+      if [ -d "$dir" ]; then args+=(--resume "$dir"); else mkdir -p "$(dirname "$dir")"; args+=(--out "$dir"); fi
+      start=$(date +%s)
+      if ! "${pin[@]}" "$lb" "${args[@]}" >> "$dir.log" 2>&1; then
+        echo "budget_study.sh: $task $budget seed $seed failed; see $dir.log" >&2
+        continue
+      fi
+      python3 - "$dir" "$task" "$budget" "$seed" "$cpu" "${OMP_NUM_THREADS:-all}" "$commit" "$(( $(date +%s) - start ))" >> "$out" <<'EOF'
+import collections, json, os, statistics, sys
+d, task, budget, seed, cpu, threads, commit, wall = sys.argv[1:9]
+res = json.load(open(os.path.join(d, "eval_results.json")))
+steps = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
+steps = [s for s in steps if s.get("type") == "train"]
+plan = ""
+p = os.path.join(d, "memory_plan.json")
+if os.path.exists(p):
+    parts = json.load(open(p)).get("parts", [])
+    name = lambda x: ("recompute" + (" + " + x["codec"] if x["codec"] != "f32" else "")) if x["recompute"] else ("exact" if x["codec"] == "f32" else x["codec"])
+    blocks = collections.Counter(name(x) for x in parts if x["part"] != "(rest)")
+    plan = ", ".join(f"{n} {k}" for k, n in blocks.items()) + "; " + ", ".join(name(x) for x in parts if x["part"] == "(rest)")
+metric = res["primary_metric"]
+print(json.dumps({
+    "task": task, "budget": budget, "seed": int(seed), "metric": metric,
+    "value": res["final"][metric],
+    "activation_peak_bytes": max(s["activation_peak_bytes"] for s in steps),
+    "step_ms_median": statistics.median(s["step_ms"] for s in steps),
+    "steps": len(steps), "plan": plan, "wall_s": int(wall),
+    "cpu": cpu, "threads": threads, "commit": commit}))
+EOF
+      echo "budget_study.sh: $task $budget seed $seed done"
+    done
+  done
+done

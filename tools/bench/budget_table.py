@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""The memory-budget study's table (tools/bench/budget_study.sh): per task and budget, the final
+dev metric (mean ± std over seeds, x100), the largest measured activation peak of any training
+step, the median step time and its ratio to the exact run of the same task and seeds; then the
+average over the tasks every budget has.
+
+    tools/bench/budget_table.py [tools/bench/results/budget_study.jsonl]
+"""
+import collections
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "results/budget_study.jsonl")
+    runs = [json.loads(l) for l in open(path) if l.strip()]
+    by = collections.defaultdict(dict)  # (task, budget) -> seed -> run (the latest line wins)
+    for r in runs:
+        by[(r["task"], r["budget"])][r["seed"]] = r
+    tasks = list(dict.fromkeys(r["task"] for r in runs))
+    budgets = list(dict.fromkeys(r["budget"] for r in runs))
+    cpus = sorted({f'{r["cpu"]}, {r["threads"]} thread(s)' for r in runs})
+    print("CPU: " + "; ".join(cpus) + "\n")
+    print("| task (metric x100) | budget | metric | seeds | activation peak | step ms (vs exact) | plan |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    means = collections.defaultdict(dict)
+    for t in tasks:
+        exact = by.get((t, "exact"), {})
+        for b in budgets:
+            got = by.get((t, b))
+            if not got:
+                continue
+            vals = [100 * r["value"] for r in got.values()]
+            mean = statistics.mean(vals)
+            means[b][t] = mean
+            std = f" ± {statistics.stdev(vals):.1f}" if len(vals) > 1 else ""
+            peak = max(r["activation_peak_bytes"] for r in got.values()) / 1e6
+            ms = statistics.mean(r["step_ms_median"] for r in got.values())
+            same = [s for s in got if s in exact]
+            ratio = ""
+            if b != "exact" and same:
+                ratio = " ({:.2f}x)".format(
+                    statistics.mean(got[s]["step_ms_median"] for s in same) /
+                    statistics.mean(exact[s]["step_ms_median"] for s in same))
+            metric = got[next(iter(got))]["metric"].replace("eval_", "")
+            plans = "; ".join(sorted({r["plan"] for r in got.values() if r["plan"]}))
+            print(f"| {t} ({metric}) | {b} | {mean:.1f}{std} | {len(vals)} | {peak:.1f} MB | {ms:.0f}{ratio} | {plans} |")
+    common = [t for t in tasks if all(t in means[b] for b in budgets)]
+    if common and len(budgets) > 1:
+        row = ", ".join(f"{b} {statistics.mean(means[b][t] for t in common):.1f}" for b in budgets)
+        print(f"\nAverage over {', '.join(common)}: {row}")
+
+
+if __name__ == "__main__":
+    main()
