@@ -1,8 +1,10 @@
 // Basic layers: construction (PyTorch default initialisation) and forward.
 #include "lb/nn/layers.h"
 
+#include <regex>
 #include <sstream>
 
+#include "lb/autograd/grad_mode.h"
 #include "lb/autograd/module_scope.h"
 #include "lb/autograd/recompute.h"
 #include "lb/core/random.h"
@@ -42,9 +44,56 @@ Tensor Linear::forward(const Tensor& x, const backward::CallContext& call) {
   LB_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input ",
            shape_str(x.shape()), " must end in ", in_);
   // Strategies apply while training; evaluation runs the plain op (nothing is saved anyway).
-  if (backward_ && is_training()) return backward::strategy_linear(x, weight_, bias_, backward_, call);
-  return linear(x, weight_, bias_);
+  Tensor y = backward_ && is_training() ? backward::strategy_linear(x, weight_, bias_, backward_, call)
+                                         : linear(x, weight_, bias_);
+  if (!lora_A_ || lora_merged_) return y;
+  const Tensor in = lora_dropout_ ? lora_dropout_->forward(x) : x;
+  Tensor h;
+  {
+    const autograd::ModuleScope adapter(lora_A_->path());
+    h = linear(in, lora_A_->weight());
+  }
+  const autograd::ModuleScope adapter(lora_B_->path());
+  return add(y, mul_scalar(linear(h, lora_B_->weight()), lora_.scale()));
 }
+
+void Linear::add_lora(const LoraSettings& s) {
+  LB_CHECK(!lora_A_, "Linear ", path(), ": already has a LoRA adapter");
+  LB_CHECK(s.r >= 1 && s.alpha > 0 && s.dropout >= 0 && s.dropout < 1, "Linear ", path(), ": LoRA r ", s.r,
+           ", alpha ", s.alpha, ", dropout ", s.dropout, ": r >= 1, alpha > 0, 0 <= dropout < 1");
+  lora_ = s;
+  lora_A_ = register_module("lora_A", std::make_shared<LoraFactor>(s.r, in_));
+  init::kaiming_uniform_default_(lora_A_->weight(), in_);  // PEFT: kaiming_uniform_(a=√5)
+  lora_B_ = register_module("lora_B", std::make_shared<LoraFactor>(out_, s.r));  // zeros
+  if (s.dropout > 0) lora_dropout_ = register_module("lora_dropout", std::make_shared<Dropout>(s.dropout));
+  weight_.set_requires_grad(false);
+}
+
+void Linear::merge_lora() {
+  LB_CHECK(lora_A_, "Linear ", path(), ": no LoRA adapter to merge");
+  if (lora_merged_) return;
+  const NoGradGuard no_grad;
+  add_(weight_, matmul(lora_B_->weight(), lora_A_->weight()), lora_.scale());
+  lora_merged_ = true;
+}
+
+void Linear::unmerge_lora() {
+  LB_CHECK(lora_A_, "Linear ", path(), ": no LoRA adapter to unmerge");
+  if (!lora_merged_) return;
+  const NoGradGuard no_grad;
+  add_(weight_, matmul(lora_B_->weight(), lora_A_->weight()), -lora_.scale());
+  lora_merged_ = false;
+}
+
+// ---------------------------------------------------------------- LoraFactor
+LoraFactor::LoraFactor(int64_t rows, int64_t cols) {
+  LB_CHECK(rows > 0 && cols > 0, "LoraFactor(", rows, ", ", cols, "): sizes must be positive");
+  weight_ = Tensor::zeros({rows, cols});
+  register_parameter("weight", &weight_);
+}
+
+std::string LoraFactor::extra_repr() const { return cat(weight_.size(1), " -> ", weight_.size(0)); }
+
 
 // ---------------------------------------------------------------- Conv2d
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, const Conv2dArgs& args, bool bias)

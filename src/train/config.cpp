@@ -4,6 +4,7 @@
 #include "lb/io/json_file.h"
 
 #include <filesystem>
+#include <regex>
 #include <fstream>
 #include <cstdlib>
 #include <limits>
@@ -301,15 +302,50 @@ nlohmann::json MemorySection::to_json() const {
   return {{"codecs", rules}, {"recompute", recompute}};
 }
 
+LoraSection LoraSection::from_json(const nlohmann::json& j) {
+  LoraSection l;
+  if (j.is_null()) return l;
+  l.enabled = true;
+  JsonReader r(j, "lora");
+  l.settings.r = r.integer("r", 8, 1, 1 << 20);
+  l.settings.alpha = r.number("alpha", 8, 1e-12, 1e12);
+  l.settings.dropout = r.number("dropout", 0, 0, 0.999);
+  if (const auto& t = r.raw("target_modules"); t.is_string()) {
+    LB_CHECK(!t.get<std::string>().empty(), "lora.target_modules: an empty regular expression");
+    try {
+      std::regex check(t.get<std::string>());
+    } catch (const std::regex_error& e) {
+      throw Error("lora.target_modules: '" + t.get<std::string>() + "' is not a regular expression (" + e.what() + ")");
+    }
+    l.targets.modules = {t.get<std::string>()};
+    l.targets.regex = true;
+  } else {
+    l.targets.modules = string_list(r, "target_modules", {});
+  }
+  l.targets.modules_to_save = string_list(r, "modules_to_save", {});
+  l.targets.bias = r.choice("bias", "none", {"none", "all", "lora_only"});
+  r.finish();
+  return l;
+}
+
+nlohmann::json LoraSection::to_json() const {
+  return {{"r", settings.r},
+          {"alpha", settings.alpha},
+          {"dropout", settings.dropout},
+          {"target_modules", targets.regex ? nlohmann::json(targets.modules.front()) : nlohmann::json(targets.modules)},
+          {"modules_to_save", targets.modules_to_save},
+          {"bias", targets.bias}};
+}
+
 Config Config::from_json(const nlohmann::json& j, const std::string& source) {
   LB_CHECK(j.is_object(), source, ": a config is a JSON object with sections model, data, train, "
-           "optimizer, schedule, backward, freeze, memory, output");
+           "optimizer, schedule, backward, freeze, memory, lora, output");
   try {
     Config c;
     c.source = source;
     JsonReader top(j, "config");
     for (const char* k : {"model", "data", "train", "optimizer", "schedule", "backward", "freeze",
-                          "memory", "output", "comment"})
+                          "memory", "lora", "output", "comment"})
       top.allow(k);
     top.finish();
     c.model = parse_model(section(j, "model"));
@@ -327,6 +363,11 @@ Config Config::from_json(const nlohmann::json& j, const std::string& source) {
       }
     }
     c.memory = MemorySection::from_json(section(j, "memory"));
+    if (j.contains("lora")) {
+      LB_CHECK(j.at("lora").is_object(), "lora: expected an object (r, alpha, dropout, target_modules, "
+               "modules_to_save, bias), got ", j.at("lora").dump());
+      c.lora = LoraSection::from_json(j.at("lora"));
+    }
     {
       JsonReader r(section(j, "output"), "output");
       c.output.dir = expand_path(r.string("dir", ""), "output.dir");
@@ -405,6 +446,7 @@ nlohmann::json Config::to_json() const {
           {"output", {{"dir", output.dir}}}};
   // Written only when set, so the config of a run without codecs reads as before.
   if (!memory.codecs.empty() || !memory.recompute.empty() || memory.budget) out["memory"] = memory.to_json();
+  if (lora.enabled) out["lora"] = lora.to_json();
   return out;
 }
 

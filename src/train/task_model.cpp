@@ -67,8 +67,9 @@ void report_load(const models::HfLoadReport& report, std::string* log) {
 
 }  // namespace
 
-std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels,
-                                            int64_t vocab_size, std::string* log) {
+namespace {
+
+std::unique_ptr<TaskModel> build_bare(const Config& config, int64_t num_labels, int64_t vocab_size, std::string* log) {
   const ModelSection& m = config.model;
   const int64_t labels = m.num_labels > 0 ? m.num_labels : num_labels;
   LB_CHECK(labels > 0, config.source, ": model.num_labels: the task does not define it; set it");
@@ -128,6 +129,34 @@ std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_la
   arch["num_classes"] = labels;
   auto cfg = models::ResNetConfig::from_json(arch, "model");
   return std::make_unique<ResNetTask>(std::make_unique<models::ResNet>(cfg), smoothing);
+}
+
+// LoRA's defaults per model, as PEFT's: adapters on the attention's query and value, the head
+// trained in full.
+nn::LoraTargets lora_targets(const Config& config) {
+  nn::LoraTargets t = config.lora.targets;
+  const bool resnet = config.model.type == "resnet";
+  LB_CHECK(!t.modules.empty() || !resnet, config.source, ": lora.target_modules: give the Linear layers to adapt "
+           "(a ResNet's convolutions take no LoRA adapter; its one Linear is the head, fc)");
+  if (t.modules.empty()) t.modules = {"query", "value"};
+  if (t.modules_to_save.empty()) t.modules_to_save = {resnet ? "fc" : "classifier"};
+  return t;
+}
+
+}  // namespace
+
+std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels, int64_t vocab_size,
+                                            std::string* log) {
+  std::unique_ptr<TaskModel> model = build_bare(config, num_labels, vocab_size, log);
+  if (config.lora.enabled) {
+    try {
+      nn::apply_lora(model->module(), config.lora.settings, lora_targets(config));
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      throw Error(what.rfind(config.source, 0) == 0 ? what : config.source + ": " + what);
+    }
+  }
+  return model;
 }
 
 std::vector<MicroBatch> micro_batches(TaskModel& model, const std::vector<data::Batch>& batches) {

@@ -6,12 +6,15 @@
 #include <string>
 
 #include "lb/nn/backward/strategy.h"
+#include "lb/nn/lora.h"
 #include "lb/nn/module.h"
 #include "lb/ops.h"
 
 namespace lb::nn {
 
 // y = x wᵀ + b; weight (out, in), bias (out).
+class Dropout;
+
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
@@ -28,10 +31,26 @@ class Linear : public Module {
   void set_backward(std::shared_ptr<backward::Strategy> s) { backward_ = std::move(s); }
   const std::shared_ptr<backward::Strategy>& backward_strategy() const { return backward_; }
 
+  // LoRA (lora.h): adds the adapter (children lora_A, lora_B and, with dropout, lora_dropout)
+  // and freezes the weight; the bias stays as it was (the caller decides, lora.bias).
+  void add_lora(const LoraSettings& settings);
+  bool has_lora() const { return lora_A_ != nullptr; }
+  const LoraSettings& lora_settings() const { return lora_; }
+  LoraFactor& lora_A() { return *lora_A_; }
+  LoraFactor& lora_B() { return *lora_B_; }
+  // W += (alpha / r) B A, and the adapter is skipped until unmerge_lora() takes it out again.
+  void merge_lora();
+  void unmerge_lora();
+  bool lora_merged() const { return lora_merged_; }
+
  private:
   int64_t in_, out_;
   Tensor weight_, bias_;
   std::shared_ptr<backward::Strategy> backward_;
+  LoraSettings lora_;
+  std::shared_ptr<LoraFactor> lora_A_, lora_B_;
+  std::shared_ptr<Dropout> lora_dropout_;
+  bool lora_merged_ = false;
 };
 
 class Conv2d : public Module {

@@ -14,6 +14,7 @@
 
 #include "lb/autograd/saved_codec.h"
 #include "lb/nn/backward/policy.h"
+#include "lb/nn/lora.h"
 #include "lb/train/memory_budget.h"
 
 namespace lb::train {
@@ -109,6 +110,17 @@ struct MemorySection {
   nlohmann::json to_json() const;
 };
 
+// LoRA (lb/nn/lora.h; PEFT's LoraConfig): present = on. target_modules: a list of module
+// names or name suffixes, or one regular expression; empty = the model's default (BERT, ViT:
+// query and value, as PEFT's). modules_to_save: trained in full; empty = the task head.
+struct LoraSection {
+  bool enabled = false;
+  nn::LoraSettings settings;
+  nn::LoraTargets targets;
+  static LoraSection from_json(const nlohmann::json& j);  // the "lora" section; errors name its paths
+  nlohmann::json to_json() const;
+};
+
 struct OutputSection {
   std::string dir;               // the run directory ("" = runs/<config file stem>)
 };
@@ -125,6 +137,7 @@ struct Config {
   nn::backward::Policy backward;
   std::vector<std::string> freeze;  // globs of parameters to freeze
   MemorySection memory;
+  LoraSection lora;
   OutputSection output;
 
   nlohmann::json to_json() const;

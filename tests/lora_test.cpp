@@ -1,0 +1,234 @@
+// LoRA (lb/nn/lora.h): the adapted Linear's output and gradients (f64 finite differences),
+// merge equals unmerged, PEFT's target matching, the config section and its errors, and
+// training on a small BERT: only the adapters and the head train, the frozen base gets no
+// gradient and no optimizer state, and the checkpoint carries the adapters.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "lb/core/error.h"
+#include "lb/nn/layers.h"
+#include "lb/nn/lora.h"
+#include "lb/ops.h"
+#include "lb/train/config.h"
+#include "lb/io/json_file.h"
+#include "lb/io/safetensors.h"
+#include "src/train/training_setup.h"
+#include "lb/train/trainer.h"
+#include "testing/testing.h"
+#include "testing/train_configs.h"
+
+namespace lb::nn {
+namespace {
+
+using lb::testing::all_close;
+using lb::testing::randn;
+
+// A Linear 6 -> 5 with an r = 3 adapter (alpha 6: scale 2), B made non-zero, all in f64.
+std::unique_ptr<Linear> adapted(uint64_t seed) {
+  auto lin = std::make_unique<Linear>(6, 5);
+  lin->add_lora({3, 6.0, 0.0});
+  lin->to(DType::F64);
+  lin->lora_B().weight().copy_(randn({5, 3}, seed));
+  return lin;
+}
+
+TEST(Lora, AddsScaledLowRankTermAndFreezesTheWeight) {
+  const auto adapted_ref = adapted(3);
+  Linear lin(6, 5);
+  const Tensor x = randn({2, 4, 6}, 1).to(DType::F32);
+  const Tensor before = lin.forward(x);
+  lin.add_lora({3, 6.0, 0.0});
+  EXPECT_FALSE(lin.weight().requires_grad());
+  EXPECT_TRUE(lin.bias().requires_grad());  // lora.bias decides, not the adapter
+  EXPECT_TRUE(lin.lora_A().weight().requires_grad());
+  EXPECT_EQ(lin.lora_A().weight().shape(), (Shape{3, 6}));
+  EXPECT_EQ(lin.lora_B().weight().shape(), (Shape{5, 3}));
+  // A fresh adapter (B = 0) changes nothing; A is U(±1/√in) and not all zero.
+  EXPECT_TRUE(all_close(lin.forward(x), before, 0, 0));
+  const Tensor a = lin.lora_A().weight();
+  double most = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) most = std::max(most, std::abs(a.to(DType::F64).data<double>()[i]));
+  EXPECT_GT(most, 0.0);
+  EXPECT_LE(most, 1 / std::sqrt(6.0));
+  // Names as PEFT's below base_model.model.
+  std::vector<std::string> names;
+  for (const auto& [n, p] : lin.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight", "bias", "lora_A.weight", "lora_B.weight"}));
+
+  Linear& ref = *adapted_ref;
+  const Tensor x64 = randn({2, 4, 6}, 4);
+  const Tensor expect = add(linear(x64, ref.weight(), ref.bias()),
+                            mul_scalar(linear(linear(x64, ref.lora_A().weight()), ref.lora_B().weight()), 2.0));
+  EXPECT_TRUE(all_close(ref.forward(x64), expect, 1e-12, 1e-12));
+}
+
+TEST(Lora, GradientsMatchFiniteDifferences) {
+  const auto held = adapted(5);
+  Linear& lin = *held;
+  // x, A and B as inputs (the weight frozen, the bias trainable).
+  EXPECT_TRUE(lb::testing::gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        lin.lora_A().weight() = in[1];
+        lin.lora_B().weight() = in[2];
+        return lin.forward(in[0]);
+      },
+      {randn({2, 3, 6}, 6), randn({3, 6}, 7), randn({5, 3}, 8)}));
+  // The frozen weight gets no gradient; the bias, A and B do.
+  const auto held2 = adapted(9);
+  Linear& l2 = *held2;
+  Tensor y = sum(l2.forward(randn({2, 3, 6}, 10)));
+  y.backward();
+  EXPECT_FALSE(l2.weight().grad().defined());
+  EXPECT_TRUE(l2.bias().grad().defined());
+  EXPECT_TRUE(l2.lora_A().weight().grad().defined());
+  EXPECT_TRUE(l2.lora_B().weight().grad().defined());
+}
+
+TEST(Lora, MergeEqualsUnmergedAndUnmergeRestores) {
+  const auto held = adapted(11);
+  Linear& lin = *held;
+  const Tensor x = randn({3, 6}, 12);
+  const Tensor w0 = lin.weight().clone();
+  const Tensor unmerged = lin.forward(x);
+  lin.merge_lora();
+  EXPECT_TRUE(lin.lora_merged());
+  EXPECT_TRUE(all_close(lin.forward(x), unmerged, 1e-12, 1e-12));
+  lin.merge_lora();  // twice is once
+  EXPECT_TRUE(all_close(lin.forward(x), unmerged, 1e-12, 1e-12));
+  lin.unmerge_lora();
+  EXPECT_FALSE(lin.lora_merged());
+  EXPECT_TRUE(all_close(lin.weight(), w0, 1e-12, 1e-14));
+  EXPECT_TRUE(all_close(lin.forward(x), unmerged, 1e-12, 1e-12));
+}
+
+TEST(Lora, TargetsMatchAsPeft) {
+  const std::vector<std::string> list = {"query", "attention.output.dense"};
+  EXPECT_TRUE(lora_target_matches("bert.encoder.layer.0.attention.self.query", list, false));
+  EXPECT_TRUE(lora_target_matches("query", list, false));
+  EXPECT_TRUE(lora_target_matches("bert.encoder.layer.3.attention.output.dense", list, false));
+  EXPECT_FALSE(lora_target_matches("bert.encoder.layer.0.attention.self.subquery", list, false));
+  EXPECT_FALSE(lora_target_matches("bert.encoder.layer.0.output.dense", list, false));
+  EXPECT_FALSE(lora_target_matches("bert.encoder.layer.0.attention.self.query.lora_A", list, false));
+  const std::vector<std::string> re = {R"(.*layer\.[01]\.attention\.self\.(query|value))"};
+  EXPECT_TRUE(lora_target_matches("bert.encoder.layer.1.attention.self.value", re, true));
+  EXPECT_FALSE(lora_target_matches("bert.encoder.layer.2.attention.self.value", re, true));
+  EXPECT_FALSE(lora_target_matches("bert.encoder.layer.1.attention.self.value.x", re, true));
+}
+
+}  // namespace
+}  // namespace lb::nn
+
+namespace lb::train {
+namespace {
+
+using lb::testing::error_message;
+
+nlohmann::json lora_config(nlohmann::json lora) {
+  nlohmann::json j = lb::testing::tiny_bert_config(3);
+  j["lora"] = std::move(lora);
+  return j;
+}
+
+TEST(Lora, TrainsOnlyAdaptersAndHeadOnSmallBert) {
+  lb::testing::TempDir tmp("lb_lora");
+  const Config c = Config::from_json(lora_config({{"r", 4}, {"alpha", 8}}), "lora.json");
+  Config setup_config = c;
+  TrainingSetup s = set_up_training(setup_config, "", Device::cpu(), dist::single_process());
+  nn::Module& m = s.model->module();
+  int64_t adapters = 0, trainable = 0;
+  std::map<std::string, Tensor> before;
+  for (const auto& [name, p] : m.named_parameters()) {
+    before[name] = p.clone();
+    const bool adapter = name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos;
+    adapters += adapter;
+    if (p.requires_grad()) {
+      ++trainable;
+      EXPECT_TRUE(adapter || name.rfind("classifier.", 0) == 0) << name;
+    }
+  }
+  EXPECT_EQ(adapters, 2 * 2 * 2);  // query and value of both layers, A and B
+  EXPECT_EQ(trainable, adapters + 2);  // and the classifier's weight and bias
+  // The optimizer holds state for the trainable parameters alone.
+  int64_t in_optimizer = 0;
+  for (const auto& g : s.optimizer->groups()) in_optimizer += static_cast<int64_t>(g.params.size());
+  EXPECT_EQ(in_optimizer, trainable);
+
+  // Training: the base stays as it was, the adapters and head move; the checkpoint has them.
+  const TrainResult r = train(c, lb::testing::quiet(tmp.sub("run")));
+  EXPECT_EQ(r.losses.size(), 3u);
+  const io::SafetensorsFile saved = io::load_safetensors(r.last_checkpoint + "/model.safetensors");
+  for (const auto& [name, p] : before) {
+    ASSERT_NE(saved.find(name), nullptr) << name;
+    const Tensor now = *saved.find(name);
+    const bool moves = name.find(".lora_B.") != std::string::npos || name.rfind("classifier.", 0) == 0;
+    if (moves) EXPECT_FALSE(lb::testing::all_close(now, p, 0, 0)) << name;
+    else if (name.find(".lora_A.") == std::string::npos) EXPECT_TRUE(lb::testing::all_close(now, p, 0, 0)) << name;
+  }
+  EXPECT_EQ(io::read_json_file(r.run_dir + "/config.json")["lora"]["r"], 4);
+}
+
+TEST(Lora, BadSettingsAreErrorsNamingTheJsonPath) {
+  const auto msg = [](const nlohmann::json& lora) {
+    return error_message([&] {
+      Config c = Config::from_json(lora_config(lora), "lora.json");
+      set_up_training(c, "", Device::cpu(), dist::single_process());
+    });
+  };
+  std::string m = msg({{"r", 0}});
+  EXPECT_NE(m.find("lora.json: lora.r"), std::string::npos) << m;
+  m = msg({{"target_modules", {"query", "nothing"}}});
+  EXPECT_NE(m.find("lora.json: lora.target_modules[1] 'nothing' matches no module"), std::string::npos) << m;
+  m = msg({{"target_modules", {"LayerNorm"}}});
+  EXPECT_NE(m.find("lora.target_modules[0] 'LayerNorm' matches 'bert.embeddings.LayerNorm', a LayerNorm; LoRA "
+                   "adapts Linear layers only"),
+            std::string::npos)
+      << m;
+  m = msg({{"target_modules", "(unclosed"}});
+  EXPECT_NE(m.find("lora.target_modules: '(unclosed' is not a regular expression"), std::string::npos) << m;
+  m = msg({{"target_modules", ".*nothing"}});
+  EXPECT_NE(m.find("lora.target_modules '.*nothing' matches no module"), std::string::npos) << m;
+  m = msg({{"bias", "some"}});
+  EXPECT_NE(m.find("lora.bias"), std::string::npos) << m;
+  m = msg({{"modules_to_save", {"dropout"}}});
+  EXPECT_NE(m.find("with no parameters to train"), std::string::npos) << m;
+  m = msg({{"rank", 8}});
+  EXPECT_NE(m.find("lora"), std::string::npos) << m;
+  EXPECT_NE(m.find("rank"), std::string::npos) << m;
+  // --set lora.r=16 turns it on from the command line.
+  nlohmann::json j = lb::testing::tiny_bert_config(1);
+  apply_override(j, "lora.r=16");
+  const Config c = Config::from_json(j, "x.json");
+  EXPECT_TRUE(c.lora.enabled);
+  EXPECT_EQ(c.lora.settings.r, 16);
+}
+
+// The shipped LoRA config reads and resolves (its model and data need not be here).
+TEST(Lora, ShippedConfigReads) {
+  const std::string path = std::string(LB_FIXTURES_DIR) + "/../../configs/minilm_mrpc_lora.json";
+  const Config c = Config::from_json(read_config_json(path), path);
+  EXPECT_TRUE(c.lora.enabled);
+  EXPECT_EQ(c.lora.settings.r, 8);
+  EXPECT_DOUBLE_EQ(c.lora.settings.scale(), 2.0);
+  EXPECT_EQ(c.lora.targets.modules, (std::vector<std::string>{"query", "value"}));
+  EXPECT_EQ(Config::from_json(c.to_json(), "again").lora.to_json(), c.lora.to_json());
+}
+
+TEST(Lora, BiasSettingsChooseWhichBiasesTrain) {
+  for (const std::string bias : {"none", "all", "lora_only"}) {
+    Config c = Config::from_json(lora_config({{"bias", bias}}), "lora.json");
+    TrainingSetup s = set_up_training(c, "", Device::cpu(), dist::single_process());
+    for (const auto& [name, p] : s.model->module().named_parameters()) {
+      if (name.size() < 5 || name.compare(name.size() - 5, 5, ".bias") != 0 || name.rfind("classifier.", 0) == 0)
+        continue;
+      const bool targeted = name.find(".query.") != std::string::npos || name.find(".value.") != std::string::npos;
+      const bool expect = bias == "all" || (bias == "lora_only" && targeted);
+      EXPECT_EQ(p.requires_grad(), expect) << bias << " " << name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lb::train
