@@ -385,14 +385,19 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
     plan.predicted_step_ms = ms;
     if (plan.measured_peak <= plan.budget_bytes) break;
     const int64_t over = plan.measured_peak - plan.budget_bytes;
-    if (attempt == 3)
+    // Solve again with the excess taken off, but never below the leanest plan the model
+    // predicts: that one is the last to try (an excess larger than the room left would
+    // otherwise end the search before it).
+    const int64_t next = std::max(target - over - (1 << 20), plan.smallest_reachable);
+    if (attempt == 3 || next >= target)
       throw Error(config.source + ": " + describe_budget() + ": the plan's measured activation peak is " +
                   mb(plan.measured_peak) + " MB (predicted " + mb(plan.predicted_peak) + " MB)" +
                   (measured.peak_site ? ", set in " + measured.peak_site->phase + " of " + measured.peak_site->op +
                                             " in " + measured.peak_site->module
                                       : std::string()) +
-                  "; the planner could not fit it. Raise the budget");
-    target -= over + (1 << 20);  // solve again with the excess taken off
+                  "; the planner could not fit it, not even with its leanest plan. Raise the budget to " +
+                  mb(plan.measured_peak) + " MB or more");
+    target = next;
   }
   plan.profile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return plan;

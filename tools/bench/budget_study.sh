@@ -29,7 +29,9 @@ for seed in ${SEEDS:-1}; do
       [ -f "$dir/eval_results.json" ] && continue
       args=(train "configs/minilm_$task.json" --seed "$seed" --no-progress)
       [ "$budget" != exact ] && args+=(--memory-budget "$budget")
-      if [ -d "$dir" ]; then args+=(--resume "$dir"); else mkdir -p "$(dirname "$dir")"; args+=(--out "$dir"); fi
+      # A run with a checkpoint resumes; one that stopped before any (a planner error) starts again.
+      if compgen -G "$dir/checkpoint-*" > /dev/null; then args+=(--resume "$dir")
+      else mkdir -p "$(dirname "$dir")"; args+=(--out "$dir" --overwrite); fi
       start=$(date +%s)
       if ! "${pin[@]}" "$lb" "${args[@]}" >> "$dir.log" 2>&1; then
         echo "budget_study.sh: $task $budget seed $seed failed; see $dir.log" >&2
