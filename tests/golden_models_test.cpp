@@ -13,6 +13,7 @@
 #include "models/resnet.h"
 #include "models/vit.h"
 #include "testing/testing.h"
+#include "testing/train_configs.h"
 
 namespace lb::models {
 namespace {
@@ -95,17 +96,7 @@ class GoldenModels : public ::testing::TestWithParam<std::tuple<DType, bool>> {
 void check_bert(const std::string& fixture, int64_t num_labels, DType dt, Device dev, double rel,
                 bool skip_padding = false) {
   const auto f = testing::load_fixture(fixture);
-  BertConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 16;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 32;
-  c.max_position_embeddings = 16;
-  c.hidden_dropout_prob = 0;
-  c.attention_probs_dropout_prob = 0;
-  c.num_labels = num_labels;
-  BertForSequenceClassification model(c);
+  BertForSequenceClassification model(testing::golden_bert_config(num_labels));
   model.set_skip_padding(skip_padding);
   model.to(dt);
   model.load_state_dict(weights_of(f));

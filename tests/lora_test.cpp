@@ -17,6 +17,8 @@
 #include "lb/io/safetensors.h"
 #include "src/train/training_setup.h"
 #include "lb/train/trainer.h"
+#include "lb/optim/optimizer.h"
+#include "models/bert.h"
 #include "testing/testing.h"
 #include "testing/train_configs.h"
 
@@ -116,6 +118,56 @@ TEST(Lora, TargetsMatchAsPeft) {
   EXPECT_TRUE(lora_target_matches("bert.encoder.layer.1.attention.self.value", re, true));
   EXPECT_FALSE(lora_target_matches("bert.encoder.layer.2.attention.self.value", re, true));
   EXPECT_FALSE(lora_target_matches("bert.encoder.layer.1.attention.self.value.x", re, true));
+}
+
+// Against Hugging Face PEFT (tools/golden/gen_lora.py): a tiny BERT with r = 4 adapters on
+// query and value and the classifier trained in full; logits, loss, the trainable parameters'
+// gradients and three AdamW steps in f64.
+TEST(Lora, MatchesPeftOnTinyBert) {
+  const auto f = lb::testing::load_fixture("model_bert_lora");
+  models::BertForSequenceClassification model(lb::testing::golden_bert_config(3));
+  const auto adapted = apply_lora(model, {4, 8.0, 0.0}, {{"query", "value"}, false, {"classifier"}, "none"});
+  EXPECT_EQ(adapted.size(), 4u);
+  model.to(DType::F64);
+  std::map<std::string, Tensor> w;
+  for (const auto& [n, t] : f.tensors)
+    if (n.rfind("w.", 0) == 0) w[n.substr(2)] = t;
+  model.load_state_dict(w);  // strict: PEFT's keys are ours
+  model.train();
+  const Tensor ids = f.at("in.input_ids"), types = f.at("in.token_type_ids");
+  const Tensor keep = f.at("in.attention_mask"), labels = f.at("in.labels");
+  const auto forward = [&] { return model.forward(ids, types, keep, labels); };
+  auto out = forward();
+  EXPECT_LT(lb::testing::rel_error(out.logits, f.at("logits")), 1e-10);
+  EXPECT_LT(lb::testing::rel_error(out.loss, f.at("loss")), 1e-10);
+  out.loss.backward();
+  int trained = 0;
+  for (auto& [name, p] : model.named_parameters()) {
+    const Tensor* want = f.find("g." + name);
+    if (want == nullptr) {
+      EXPECT_FALSE(p.requires_grad()) << name;
+      EXPECT_FALSE(p.grad().defined()) << name;
+      continue;
+    }
+    ++trained;
+    ASSERT_TRUE(p.grad().defined()) << name;
+    EXPECT_LT(lb::testing::rel_error(p.grad(), *want), 1e-9) << name;
+  }
+  EXPECT_EQ(trained, 10);  // 4 adapters x (A, B) and the classifier's weight and bias
+  optim::AdamOptions a;
+  a.decoupled = true;
+  optim::Adam opt(optim::param_groups_with_decay(model.named_parameters(), 1e-3, 0.01, {"*bias"}), a);
+  const auto losses = f.at("losses").to_double_vector();
+  opt.step();
+  for (int s = 1; s < 3; ++s) {
+    opt.zero_grad();
+    auto o = forward();
+    EXPECT_NEAR(o.loss.item_double(), losses[s], 1e-9 * std::abs(losses[s])) << "step " << s;
+    o.loss.backward();
+    opt.step();
+  }
+  NoGradGuard ng;
+  EXPECT_NEAR(forward().loss.item_double(), losses[3], 1e-9 * std::abs(losses[3])) << "after 3 steps";
 }
 
 }  // namespace

@@ -81,4 +81,18 @@ nlohmann::json tiny_vit_config(const std::string& dir, int64_t steps) {
                       dir, steps, {{"type", "adamw"}, {"lr", 1e-3}});
 }
 
+models::BertConfig golden_bert_config(int64_t num_labels) {
+  models::BertConfig c;
+  c.vocab_size = 50;
+  c.hidden_size = 16;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 32;
+  c.max_position_embeddings = 16;
+  c.hidden_dropout_prob = 0;
+  c.attention_probs_dropout_prob = 0;
+  c.num_labels = num_labels;
+  return c;
+}
+
 }  // namespace lb::testing

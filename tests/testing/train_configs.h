@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lb/train/trainer.h"
+#include "models/bert.h"
 
 namespace lb::testing {
 
@@ -23,5 +24,9 @@ void write_image_folder(const std::filesystem::path& root);
 // image folder at `dir`, batch 16, `steps` optimizer steps (0: 4 epochs).
 nlohmann::json tiny_resnet_config(const std::string& dir, int64_t steps);
 nlohmann::json tiny_vit_config(const std::string& dir, int64_t steps);
+
+// The tiny BERT of the golden model fixtures (tools/golden/gen_models.py, gen_lora.py):
+// vocabulary 50, hidden 16, 2 layers of 2 heads, FFN 32, 16 positions, dropout off.
+models::BertConfig golden_bert_config(int64_t num_labels);
 
 }  // namespace lb::testing

@@ -24,9 +24,11 @@ except ImportError:  # pragma: no cover
     transformers = None
 
 
-def run(model, forward, opt, out_path, inputs):
+def run(model, forward, opt, out_path, inputs, name=lambda k: k, metadata=None):
+    """name maps a state_dict key to leanback's (None: not stored); parameters without a
+    gradient (frozen) get no "g." entry."""
     model.train()
-    tensors = {f"w.{k}": v.detach().clone() for k, v in model.state_dict().items()}
+    tensors = {f"w.{name(k)}": v.detach().clone() for k, v in model.state_dict().items() if name(k)}
     # Weights before any step (state_dict is captured above); first forward/backward:
     loss, logits = forward()
     model.zero_grad()
@@ -34,7 +36,8 @@ def run(model, forward, opt, out_path, inputs):
     tensors["logits"] = logits.detach()
     tensors["loss"] = loss.detach().reshape(())
     for k, p in model.named_parameters():
-        tensors[f"g.{k}"] = p.grad.detach().clone()
+        if p.grad is not None:
+            tensors[f"g.{name(k)}"] = p.grad.detach().clone()
     losses = [loss.item()]
     opt.step()
     for _ in range(2):
@@ -49,7 +52,7 @@ def run(model, forward, opt, out_path, inputs):
     tensors["losses"] = torch.tensor(losses, dtype=torch.float64)
     for k, v in inputs.items():
         tensors[f"in.{k}"] = v
-    save(out_path, tensors)
+    save(out_path, tensors, metadata)
 
 
 def no_decay_groups(model, lr, wd):
