@@ -8,7 +8,12 @@ are printed as one JSON line with the C++ bench's fields.
 saved_bytes: unique storages the autograd graph holds after forward, parameters excluded
 (saved_tensors_hooks, like leanback's autograd::saved_bytes()). PyTorch has no CPU
 allocator statistics, so peak_bytes is null; both frameworks report peak_rss_bytes
-(the process's peak resident set, getrusage) instead.
+(the process's peak resident set, getrusage) instead. On the CPU, activation_peak_bytes (the
+C++ bench's field: all bytes but parameters, gradients and optimizer state) comes from one
+more, untimed forward + backward under torch.profiler with profile_memory: the largest sum of
+the bytes allocated and not yet freed since the forward began. The gradients already exist
+then (zero_grad(set_to_none=False) before it), so backward accumulates into them and
+allocates none; the optimizer step is outside it.
 
 Missing packages: transformers / torchvision are looked up in this interpreter first, then in
 the directories of $LB_BENCH_EXTRA_PATH (colon-separated), which are *appended* to sys.path
@@ -48,6 +53,36 @@ def parse_args(doc, add_arguments=None):
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     return a
+
+
+def activation_peak(model, optimizer, forward):
+    """The forward + backward's peak of bytes allocated beyond what existed before it (CPU)."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch._C._profiler import _EventType
+    if any(p.grad is None for p in model.parameters() if p.requires_grad):  # gradients in place
+        forward().backward()
+    optimizer.zero_grad(set_to_none=False)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        loss = forward()
+        loss.backward()
+        del loss
+    allocs = []
+
+    def walk(e):
+        if e.tag == _EventType.Allocation:
+            allocs.append((e.start_time_ns, e.extra_fields.alloc_size))
+        for c in e.children:
+            walk(c)
+
+    for root in prof.profiler.kineto_results.experimental_event_tree():
+        walk(root)
+    allocs.sort(key=lambda x: x[0])
+    cur = peak = 0
+    for _, n in allocs:
+        cur += n
+        peak = max(peak, cur)
+    optimizer.zero_grad(set_to_none=True)
+    return peak
 
 
 def run(name, a, model, optimizer, forward, extra):
@@ -100,6 +135,7 @@ def run(name, a, model, optimizer, forward, extra):
             bwd.append((t3 - t2) * 1e3)
             upd.append((t4 - t3) * 1e3)
             step.append((t1 - t0 + t4 - t2) * 1e3)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # before the profiled step
     r = {
         "workload": name,
         "strategy": "vanilla",
@@ -114,8 +150,9 @@ def run(name, a, model, optimizer, forward, extra):
         "backward_ms": statistics.median(bwd),
         "optimizer_ms": statistics.median(upd),
         "saved_bytes": saved,
+        "activation_peak_bytes": None if cuda else activation_peak(model, optimizer, forward),
         "peak_bytes": None,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_rss_bytes": rss,
         "parameters": sum(p.numel() for p in model.parameters()),
         "threads": {"torch": torch.get_num_threads()},
     }
@@ -125,7 +162,8 @@ def run(name, a, model, optimizer, forward, extra):
     else:
         print(f"{name} [vanilla, {r['framework']}]: {r['ms_per_step']:.2f} ms/step (forward "
               f"{r['forward_ms']:.2f} ms, backward {r['backward_ms']:.2f} ms, optimizer "
-              f"{r['optimizer_ms']:.2f} ms), saved {saved / 2**20:.2f} MiB, peak RSS "
+              f"{r['optimizer_ms']:.2f} ms), saved {saved / 2**20:.2f} MiB, activation peak "
+              f"{(r['activation_peak_bytes'] or 0) / 2**20:.2f} MiB, peak RSS "
               f"{r['peak_rss_bytes'] / 2**20:.1f} MiB, median of {a.iters} iters, "
               f"{torch.get_num_threads()} threads")
     return 0
