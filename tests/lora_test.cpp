@@ -220,6 +220,19 @@ TEST(Lora, TrainsOnlyAdaptersAndHeadOnSmallBert) {
     else if (name.find(".lora_A.") == std::string::npos) EXPECT_TRUE(lb::testing::all_close(now, p, 0, 0)) << name;
   }
   EXPECT_EQ(io::read_json_file(r.run_dir + "/config.json")["lora"]["r"], 4);
+  // plan.txt shows base and adapter per layer.
+  const nlohmann::json plan = s.plan.to_json();
+  int with_adapter = 0;
+  for (const auto& l : plan["layers"]) {
+    const bool targeted = l["layer"].get<std::string>().find(".query") != std::string::npos ||
+                          l["layer"].get<std::string>().find(".value") != std::string::npos;
+    EXPECT_EQ(l.contains("lora"), targeted) << l;
+    with_adapter += l.contains("lora");
+  }
+  EXPECT_EQ(with_adapter, 4);
+  EXPECT_NE(s.plan.table().find("attention.self.query    Linear  vanilla   backward.default; + LoRA adapter r 4, alpha 8"),
+            std::string::npos)
+      << s.plan.table();
 }
 
 TEST(Lora, BadSettingsAreErrorsNamingTheJsonPath) {

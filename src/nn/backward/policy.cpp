@@ -144,6 +144,9 @@ std::vector<std::pair<Module*, PlanEntry>> Policy::decide(Module& root, const st
     }
     e.spec = setting.spec;
     e.prototype = setting.prototype;
+    if (lin && lin->has_lora())
+      e.lora = {{"r", lin->lora_settings().r}, {"alpha", lin->lora_settings().alpha},
+                {"dropout", lin->lora_settings().dropout}};
     out.emplace_back(m, std::move(e));
   }
   return out;
@@ -179,6 +182,9 @@ std::string Plan::table() const {
     os << std::left << std::setw(static_cast<int>(w) + 2) << e.layer << std::setw(8) << e.kind
        << std::setw(10) << e.spec.value("type", "?") << e.reason;
     if (!settings.empty()) os << "  " << settings.dump();
+    if (!e.lora.is_null())
+      os << "; + LoRA adapter r " << e.lora["r"] << ", alpha " << e.lora["alpha"].get<double>()
+         << " (lora_A, lora_B trained; plain ops)";
     os << "\n";
   }
   std::map<std::string, int64_t> counts;
@@ -194,8 +200,11 @@ std::string Plan::table() const {
 
 nlohmann::json Plan::to_json() const {
   nlohmann::json j = nlohmann::json::array();
-  for (const auto& e : layers)
-    j.push_back({{"layer", e.layer}, {"kind", e.kind}, {"strategy", e.spec}, {"reason", e.reason}});
+  for (const auto& e : layers) {
+    nlohmann::json x = {{"layer", e.layer}, {"kind", e.kind}, {"strategy", e.spec}, {"reason", e.reason}};
+    if (!e.lora.is_null()) x["lora"] = e.lora;
+    j.push_back(x);
+  }
   nlohmann::json rules = nlohmann::json::array();
   for (const auto& [g, n] : rule_matches) rules.push_back({{"match", g}, {"layers", n}});
   return {{"layers", j}, {"rules", rules}};

@@ -39,6 +39,9 @@ struct PlanEntry {
   nlohmann::json spec; // the strategy object applied ({"type": ...})
   std::string reason;  // "backward.rules[1] 'bert.encoder.*'", "backward.default", "--strategy hot", "frozen", ...
   std::shared_ptr<const Strategy> prototype;  // what the layer's strategy is cloned from
+  // A LoRA adapter on the layer (lb/nn/lora.h): {"r", "alpha", "dropout"}; null: none. Its
+  // factors run the plain ops; the strategy is the frozen base's.
+  nlohmann::json lora;
 };
 
 struct Plan {
