@@ -5,12 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 
 #include "lb/core/error.h"
 #include "lb/nn/layers.h"
 #include "lb/nn/lora.h"
+#include "lb/nn/backward/factory.h"
+#include "lb/autograd/node.h"
 #include "lb/ops.h"
 #include "lb/train/config.h"
 #include "lb/io/json_file.h"
@@ -104,6 +108,43 @@ TEST(Lora, MergeEqualsUnmergedAndUnmergeRestores) {
   EXPECT_FALSE(lin.lora_merged());
   EXPECT_TRUE(all_close(lin.weight(), w0, 1e-12, 1e-14));
   EXPECT_TRUE(all_close(lin.forward(x), unmerged, 1e-12, 1e-12));
+}
+
+// A frozen base layer under HOT: g_x on HOT's Hadamard + INT4 path (close to exact, not equal),
+// nothing of x kept; under vanilla the plain op, exact.
+TEST(Lora, FrozenBaseRunsHotsGxPathAndKeepsNothing) {
+  Linear lin(64, 48);
+  lin.add_lora({4, 8.0, 0.0});
+  auto hot = backward::make_strategy({{"type", "hot"}}, "test");
+  ASSERT_TRUE(hot->compresses_gx());
+  hot->set_layer("q", 0);
+  const Tensor x0 = randn({2, 32, 64}, 21).to(DType::F32);
+  const Tensor gy = randn({2, 32, 48}, 22).to(DType::F32);
+  const auto g_x = [&](std::shared_ptr<backward::Strategy> s, int64_t* kept) {
+    lin.set_backward(std::move(s));
+    Tensor x = x0.clone();
+    x.set_requires_grad(true);
+    const int64_t before = autograd::saved_bytes();
+    const Tensor y = lin.forward(x);
+    *kept = autograd::saved_bytes() - before;
+    y.backward(gy);
+    return x.grad();
+  };
+  int64_t kept_exact = 0, kept_hot = 0;
+  const Tensor exact = g_x(nullptr, &kept_exact);
+  const Tensor compressed = g_x(std::shared_ptr<backward::Strategy>(std::move(hot)), &kept_hot);
+  const Tensor expect = matmul(gy, lin.weight());
+  EXPECT_EQ(kept_hot, kept_exact);  // the adapter's input and rank-r product only
+  EXPECT_FALSE(all_close(compressed, exact, 0, 0));
+  const auto cos = [](const Tensor& a, const Tensor& b) {
+    const auto u = a.to_double_vector(), v = b.to_double_vector();
+    double uv = 0, uu = 0, vv = 0;
+    for (size_t i = 0; i < u.size(); ++i) uv += u[i] * v[i], uu += u[i] * u[i], vv += v[i] * v[i];
+    return uv / std::sqrt(uu * vv);
+  };
+  EXPECT_GT(cos(compressed, exact), 0.98);
+  EXPECT_TRUE(all_close(exact, expect, 1e-5, 1e-5));  // B = 0: the adapter adds nothing to g_x yet
+  EXPECT_FALSE(lin.weight().grad().defined());
 }
 
 TEST(Lora, TargetsMatchAsPeft) {
@@ -233,6 +274,22 @@ TEST(Lora, TrainsOnlyAdaptersAndHeadOnSmallBert) {
   EXPECT_NE(s.plan.table().find("attention.self.query    Linear  vanilla   backward.default; + LoRA adapter r 4, alpha 8"),
             std::string::npos)
       << s.plan.table();
+}
+
+// LoRA under --strategy hot: every frozen encoder Linear computes g_x on HOT's path (plan.txt
+// says so), the adapters train, the losses are finite.
+TEST(Lora, TrainsUnderHotWithFrozenLayersOnItsGxPath) {
+  lb::testing::TempDir tmp("lb_lora");
+  TrainOptions o = lb::testing::quiet(tmp.sub("run"));
+  o.strategy = "hot";
+  const TrainResult r = train(Config::from_json(lora_config({{"r", 4}}), "lora.json"), o);
+  ASSERT_EQ(r.losses.size(), 3u);
+  for (double l : r.losses) EXPECT_TRUE(std::isfinite(l));
+  std::ifstream txt(r.run_dir + "/plan.txt");
+  const std::string table((std::istreambuf_iterator<char>(txt)), std::istreambuf_iterator<char>());
+  size_t on_hot = 0;
+  for (size_t at = 0; (at = table.find("frozen weight: g_x only, on hot's path", at)) != std::string::npos; ++at) ++on_hot;
+  EXPECT_EQ(on_hot, 12u) << table;  // 6 Linear layers in each of the 2 encoder layers
 }
 
 TEST(Lora, BadSettingsAreErrorsNamingTheJsonPath) {

@@ -135,7 +135,9 @@ std::vector<std::pair<Module*, PlanEntry>> Policy::decide(Module& root, const st
     // Frozen layers keep nothing for g_w anyway; grouped convs stay exact (ALGORITHMS.md).
     const Tensor& weight = lin ? lin->weight() : conv->weight();
     const bool exact_already = setting.spec.value("type", "") == "vanilla";
-    if (!weight.requires_grad() && !exact_already) {
+    if (!weight.requires_grad() && !exact_already && lin && setting.prototype->compresses_gx()) {
+      e.reason += "; frozen weight: g_x only, on " + setting.spec.value("type", "?") + "'s path";
+    } else if (!weight.requires_grad() && !exact_already) {
       setting = exact;
       e.reason = "frozen weight (nothing to keep for g_w)";
     } else if (conv && conv->args().groups != 1 && !exact_already) {

@@ -59,6 +59,17 @@ SavedState Strategy::save(const Tensor& x, const Tensor& w, const CallContext& c
   return save(x, w, call, /*deferred=*/false);
 }
 
+SavedState Strategy::save_frozen(const Tensor& x, const Tensor& w, const CallContext& call) {
+  note_call(x, w, call);
+  last_saved_bytes_ = 0;
+  SavedState s;
+  s.geom = last_geom_;
+  s.sequences = call.sequences;
+  s.step = step_context();
+  s.exact = calibrating_ || fell_back_;  // g_y w (observed by a calibration)
+  return s;
+}
+
 SavedState Strategy::save(const Tensor& x, const Tensor& w, const CallContext& call, bool deferred) {
   note_call(x, w, call);
   auto stamp = [&](SavedState s) {
@@ -174,12 +185,25 @@ Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
     y = linear(x, w, b);  // exact forward (checks shapes and dtypes)
   }
   if (!autograd::should_record({x, w, b})) return y;
-  // A frozen weight needs no g_w, so nothing of x is kept: the plain op saves only w.
-  if (!w.requires_grad()) return linear(x, w, b);
+  // A frozen weight needs no g_w, so nothing of x is kept: the plain op saves only w, or the
+  // strategy's own g_x path runs from g_y and w (compresses_gx).
+  if (!w.requires_grad() && (!strategy->compresses_gx() || !x.requires_grad())) return linear(x, w, b);
   const int64_t I = w.size(1);
   const int64_t L = x.dim() >= 3 ? x.size(-2) : 1;
   const int64_t B = x.numel() / (L * I);
   const Tensor x3 = x.detach().contiguous().view({B, L, I});
+  if (!w.requires_grad()) {
+    SavedState state = strategy->save_frozen(x3, w.detach(), call);
+    autograd::record("linear[" + strategy->type() + ", frozen]", y, {x, w, b}, {w},
+                     [strategy, state = std::move(state), x_shape = x.shape(), B, L](
+                         const Tensor& g, std::vector<Tensor>& s, const std::vector<bool>& need) {
+                       const Tensor g3 = g.contiguous().view({B, L, g.size(-1)});
+                       Tensor gx;
+                       if (need[0]) gx = strategy->backward(state, g3, s.back(), true, false).grad_input.reshape(x_shape);
+                       return std::vector<Tensor>{gx, Tensor(), need[2] ? sum(g3, {0, 1}) : Tensor()};
+                     });
+    return y;
+  }
   const bool need_gx = x.requires_grad();
   // A compressed strategy whose x the tape gives back defers its save to backward (see
   // Strategy::note_deferred_call): it keeps nothing of its own.

@@ -67,6 +67,7 @@ class Hot : public Strategy, public Calibratable {
   // token view (Strategy::save_conv: its int8 raw-image path is CPU code), and the
   // f64 emulation oracle is CPU code.
   bool cpu_only(bool /*conv*/) const override { return settings_.emulate; }
+  bool compresses_gx() const override { return true; }  // g_x from g_y and w alone
   nlohmann::json hyperparams() const override;
   std::unique_ptr<Strategy> clone() const override { return std::make_unique<Hot>(settings_); }
   const HotSettings& settings() const { return settings_; }

@@ -108,6 +108,13 @@ class Strategy {
   bool can_defer_save() const { return !calibrating_; }
   void note_deferred_call(const Tensor& x, const Tensor& w, const CallContext& call);
   SavedState save(const Tensor& x, const Tensor& w, const CallContext& call, bool deferred);
+  // A frozen weight needs only g_x = g_y w, which reads nothing of x. A strategy whose g_x
+  // path is its own (HOT's Hadamard + INT4) says so here and runs it on frozen Linear layers
+  // too (LoRA's base layers); save_frozen records the call (geometry, step) and keeps nothing
+  // (exact, i.e. g_y w, while calibrating or fallen back). Others leave frozen layers to the
+  // plain op.
+  virtual bool compresses_gx() const { return false; }
+  SavedState save_frozen(const Tensor& x, const Tensor& w, const CallContext& call = {});
   // Backward: g_y (B, L, O) contiguous. Times itself for the accounting.
   Gradients backward(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                      bool want_gw);
