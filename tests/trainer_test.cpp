@@ -550,7 +550,8 @@ TEST(Trainer, CodecsAndRecomputationKeepLessResumeExactlyAndRulesMustMatch) {
   EXPECT_NE(m.find("tiny.json: memory.codecs[0].match 'encoder.*' matches no module"), std::string::npos) << m;
   j["memory"] = {{"recompute", {"bert.encoder.layer.*", "*.attention"}}};
   m = testing::error_message([&] { train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("noblock"))); });
-  EXPECT_NE(m.find("tiny.json: memory.recompute[1] '*.attention' matches no block of this bert model"),
+  EXPECT_NE(m.find("tiny.json: memory.recompute[1] '*.attention' matches no block of this bert model (blocks: "
+                   "'bert.encoder.layer.0', 'bert.encoder.layer.1')"),
             std::string::npos)
       << m;
 }

@@ -6,6 +6,7 @@
 
 #include "lb/core/error.h"
 #include "lb/core/random.h"
+#include "lb/nn/recomputable_block.h"
 
 namespace lb::train {
 
@@ -74,14 +75,17 @@ TrainingSetup set_up_training(Config& config, const std::string& strategy, Devic
   for (size_t i = 0; i < config.memory.recompute.size(); ++i) {
     const std::string& glob = config.memory.recompute[i];
     int64_t blocks = 0;
-    for (const auto& [name, m] : module.named_modules())
+    std::vector<std::string> names;  // the model's blocks, for the message
+    for (const auto& [name, m] : module.named_modules()) {
+      if (dynamic_cast<nn::RecomputableBlock*>(m) == nullptr) continue;
+      names.push_back("'" + name + "'");
       if (glob_match(glob, name) && m->set_recompute(true)) ++blocks;
+    }
+    if (names.size() > 3) names = {names.front(), names[1], "...", names.back()};
+    std::string listed;
+    for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
     LB_CHECK(blocks > 0, config.source, ": memory.recompute[", i, "] '", glob, "' matches no block of this ",
-             config.model.type, " model (blocks: ",
-             config.model.type == "resnet" ? "'layer1.0', 'layer4.1', ..." : config.model.type == "vit"
-                                                                          ? "'vit.encoder.layer.0', ..."
-                                                                          : "'bert.encoder.layer.0', ...",
-             ")");
+             config.model.type, " model (blocks: ", listed.empty() ? "none" : listed, ")");
   }
   try {
     s.plan = config.backward.plan(module, strategy);
