@@ -1,7 +1,6 @@
 // Basic layers: construction (PyTorch default initialisation) and forward.
 #include "lb/nn/layers.h"
 
-#include <regex>
 #include <sstream>
 
 #include "lb/autograd/grad_mode.h"
@@ -93,7 +92,6 @@ LoraFactor::LoraFactor(int64_t rows, int64_t cols) {
 }
 
 std::string LoraFactor::extra_repr() const { return cat(weight_.size(1), " -> ", weight_.size(0)); }
-
 
 // ---------------------------------------------------------------- Conv2d
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, const Conv2dArgs& args, bool bias)
