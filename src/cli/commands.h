@@ -17,6 +17,7 @@ int cmd_bench(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
 int cmd_eval(const std::vector<std::string>& args);
 int cmd_predict(const std::vector<std::string>& args);
+int cmd_export(const std::vector<std::string>& args);
 int cmd_plan(const std::vector<std::string>& args);
 int cmd_compare(const std::vector<std::string>& args);
 int cmd_plot(const std::vector<std::string>& args);

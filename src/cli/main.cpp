@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
     if (cmd == "train") return lb::cli::cmd_train(args);
     if (cmd == "eval") return lb::cli::cmd_eval(args);
     if (cmd == "predict") return lb::cli::cmd_predict(args);
+    if (cmd == "export") return lb::cli::cmd_export(args);
     if (cmd == "plan") return lb::cli::cmd_plan(args);
     if (cmd == "compare") return lb::cli::cmd_compare(args);
     if (cmd == "plot") return lb::cli::cmd_plot(args);

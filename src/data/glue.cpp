@@ -204,16 +204,16 @@ std::vector<GlueTask> make_tasks() {
   const std::vector<std::string> bin{"0", "1"}, nli2{"entailment", "not_entailment"};
   const std::vector<std::string> dev{"dev"}, test{"test"};
   return {
-      {"cola", "CoLA", 2, bin, M::Matthews, false, dev, test},
-      {"sst2", "SST-2", 2, bin, M::Accuracy, false, dev, test},
-      {"mrpc", "MRPC", 2, bin, M::AccuracyF1, true, dev, test},
-      {"stsb", "STS-B", 1, {}, M::PearsonSpearman, true, dev, test},
-      {"qqp", "QQP", 2, bin, M::AccuracyF1, true, dev, test},
+      {"cola", "CoLA", 2, bin, M::Matthews, false, dev, test, {"unacceptable", "acceptable"}},
+      {"sst2", "SST-2", 2, bin, M::Accuracy, false, dev, test, {"negative", "positive"}},
+      {"mrpc", "MRPC", 2, bin, M::AccuracyF1, true, dev, test, {"not_equivalent", "equivalent"}},
+      {"stsb", "STS-B", 1, {}, M::PearsonSpearman, true, dev, test, {}},
+      {"qqp", "QQP", 2, bin, M::AccuracyF1, true, dev, test, {"not_duplicate", "duplicate"}},
       {"mnli", "MNLI", 3, {"entailment", "neutral", "contradiction"}, M::Accuracy, true,
-       {"dev_matched", "dev_mismatched"}, {"test_matched", "test_mismatched"}},
-      {"qnli", "QNLI", 2, nli2, M::Accuracy, true, dev, test},
-      {"rte", "RTE", 2, nli2, M::Accuracy, true, dev, test},
-      {"wnli", "WNLI", 2, bin, M::Accuracy, true, dev, test},
+       {"dev_matched", "dev_mismatched"}, {"test_matched", "test_mismatched"}, {"entailment", "neutral", "contradiction"}},
+      {"qnli", "QNLI", 2, nli2, M::Accuracy, true, dev, test, nli2},
+      {"rte", "RTE", 2, nli2, M::Accuracy, true, dev, test, nli2},
+      {"wnli", "WNLI", 2, bin, M::Accuracy, true, dev, test, {"not_entailment", "entailment"}},
   };
 }
 

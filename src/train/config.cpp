@@ -371,6 +371,12 @@ Config Config::from_json(const nlohmann::json& j, const std::string& source) {
     {
       JsonReader r(section(j, "output"), "output");
       c.output.dir = expand_path(r.string("dir", ""), "output.dir");
+      if (r.has("export")) {
+        const nlohmann::json& e = r.raw("export");
+        LB_CHECK(e.is_boolean() || e == "merged", "output.export: expected true, false or \"merged\", got ", e.dump());
+        c.output.export_model = e != false;
+        c.output.export_merged = e == "merged";
+      }
       r.finish();
     }
     return c;
@@ -443,7 +449,8 @@ nlohmann::json Config::to_json() const {
             {"min_ratio", schedule.min_ratio}}},
           {"backward", backward.source_json()},
           {"freeze", freeze},
-          {"output", {{"dir", output.dir}}}};
+          {"output", {{"dir", output.dir},
+                      {"export", output.export_merged ? nlohmann::json("merged") : nlohmann::json(output.export_model)}}}};
   // Written only when set, so the config of a run without codecs reads as before.
   if (!memory.codecs.empty() || !memory.recompute.empty() || memory.budget) out["memory"] = memory.to_json();
   if (lora.enabled) out["lora"] = lora.to_json();

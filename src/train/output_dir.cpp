@@ -22,6 +22,7 @@ const char* output_kind_name(OutputKind kind) {
     case OutputKind::Run: return "run";
     case OutputKind::Compare: return "compare";
     case OutputKind::Predict: return "predict";
+    case OutputKind::Export: return "export";
   }
   return "?";
 }
@@ -140,7 +141,7 @@ std::optional<OutputKind> output_marker(const fs::path& dir) {
   try {
     const nlohmann::json j = io::read_json_file(m.string());
     const std::string k = j.is_object() && j.contains("kind") && j["kind"].is_string() ? j["kind"].get<std::string>() : "";
-    for (OutputKind kind : {OutputKind::Run, OutputKind::Compare, OutputKind::Predict})
+    for (OutputKind kind : {OutputKind::Run, OutputKind::Compare, OutputKind::Predict, OutputKind::Export})
       if (k == output_kind_name(kind)) return kind;
   } catch (const Error&) {
   }
@@ -229,7 +230,14 @@ std::vector<std::string> remove_owned_entries(const fs::path& dir, OutputKind ki
   static const std::vector<std::string> run_files{"config.json", "plan.txt", "memory_plan.json", "metrics.jsonl",
                                                   "eval_results.json", "compare_failed.txt"};
   static const std::vector<std::string> compare_files{"compare.json", "report.json", "report.md"};
-  const std::vector<std::string>& files = kind == OutputKind::Run ? run_files : compare_files;
+  static const std::vector<std::string> export_files{
+      "config.json",           "model.safetensors",       "adapter_config.json",     "adapter_model.safetensors",
+      "vocab.txt",             "tokenizer_config.json",   "special_tokens_map.json", "preprocessor_config.json"};
+  static const std::vector<std::string> no_files;
+  const std::vector<std::string>& files = kind == OutputKind::Run       ? run_files
+                                          : kind == OutputKind::Compare ? compare_files
+                                          : kind == OutputKind::Export  ? export_files
+                                                                        : no_files;
   std::vector<std::string> kept;
   const auto keep = [&](const std::vector<std::string>& k) { kept.insert(kept.end(), k.begin(), k.end()); };
   std::vector<fs::path> entries;
@@ -243,6 +251,14 @@ std::vector<std::string> remove_owned_entries(const fs::path& dir, OutputKind ki
       else kept.push_back(n);
     } else if (kind == OutputKind::Run && (is_checkpoint_name(n) || is_checkpoint_leftover(n))) {
       if (const std::string k = remove_checkpoint_dir(p); !k.empty()) kept.push_back(n + "/");
+    } else if (kind == OutputKind::Run && n == "export" && is_real_dir(p) &&
+               output_marker(p) == OutputKind::Export) {  // output.export's directory
+      const auto k = remove_owned_entries(p, OutputKind::Export);
+      if (k.empty()) {
+        remove_entry(p / kOutputMarker);
+        remove_entry(p);
+      }
+      for (const auto& x : k) kept.push_back(n + "/" + x);
     } else if (n == "plots" && is_real_dir(p)) {
       keep(remove_files_then_dir(p, {}, is_plot_file));
     } else if (kind == OutputKind::Predict && is_tsv_file(n) && is_link_or_file(p)) {

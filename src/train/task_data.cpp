@@ -133,6 +133,19 @@ nlohmann::json TaskData::score(const std::vector<double>& predictions,
   return {{"accuracy", accuracy(p, g)}};
 }
 
+data::WordPieceTokenizer task_tokenizer(const Config& c) {
+  if (c.data.task == "synthetic")
+    return synthetic_tokenizer(data::make_synthetic_text(c.data.synthetic_train, c.data.synthetic_eval));
+  LB_CHECK(!is_image_task(c.data.task), c.source, ": data.task ", c.data.task, " is an image task: it has no tokenizer");
+  const std::string vocab = !c.data.vocab.empty() ? c.data.vocab : c.model.pretrained;
+  LB_CHECK(!vocab.empty(), c.source, ": data.vocab: a text task needs a tokenizer vocabulary (a "
+           "directory with vocab.txt, or the file); none given and model.pretrained is not set");
+  return fs::is_directory(vocab) ? data::WordPieceTokenizer::from_dir(vocab)
+                                 : data::WordPieceTokenizer::from_vocab_file(vocab, true);
+}
+
+bool is_text_task(const Config& c) { return !is_image_task(c.data.task); }
+
 TaskData load_task_data(const Config& c, const TaskDataOptions& opt) {
   TaskData d;
   d.task = c.data.task;
@@ -187,11 +200,7 @@ TaskData load_task_data(const Config& c, const TaskDataOptions& opt) {
   d.regression = task.num_labels == 1;
   d.label_names = task.label_names;
   if (d.eval_split.empty()) d.eval_split = task.dev_splits.at(0);
-  const std::string vocab = !c.data.vocab.empty() ? c.data.vocab : c.model.pretrained;
-  LB_CHECK(!vocab.empty(), c.source, ": data.vocab: a text task needs a tokenizer vocabulary (a "
-           "directory with vocab.txt, or the file); none given and model.pretrained is not set");
-  const auto tok = fs::is_directory(vocab) ? data::WordPieceTokenizer::from_dir(vocab)
-                                           : data::WordPieceTokenizer::from_vocab_file(vocab, true);
+  const auto tok = task_tokenizer(c);
   d.vocab_size = tok.vocab_size();
   d.pad_id = tok.pad_id();
   if (opt.train) {

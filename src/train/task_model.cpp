@@ -131,8 +131,8 @@ std::unique_ptr<TaskModel> build_bare(const Config& config, int64_t num_labels, 
   return std::make_unique<ResNetTask>(std::make_unique<models::ResNet>(cfg), smoothing);
 }
 
-// LoRA's defaults per model, as PEFT's: adapters on the attention's query and value, the head
-// trained in full.
+}  // namespace
+
 nn::LoraTargets lora_targets(const Config& config) {
   nn::LoraTargets t = config.lora.targets;
   const bool resnet = config.model.type == "resnet";
@@ -142,8 +142,6 @@ nn::LoraTargets lora_targets(const Config& config) {
   if (t.modules_to_save.empty()) t.modules_to_save = {resnet ? "fc" : "classifier"};
   return t;
 }
-
-}  // namespace
 
 std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels, int64_t vocab_size,
                                             std::string* log) {

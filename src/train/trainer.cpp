@@ -17,6 +17,7 @@
 #include "lb/nn/backward/accounting.h"
 #include "lb/nn/backward/calibration.h"
 #include "lb/train/grad_probe.h"
+#include "lb/train/hf_export.h"
 #include "lb/train/memory_planner.h"
 #include "lb/train/metrics_log.h"
 #include "lb/train/progress.h"
@@ -182,9 +183,18 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   CalibrationSchedule calibration(s.strategies, *s.model, train_step, *s.calib_loader, s.batches, tc.grad_accum,
                                   pg.size() > 1 ? &pg : nullptr);
 
+  // What `leanback export` needs besides the weights, kept with every checkpoint.
+  TaskLabels task_labels;
+  task_labels.names = s.data.glue ? s.data.glue->class_names : s.data.label_names;
+  task_labels.num_labels = s.data.num_labels;
+  task_labels.regression = s.data.regression;
   const auto save = [&](bool is_best) {
     dir.save(st, is_best, module, *s.optimizer, s.schedule,
-             {{"config", config.to_json()}, {"strategy_override", opt.strategy}}, calibration.report(),
+             {{"config", config.to_json()},
+              {"strategy_override", opt.strategy},
+              {"model", s.model->model_config()},
+              {"task", task_labels.to_json()}},
+             calibration.report(),
              tc.keep_checkpoints, log);
   };
   const auto saved_now = [&] {
@@ -316,6 +326,13 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                                   {"allreduce_ms_total", sync.ms_total()},
                                   {"allreduce_bytes_per_step", sync.bytes_per_step()}};
     if (main_rank) io::write_text_atomic((dir.path() / "eval_results.json").string(), results.dump(2) + "\n");
+    if (main_rank && config.output.export_model) {
+      ExportOptions eo;
+      eo.merge = config.output.export_merged;
+      eo.overwrite = true;  // <run>/export is this run's own (a resumed run exports again)
+      const ExportSummary ex = export_checkpoint(dir.last_checkpoint(), dir.path() / "export", eo, "output.export");
+      log.info("exported " + ex.checkpoint + " (" + ex.format + ") to " + (dir.path() / "export").string());
+    }
   }
   result.steps = st.step;
   result.best_eval = st.best_eval;

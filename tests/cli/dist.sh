@@ -27,7 +27,9 @@ paste <(losses "$tmp/two") <(losses "$tmp/one") | awk '
 grep -q '"ranks":2' "$tmp/two/metrics.jsonl" || fail "train lines do not carry ranks"
 
 # A rank killed with SIGKILL: mpirun ends the job, non-zero, within the timeout.
-sed 's/"max_steps": 30/"max_steps": 100000/' "$tmp/dp.json" > "$tmp/long.json"
+# Few log lines: once mpirun is interrupted it stops reading the ranks' output, and a rank
+# logging every millisecond-long step would block on the full pipe before its checkpoint.
+sed 's/"max_steps": 30, "log_every": 1/"max_steps": 100000, "log_every": 25/' "$tmp/dp.json" > "$tmp/long.json"
 LEANBACK_DIST_TIMEOUT=30 timeout 120 "$lb" train "$tmp/long.json" --nproc 2 --out "$tmp/dead" --no-progress \
   > "$tmp/dead.log" 2>&1 &
 job=$!
@@ -48,10 +50,10 @@ rc=$?
 grep -qiE "signal 9|killed|exited on signal|did not complete" "$tmp/dead.log" || { cat "$tmp/dead.log"; fail "no message about the dead rank"; }
 echo "dead rank: job ended with status $rc"
 
-# SIGINT to PID once RUN_DIR's metrics show step 3; returns PID's exit status.
-interrupt_after_step3() {
+# SIGINT to PID once RUN_DIR's metrics show a training step; returns PID's exit status.
+interrupt_when_training() {
   for _ in $(seq 1 300); do
-    [ -s "$1/metrics.jsonl" ] && grep -q '"step":3,' "$1/metrics.jsonl" && break
+    [ -s "$1/metrics.jsonl" ] && grep -q '"type":"train"' "$1/metrics.jsonl" && break
     sleep 0.2
   done
   kill -INT "$2"
@@ -62,7 +64,7 @@ interrupt_after_step3() {
 # and the launcher exits 130, as one process does; the run resumes from it.
 timeout 300 "$lb" train "$tmp/long.json" --nproc 2 --out "$tmp/stop" --no-progress > "$tmp/stop.log" 2>&1 &
 job=$!
-interrupt_after_step3 "$tmp/stop" $job
+interrupt_when_training "$tmp/stop" $job
 rc=$?
 [ "$rc" = 130 ] || { cat "$tmp/stop.log"; fail "Ctrl-C to train --nproc 2 exited $rc, expected 130"; }
 ls -d "$tmp"/stop/checkpoint-* > /dev/null 2>&1 || { cat "$tmp/stop.log"; fail "no checkpoint after Ctrl-C under --nproc"; }
@@ -72,7 +74,7 @@ echo "Ctrl-C under --nproc: status $rc, $(ls -d "$tmp"/stop/checkpoint-*)"
 # request (a small model's step and checkpoint fit in the second before mpirun's SIGKILL).
 mpirun -np 2 --oversubscribe "$lb" train "$tmp/long.json" --out "$tmp/own" --no-progress > "$tmp/own.log" 2>&1 &
 job=$!
-interrupt_after_step3 "$tmp/own" $job
+interrupt_when_training "$tmp/own" $job
 ls -d "$tmp"/own/checkpoint-* > /dev/null 2>&1 || { cat "$tmp/own.log"; fail "no checkpoint after SIGINT to mpirun"; }
 grep -q "interrupted at step" "$tmp/own.log" || { cat "$tmp/own.log"; fail "no interruption message after SIGINT to mpirun"; }
 echo ok

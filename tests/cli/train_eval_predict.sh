@@ -176,4 +176,19 @@ grep -q "$(printf '^0\tentailment$')" "$tmp/rte_sub/RTE.tsv" || fail "RTE.tsv do
 check 1 "has no labels to evaluate against" eval "$tmp/rte.json" --checkpoint "$tmp/rte_run" --split test
 printf '7\tw1 w2\tw3 yes .\tmaybe\n' >> "$tmp/rte/dev.tsv"
 check 1 "dev.tsv:42" eval "$tmp/rte.json" --checkpoint "$tmp/rte_run"
+
+# export: a Hugging Face directory with the task's label names; never into a directory of the user's
+"$lb" export "$tmp/rte_run" --out "$tmp/rte_hf" 2> "$tmp/export.err" || { cat "$tmp/export.err"; fail "export failed"; }
+grep -q '"not_entailment"' "$tmp/rte_hf/config.json" || fail "exported config.json lacks the label names"
+for f in model.safetensors vocab.txt tokenizer_config.json special_tokens_map.json; do
+  [ -f "$tmp/rte_hf/$f" ] || fail "export lacks $f"
+done
+grep -q "AutoModelForSequenceClassification.from_pretrained" "$tmp/export.err" || fail "export printed no usage"
+check 1 "holds an earlier export; pass --overwrite" export "$tmp/rte_run" --out "$tmp/rte_hf"
+"$lb" export "$tmp/rte_run" --out "$tmp/rte_hf" --overwrite 2>/dev/null || fail "export --overwrite failed"
+mkdir "$tmp/mine_hf" && echo keep > "$tmp/mine_hf/config.json"
+check 1 "leanback did not create it for an export" export "$tmp/rte_run" --out "$tmp/mine_hf" --overwrite
+[ "$(cat "$tmp/mine_hf/config.json")" = keep ] || fail "export touched the user's file"
+check 1 "no LoRA adapters to merge" export "$tmp/rte_run" --out "$tmp/merged" --merge
+check 2 "--out is required" export "$tmp/rte_run"
 echo "ok"

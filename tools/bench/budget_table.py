@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The memory-budget study's table (tools/bench/budget_study.sh): per task and budget, the final
 dev metric (mean ± std over seeds, x100), the largest measured activation peak of any training
-step, the median step time and its ratio to the exact run of the same task and seeds; then the
+step, the median step time and its ratio to the exact run of the same task and seeds on the
+same CPU and thread count; then the
 average over the tasks every budget has.
 
     tools/bench/budget_table.py [tools/bench/results/budget_study.jsonl]
@@ -40,7 +41,8 @@ def main():
             std = f" ± {statistics.stdev(vals):.1f}" if len(vals) > 1 else ""
             peak = max(r["activation_peak_bytes"] for r in got.values()) / 1e6
             ms = statistics.mean(r["step_ms_median"] for r in got.values())
-            same = [s for s in got if s in exact]
+            # Step times compare on one CPU and thread count only.
+            same = [s for s in got if s in exact and (exact[s]["cpu"], exact[s]["threads"]) == (got[s]["cpu"], got[s]["threads"])]
             ratio = ""
             if b != "exact" and same:
                 ratio = " ({:.2f}x)".format(

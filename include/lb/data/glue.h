@@ -30,6 +30,9 @@ struct GlueTask {
   bool is_pair;
   std::vector<std::string> dev_splits;   // {"dev"}; mnli: {"dev_matched", "dev_mismatched"}
   std::vector<std::string> test_splits;  // {"test"}; mnli: {"test_matched", "test_mismatched"}
+  // The names of HF datasets' ClassLabel, in label-id order ("not_equivalent", "equivalent"),
+  // where the GLUE server's are digits: what an exported model's id2label shows.
+  std::vector<std::string> class_names;
   // GLUE-server file name of a test split ("CoLA.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", ...);
   // any other split is an error listing the test splits.
   std::string submission_file(const std::string& split) const;

@@ -123,6 +123,10 @@ struct LoraSection {
 
 struct OutputSection {
   std::string dir;               // the run directory ("" = runs/<config file stem>)
+  // At the end of training, export the model into <run>/export/ (hf_export.h): "export":
+  // true (LoRA: the PEFT adapter) or "merged" (LoRA folded into the weights).
+  bool export_model = false;
+  bool export_merged = false;
 };
 
 struct Config {

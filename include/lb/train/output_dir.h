@@ -1,4 +1,4 @@
-// Output directories leanback writes (run, compare, predict): the one place that decides
+// Output directories leanback writes (run, compare, predict, export): the one place that decides
 // whether a directory may be written into, replaced or cleared, and what may be deleted.
 //
 // The rule (never destroy what is not ours): a directory leanback creates, or finds empty,
@@ -25,7 +25,7 @@ class OutputRefused : public Error {
   explicit OutputRefused(const std::string& msg) : Error(msg) {}
 };
 
-enum class OutputKind { Run, Compare, Predict };
+enum class OutputKind { Run, Compare, Predict, Export };
 const char* output_kind_name(OutputKind kind);
 
 inline constexpr const char* kOutputMarker = ".leanback-output.json";

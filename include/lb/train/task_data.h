@@ -13,6 +13,7 @@
 #include "lb/data/glue.h"
 #include "lb/data/images.h"
 #include "lb/data/text_dataset.h"
+#include "lb/data/tokenizer.h"
 #include "lb/train/config.h"
 
 namespace lb::train {
@@ -46,6 +47,11 @@ struct TaskDataOptions {
 };
 
 TaskData load_task_data(const Config& config, const TaskDataOptions& opt = {});
+
+// Whether data.task is a text task (GLUE or synthetic), and its tokenizer (GLUE: data.vocab,
+// else model.pretrained's; synthetic: its own vocabulary) without loading any split.
+bool is_text_task(const Config& config);
+data::WordPieceTokenizer task_tokenizer(const Config& config);
 
 // A loader over the training split (shuffled with `seed`, augmented for images) or the
 // evaluation split (in order, no augmentation). shard_rank / shard_count: this rank's part of

@@ -48,6 +48,10 @@ class TaskModel {
 std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels,
                                             int64_t vocab_size, std::string* log = nullptr);
 
+// The LoRA targets build_task_model applies: the config's, with PEFT's defaults per model
+// filled in (BERT, ViT: query and value; the head as modules_to_save).
+nn::LoraTargets lora_targets(const Config& config);
+
 // The batches as a TrainStep's micro-batches of `model` (the batches must outlive them).
 std::vector<MicroBatch> micro_batches(TaskModel& model, const std::vector<data::Batch>& batches);
 

@@ -1,0 +1,277 @@
+// `leanback export` (lb/train/hf_export.h): trained tiny BERT / ViT / ResNet runs exported and
+// read back — by our Hugging Face import (the files transformers reads) or, for ResNet, by a
+// strict state_dict load — give the run's logits; LoRA runs export as PEFT adapters (onto the
+// pretrained base) or merged; the output directory is never one the user owns. The check
+// that transformers and peft open the files is tests/cli/export_hf.sh.
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "lb/autograd/grad_mode.h"
+#include "lb/io/json_file.h"
+#include "lb/io/safetensors.h"
+#include "lb/train/checkpoint.h"
+#include "lb/train/hf_export.h"
+#include "lb/train/output_dir.h"
+#include "lb/train/task_data.h"
+#include "lb/train/task_model.h"
+#include "lb/train/trainer.h"
+#include "models/hf_import.h"
+#include "models/resnet.h"
+#include "testing/testing.h"
+#include "testing/train_configs.h"
+
+namespace lb::train {
+namespace {
+
+namespace fs = std::filesystem;
+using lb::testing::quiet;
+using lb::testing::TempDir;
+
+// The first eval batch of the config's task, and the model's logits on it (eval mode).
+Tensor logits_on_eval_batch(TaskModel& model, const Config& c) {
+  TaskDataOptions o;
+  o.train = false;
+  const TaskData d = load_task_data(c, o);
+  auto loader = make_loader(d, c, false, 1);
+  loader->start_epoch(0);
+  data::Batch b;
+  EXPECT_TRUE(loader->next(b));
+  model.module().eval();
+  const NoGradGuard no_grad;
+  return model.forward(b).logits.contiguous();
+}
+
+// The run's model, rebuilt from its config and latest checkpoint as `leanback eval` does.
+std::unique_ptr<TaskModel> run_model(const Config& c, const std::string& run, int64_t labels, int64_t vocab) {
+  auto m = build_task_model(c, labels, vocab);
+  load_checkpoint(find_checkpoint(run), m->module(), nullptr);
+  return m;
+}
+
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const auto x = a.to_double_vector(), y = b.to_double_vector();
+  double worst = 0, scale = 1e-30;
+  for (size_t i = 0; i < x.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(x[i]) - y[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(y[i])));
+  }
+  return worst / scale;
+}
+
+nlohmann::json tiny_text(int64_t steps) {
+  nlohmann::json j = lb::testing::tiny_bert_config(steps);
+  j["data"]["synthetic_train"] = 64;
+  j["data"]["synthetic_eval"] = 16;
+  j["optimizer"]["lr"] = 1e-2;
+  return j;
+}
+
+TEST(Export, BertRunExportsAModelOurImportReadsBack) {
+  TempDir tmp("lb_export");
+  nlohmann::json j = tiny_text(3);
+  j["output"]["export"] = true;
+  const Config c = Config::from_json(j, "tiny.json");
+  const std::string run = tmp.sub("run");
+  train(c, quiet(run));
+  const fs::path ex = fs::path(run) / "export";
+  for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
+                        "special_tokens_map.json"})
+    EXPECT_TRUE(fs::exists(ex / f)) << f;
+  const nlohmann::json cfg = io::read_json_file((ex / "config.json").string());
+  EXPECT_EQ(cfg["architectures"][0], "BertForSequenceClassification");
+  EXPECT_EQ(cfg["id2label"], nlohmann::json({{"0", "negative"}, {"1", "positive"}}));
+  EXPECT_EQ(cfg["label2id"]["positive"], 1);
+  EXPECT_EQ(cfg["problem_type"], "single_label_classification");
+  EXPECT_EQ(io::load_safetensors((ex / "model.safetensors").string()).metadata.at("format"), "pt");
+
+  // Our Hugging Face import of the export gives the run's logits, bit for bit (same weights,
+  // same arithmetic), and the exported tokenizer is the task's.
+  const data::WordPieceTokenizer tok = task_tokenizer(c);
+  const auto ours = run_model(c, run, 2, tok.vocab_size());
+  auto imported = models::load_hf_bert(ex.string(), 0);
+  EXPECT_EQ(imported->config().num_labels, 2);
+  Config ci = c;
+  ci.model.pretrained = ex.string();
+  ci.model.arch = nlohmann::json::object();
+  const auto back = build_task_model(ci, 2, tok.vocab_size());
+  EXPECT_EQ(max_rel_diff(logits_on_eval_batch(*back, c), logits_on_eval_batch(*ours, c)), 0.0);
+  const auto tok2 = data::WordPieceTokenizer::from_dir(ex.string());
+  EXPECT_EQ(tok2.vocab_size(), tok.vocab_size());
+  const std::string text = "the movie was great and fun .";
+  EXPECT_EQ(tok2.tokenize_ids(text), tok.tokenize_ids(text));
+  const nlohmann::json tc = io::read_json_file((ex / "tokenizer_config.json").string());
+  EXPECT_EQ(tc["model_max_length"], c.data.max_seq_len);
+  EXPECT_EQ(tc["do_lower_case"], true);
+
+  // `leanback export` of the run directory (its latest checkpoint) writes the same model.
+  const ExportSummary s = export_checkpoint(run, tmp.path() / "cli", {});
+  EXPECT_EQ(s.format, "transformers");
+  EXPECT_EQ(s.checkpoint, find_checkpoint(run));
+  const auto a = io::load_safetensors((ex / "model.safetensors").string());
+  const auto b = io::load_safetensors((tmp.path() / "cli" / "model.safetensors").string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    EXPECT_EQ(a.tensors[i].first, b.tensors[i].first);
+    EXPECT_EQ(a.tensors[i].second.to_double_vector(), b.tensors[i].second.to_double_vector()) << a.tensors[i].first;
+  }
+}
+
+TEST(Export, LoraRunExportsAPeftAdapterOrAMergedModel) {
+  TempDir tmp("lb_export");
+  // A "pretrained" base: a fully trained tiny run, exported.
+  const Config full = Config::from_json(tiny_text(2), "tiny.json");
+  train(full, quiet(tmp.sub("full")));
+  const fs::path base = tmp.path() / "base";
+  export_checkpoint(tmp.sub("full"), base, {});
+
+  nlohmann::json j = tiny_text(4);
+  j["model"] = {{"type", "bert"}, {"pretrained", base.string()}};
+  j["lora"] = {{"r", 4}, {"alpha", 8}};
+  const Config c = Config::from_json(j, "lora.json");
+  const std::string run = tmp.sub("lora");
+  train(c, quiet(run));
+  const auto ours = run_model(c, run, 2, 0);
+  const Tensor want = logits_on_eval_batch(*ours, c);
+
+  // PEFT: the adapters, the head (modules_to_save) and nothing else of the frozen base.
+  const fs::path peft = tmp.path() / "peft";
+  const ExportSummary s = export_checkpoint(run, peft, {});
+  EXPECT_EQ(s.format, "peft");
+  EXPECT_FALSE(fs::exists(peft / "config.json"));  // transformers would take it for the model
+  EXPECT_TRUE(fs::exists(peft / "vocab.txt"));
+  const nlohmann::json ac = io::read_json_file((peft / "adapter_config.json").string());
+  EXPECT_EQ(ac["peft_type"], "LORA");
+  EXPECT_EQ(ac["task_type"], "SEQ_CLS");
+  EXPECT_EQ(ac["r"], 4);
+  EXPECT_EQ(ac["lora_alpha"], 8.0);
+  EXPECT_EQ(ac["target_modules"], nlohmann::json({"query", "value"}));
+  EXPECT_EQ(ac["modules_to_save"], nlohmann::json({"classifier"}));
+  EXPECT_EQ(ac["base_model_name_or_path"], fs::absolute(base).lexically_normal().string());
+  const auto adapter = io::load_safetensors((peft / "adapter_model.safetensors").string());
+  std::map<std::string, Tensor> stripped;
+  int lora_keys = 0;
+  for (const auto& [k, t] : adapter.tensors) {
+    ASSERT_EQ(k.rfind("base_model.model.", 0), 0u) << k;
+    const std::string name = k.substr(17);
+    lora_keys += name.find(".lora_") != std::string::npos;
+    EXPECT_TRUE(name.find(".lora_") != std::string::npos || name.rfind("classifier.", 0) == 0) << name;
+    stripped[name] = t;
+  }
+  EXPECT_EQ(lora_keys, 2 * 2 * 2);  // 2 layers × query, value × A, B
+  // Read back onto the base (what PeftModel.from_pretrained does): the run's logits.
+  Config fresh = c;
+  auto back = build_task_model(fresh, 2, 0);
+  const nn::LoadReport rep = back->module().load_state_dict(stripped, /*strict=*/false);
+  EXPECT_TRUE(rep.unexpected.empty());
+  EXPECT_EQ(max_rel_diff(logits_on_eval_batch(*back, c), want), 0.0);
+
+  // Merged: a plain model, W + (alpha / r) B A, the run's logits to rounding.
+  const fs::path merged = tmp.path() / "merged";
+  ExportOptions mo;
+  mo.merge = true;
+  EXPECT_EQ(export_checkpoint(run, merged, mo).format, "transformers");
+  for (const auto& [k, t] : io::load_safetensors((merged / "model.safetensors").string()).tensors)
+    EXPECT_EQ(k.find("lora_"), std::string::npos) << k;
+  Config cm = c;
+  cm.lora = LoraSection{};
+  cm.model.pretrained = merged.string();
+  EXPECT_LT(max_rel_diff(logits_on_eval_batch(*build_task_model(cm, 2, 0), c), want), 1e-5);
+
+  // A LoRA run on a random initialisation has no base to put an adapter on: --merge only.
+  nlohmann::json r = tiny_text(1);
+  r["lora"] = {{"r", 2}};
+  const Config cr = Config::from_json(r, "rand.json");
+  train(cr, quiet(tmp.sub("rand")));
+  const std::string msg = lb::testing::error_message([&] { export_checkpoint(tmp.sub("rand"), tmp.path() / "x", {}); });
+  EXPECT_NE(msg.find("export it with --merge"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(tmp.path() / "x"));  // refused before creating anything
+  EXPECT_NE(lb::testing::error_message([&] { export_checkpoint(tmp.sub("full"), tmp.path() / "y", mo); })
+                .find("no LoRA adapters to merge"),
+            std::string::npos);
+}
+
+TEST(Export, ImageModels) {
+  TempDir tmp("lb_export");
+  const fs::path images = tmp.path() / "images";
+  lb::testing::write_image_folder(images);
+
+  // ResNet: torchvision's state_dict names, read back strictly.
+  const Config rc = Config::from_json(lb::testing::tiny_resnet_config(images.string(), 2), "resnet.json");
+  train(rc, quiet(tmp.sub("resnet")));
+  const fs::path rex = tmp.path() / "resnet_export";
+  const ExportSummary rs = export_checkpoint(tmp.sub("resnet"), rex, {});
+  EXPECT_EQ(rs.format, "torchvision");
+  EXPECT_NE(rs.usage.find("torchvision.models.resnet18(num_classes=2)"), std::string::npos) << rs.usage;
+  const nlohmann::json rcfg = io::read_json_file((rex / "config.json").string());
+  EXPECT_EQ(rcfg["architecture"], "resnet18");
+  EXPECT_EQ(rcfg["cifar_stem"], true);
+  EXPECT_EQ(rcfg["id2label"].size(), 2u);
+  const auto ours = run_model(rc, tmp.sub("resnet"), 2, 0);
+  std::map<std::string, Tensor> weights;
+  for (const auto& [k, t] : io::load_safetensors((rex / "model.safetensors").string()).tensors) weights[k] = t;
+  EXPECT_TRUE(weights.count("layer1.0.bn1.running_var"));
+  EXPECT_TRUE(weights.count("fc.weight"));
+  auto back = build_task_model(rc, 2, 0);
+  back->module().load_state_dict(weights, /*strict=*/true);
+  EXPECT_EQ(max_rel_diff(logits_on_eval_batch(*back, rc), logits_on_eval_batch(*ours, rc)), 0.0);
+
+  // ViT: a Hugging Face image classifier with its image processor's settings.
+  const Config vc = Config::from_json(lb::testing::tiny_vit_config(images.string(), 2), "vit.json");
+  train(vc, quiet(tmp.sub("vit")));
+  const fs::path vex = tmp.path() / "vit_export";
+  EXPECT_EQ(export_checkpoint(tmp.sub("vit"), vex, {}).format, "transformers");
+  const nlohmann::json vcfg = io::read_json_file((vex / "config.json").string());
+  EXPECT_EQ(vcfg["architectures"][0], "ViTForImageClassification");
+  const nlohmann::json pp = io::read_json_file((vex / "preprocessor_config.json").string());
+  EXPECT_EQ(pp["image_processor_type"], "ViTImageProcessor");
+  EXPECT_EQ(pp["size"]["height"], vcfg["image_size"]);
+  EXPECT_EQ(pp["image_mean"].size(), 3u);
+  Config vi = vc;
+  vi.model.pretrained = vex.string();
+  vi.model.arch = nlohmann::json::object();
+  const auto vours = run_model(vc, tmp.sub("vit"), 2, 0);
+  EXPECT_EQ(max_rel_diff(logits_on_eval_batch(*build_task_model(vi, 2, 0), vc), logits_on_eval_batch(*vours, vc)),
+            0.0);
+}
+
+TEST(Export, NeverWritesIntoADirectoryItDidNotCreate) {
+  TempDir tmp("lb_export");
+  const Config c = Config::from_json(tiny_text(1), "tiny.json");
+  train(c, quiet(tmp.sub("run")));
+  // A directory of the user's: refused, untouched.
+  const fs::path mine = tmp.path() / "mine";
+  fs::create_directories(mine);
+  std::ofstream(mine / "config.json") << "{\"mine\": true}";
+  EXPECT_THROW(export_checkpoint(tmp.sub("run"), mine, {.merge = false, .overwrite = true}), OutputRefused);
+  EXPECT_EQ(io::read_json_file((mine / "config.json").string())["mine"], true);
+  // An earlier export: only with overwrite, and a file of the user's there is kept.
+  const fs::path ex = tmp.path() / "ex";
+  export_checkpoint(tmp.sub("run"), ex, {});
+  const std::string again = lb::testing::error_message([&] { export_checkpoint(tmp.sub("run"), ex, {}); });
+  EXPECT_NE(again.find("pass --overwrite"), std::string::npos) << again;
+  std::ofstream(ex / "notes.txt") << "mine";
+  export_checkpoint(tmp.sub("run"), ex, {.merge = false, .overwrite = true});
+  EXPECT_TRUE(fs::exists(ex / "notes.txt"));
+  EXPECT_TRUE(fs::exists(ex / "model.safetensors"));
+  // Not a checkpoint.
+  EXPECT_NE(lb::testing::error_message([&] { export_checkpoint(mine.string(), tmp.path() / "z", {}); })
+                .find("no checkpoint in it"),
+            std::string::npos);
+}
+
+TEST(Export, OutputExportSetting) {
+  nlohmann::json j = tiny_text(1);
+  EXPECT_FALSE(Config::from_json(j, "t.json").output.export_model);
+  j["output"]["export"] = "merged";
+  const Config m = Config::from_json(j, "t.json");
+  EXPECT_TRUE(m.output.export_model && m.output.export_merged);
+  EXPECT_EQ(m.to_json()["output"]["export"], "merged");
+  j["output"]["export"] = "yes";
+  const std::string msg = lb::testing::error_message([&] { Config::from_json(j, "t.json"); });
+  EXPECT_NE(msg.find("t.json: output.export: expected true, false or \"merged\""), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace lb::train
