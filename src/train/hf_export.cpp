@@ -133,7 +133,10 @@ void add_labels(nlohmann::json& j, const TaskLabels& t) {
 class Writer {
  public:
   Writer(fs::path dir, ExportSummary& summary) : dir_(std::move(dir)), summary_(summary) {}
-  void json(const std::string& name, const nlohmann::json& j) { text(name, j.dump(2) + "\n"); }
+  // Label names come from folder names too: bytes that are not UTF-8 are replaced, not fatal.
+  void json(const std::string& name, const nlohmann::json& j) {
+    text(name, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  }
   void text(const std::string& name, const std::string& t) {
     io::write_text_atomic((dir_ / name).string(), t);
     summary_.files.push_back(name);

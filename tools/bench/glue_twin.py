@@ -9,7 +9,9 @@ truncation), same data order policy (a fresh seeded shuffle every epoch; the per
 themselves differ from leanback's Philox ones) and the same seeds. Evaluates on the dev
 split at the end of every epoch with the official GLUE metric(s), under Hugging Face's
 names, and prints one JSON line per evaluation plus a summary line with examples/s and
-minutes per epoch. fp32, torch.set_num_threads(2) by default.
+minutes per epoch. fp32, torch.set_num_threads(2) by default. A config with a `lora` section
+trains PEFT's LoRA (LoraConfig with the same r, alpha, dropout, target_modules,
+modules_to_save and bias) with the optimizer over the trainable parameters only.
 
     python tools/bench/glue_twin.py configs/minilm_mrpc.json --seed 1 [--threads 2] [--max-steps N]
 
@@ -25,6 +27,7 @@ import json
 import math
 import os
 import random
+import resource
 import sys
 import time
 
@@ -128,6 +131,13 @@ def main():
     overrides = {k: cfg["model"][k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
                  if k in cfg["model"]}
     model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=num_labels, **overrides)
+    lora = cfg.get("lora")
+    if lora is not None:  # the config's LoRA section, as PEFT's LoraConfig (configs/README.md)
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(
+            task_type="SEQ_CLS", r=lora.get("r", 8), lora_alpha=lora.get("alpha", 8),
+            lora_dropout=lora.get("dropout", 0.0), target_modules=lora.get("target_modules", ["query", "value"]),
+            modules_to_save=lora.get("modules_to_save", ["classifier"]), bias=lora.get("bias", "none")))
     if args.save_init:
         model.save_pretrained(args.save_init, safe_serialization=True)
         import shutil  # the same vocabulary files leanback reads
@@ -157,9 +167,10 @@ def main():
         return x, t, m, y
 
     no_decay = ("bias", "LayerNorm.weight")
+    trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]  # LoRA: adapters and head
     groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": wd},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+        {"params": [p for n, p in trained if not any(k in n for k in no_decay)], "weight_decay": wd},
+        {"params": [p for n, p in trained if any(k in n for k in no_decay)], "weight_decay": 0.0},
     ]
     opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
     n = len(train_ids)
@@ -204,7 +215,7 @@ def main():
             lr_used = sched.get_last_lr()[0]
             out.loss.backward()
             if clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+                torch.nn.utils.clip_grad_norm_([p for _, p in trained], clip)
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
@@ -221,7 +232,9 @@ def main():
             evals.append(e)
     summary = {"framework": "pytorch", "torch": torch.__version__, "task": task, "seed": seed, "steps": step,
                "examples_per_s": examples / train_time, "train_s": train_time,
-               "minutes_per_epoch": train_time / 60 * steps_per_epoch / step, "threads": args.threads}
+               "minutes_per_epoch": train_time / 60 * steps_per_epoch / step, "threads": args.threads,
+               "lora": lora is not None,
+               "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if evals:
         summary["final"] = evals[-1]
     print(json.dumps(summary), flush=True)

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The LoRA study: MiniLM on GLUE tasks, per seed, full fine-tuning against LoRA (r 8, alpha
+# 16, dropout 0.1, lr 5e-4 as configs/minilm_mrpc_lora.json) on query/value ("lora") and on
+# every encoder Linear ("lora_all"), and LoRA under HOT / INSTANT ("lora_hot",
+# "lora_instant"); with TWIN=1 also the PyTorch + PEFT twin (tools/bench/glue_twin.py, same
+# generated config) of full, lora and lora_all. One JSON line per run appended to OUT: the
+# final dev metric, examples/s, median step time, the largest measured activation peak and the
+# memory tags of the step with it, the CPU and thread count.
+#   TASKS="mrpc rte" SEEDS="1 2 3" ROWS="full lora lora_all lora_hot lora_instant" TWIN=1 \
+#     tools/bench/lora_study.sh [OUT]
+# THREADS=N and CORE=C pin both frameworks (OMP_NUM_THREADS / --threads, taskset); LB picks
+# the leanback binary, PY the Python with torch, transformers and peft. Runs go to
+# runs/lora_study/TASK/ROW/seedS (outside git); a finished one is skipped.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+out="${1:-tools/bench/results/lora_study.jsonl}"
+lb="${LB:-build/leanback}"
+py="${PY:-python3}"
+threads="${THREADS:-2}"
+export OMP_NUM_THREADS="$threads"
+pin=()
+[ -n "${CORE:-}" ] && pin=(taskset -c "$CORE")
+cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1) family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p')"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+# The row's config: the task's, with the LoRA recipe where the row has one.
+make_config() {  # task row file
+  python3 - "configs/minilm_$1.json" "$2" "$3" <<'EOF'
+import json, sys
+src, row, dst = sys.argv[1:4]
+c = json.load(open(src))
+if row != "full":
+    c["optimizer"]["lr"] = 5e-4
+    c["lora"] = {"r": 8, "alpha": 16, "dropout": 0.1,
+                 "target_modules": ["query", "key", "value", "dense"] if row == "lora_all" else ["query", "value"]}
+c.pop("output", None)
+json.dump(c, open(dst, "w"), indent=1)
+EOF
+}
+
+record() {  # dir task row seed framework wall
+  python3 - "$@" "$cpu" "$threads" "$commit" >> "$out" <<'EOF'
+import json, os, statistics, sys
+d, task, row, seed, fw, wall, cpu, threads, commit = sys.argv[1:10]
+line = {"task": task, "row": row, "seed": int(seed), "framework": fw, "wall_s": int(wall),
+        "cpu": cpu, "threads": threads, "commit": commit}
+if fw == "leanback":
+    res = json.load(open(os.path.join(d, "eval_results.json")))
+    steps = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
+    steps = [s for s in steps if s.get("type") == "train"]
+    peak = max(steps, key=lambda s: s["activation_peak_bytes"])
+    metric = res["primary_metric"]
+    line.update({"metric": metric, "value": res["final"][metric],
+                 "examples_per_s": res.get("train_samples_per_second"),
+                 "step_ms_median": statistics.median(s["step_ms"] for s in steps),
+                 "activation_peak_bytes": peak["activation_peak_bytes"],
+                 "peak_bytes_by_tag": peak.get("peak_bytes_by_tag")})
+else:
+    lines = [json.loads(l) for l in open(os.path.join(d, "twin.jsonl")) if l.startswith("{")]
+    s = lines[-1]
+    final = s.get("final", {})
+    key = next((k for k in ("eval_matthews_correlation", "eval_pearson", "eval_accuracy") if k in final), None)
+    line.update({"metric": key, "value": final.get(key), "examples_per_s": s["examples_per_s"],
+                 "max_rss_mb": s.get("max_rss_mb")})
+print(json.dumps(line))
+EOF
+}
+
+for seed in ${SEEDS:-1}; do
+  for task in ${TASKS:-mrpc sst2 rte cola stsb}; do
+    for row in ${ROWS:-full lora lora_all lora_hot lora_instant}; do
+      base="runs/lora_study/$task/$row/seed$seed"
+      mkdir -p "$base"
+      cfg="$base/config.in.json"
+      case "$row" in lora_hot|lora_instant) make_config "$task" lora "$cfg" ;; *) make_config "$task" "$row" "$cfg" ;; esac
+      strategy=()
+      case "$row" in lora_hot) strategy=(--strategy hot) ;; lora_instant) strategy=(--strategy instant) ;; esac
+      if [ ! -f "$base/lb/eval_results.json" ]; then
+        start=$(date +%s)
+        if "${pin[@]}" "$lb" train "$cfg" --seed "$seed" "${strategy[@]}" --out "$base/lb" --overwrite --no-progress \
+             > "$base/lb.log" 2>&1; then
+          record "$base/lb" "$task" "$row" "$seed" leanback "$(( $(date +%s) - start ))"
+          echo "lora_study.sh: leanback $task $row seed $seed done"
+        else
+          echo "lora_study.sh: leanback $task $row seed $seed failed; see $base/lb.log" >&2
+        fi
+      fi
+      case "$row" in full|lora|lora_all) ;; *) continue ;; esac
+      [ "${TWIN:-0}" = 1 ] || continue
+      [ -f "$base/twin/twin.jsonl" ] && grep -q '"final"' "$base/twin/twin.jsonl" && continue
+      mkdir -p "$base/twin"
+      start=$(date +%s)
+      if "${pin[@]}" "$py" tools/bench/glue_twin.py "$cfg" --seed "$seed" --threads "$threads" \
+           > "$base/twin/twin.jsonl" 2> "$base/twin.log"; then
+        record "$base/twin" "$task" "$row" "$seed" pytorch "$(( $(date +%s) - start ))"
+        echo "lora_study.sh: pytorch $task $row seed $seed done"
+      else
+        echo "lora_study.sh: pytorch $task $row seed $seed failed; see $base/twin.log" >&2
+      fi
+    done
+  done
+done
