@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""The LoRA study's table (tools/bench/lora_study.sh): per task and row, leanback's and the
+PyTorch + PEFT twin's final dev metric (mean ± std over seeds, x100) and examples/s side by
+side with their ratio, leanback's median step time and the memory of its step with the largest
+activation peak (parameters, gradients, optimizer state, activations), and the twin's max RSS.
+
+    tools/bench/lora_table.py [tools/bench/results/lora_study.jsonl]
+"""
+import collections
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROWS = {"full": "full fine-tuning", "lora": "LoRA q,v", "lora_all": "LoRA all Linear",
+        "lora_hot": "LoRA q,v + HOT", "lora_instant": "LoRA q,v + INSTANT"}
+
+
+def mean_std(vals, scale=1.0):
+    vals = [v * scale for v in vals if v is not None]
+    if not vals:
+        return "-"
+    return f"{statistics.mean(vals):.1f}" + (f" ± {statistics.stdev(vals):.1f}" if len(vals) > 1 else "")
+
+
+def mb(x):
+    return f"{x / 1e6:.1f}"
+
+
+def main():
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "results/lora_study.jsonl")
+    runs = [json.loads(l) for l in open(path) if l.strip()]
+    by = collections.defaultdict(dict)  # (task, row, framework) -> seed -> run (latest wins)
+    for r in runs:
+        by[(r["task"], r["row"], r["framework"])][r["seed"]] = r
+    cpus = sorted({f'{r["cpu"]}, {r["threads"]} thread(s)' for r in runs})
+    print("CPU: " + "; ".join(cpus) + "\n")
+    print("| task | row | seeds | leanback metric | PEFT twin metric | leanback ex/s | twin ex/s | ratio "
+          "| step ms | params / grads / optimizer / activation peak MB | twin max RSS MB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    tasks = list(dict.fromkeys(r["task"] for r in runs))
+    for t in tasks:
+        for row, name in ROWS.items():
+            lb = by.get((t, row, "leanback"), {})
+            tw = by.get((t, row, "pytorch"), {})
+            if not lb and not tw:
+                continue
+            metric = next(iter((lb or tw).values()))["metric"] or ""
+            ratio = "-"
+            same = [s for s in lb if s in tw]
+            if same:
+                ratio = "{:.2f}x".format(statistics.mean(lb[s]["examples_per_s"] for s in same) /
+                                         statistics.mean(tw[s]["examples_per_s"] for s in same))
+            mem = "-"
+            if lb:
+                worst = max(lb.values(), key=lambda r: r["activation_peak_bytes"])
+                tags = worst.get("peak_bytes_by_tag") or {}
+                mem = " / ".join(mb(tags.get(k, 0)) for k in ("parameter", "gradient", "optimizer")) + \
+                    " / " + mb(worst["activation_peak_bytes"])
+            print(f"| {t} ({metric.replace('eval_', '')}) | {name} | {len(lb) or len(tw)} "
+                  f"| {mean_std([r['value'] for r in lb.values()], 100)} "
+                  f"| {mean_std([r['value'] for r in tw.values()], 100)} "
+                  f"| {mean_std([r['examples_per_s'] for r in lb.values()])} "
+                  f"| {mean_std([r['examples_per_s'] for r in tw.values()])} | {ratio} "
+                  f"| {mean_std([r.get('step_ms_median') for r in lb.values()])} | {mem} "
+                  f"| {mean_std([r.get('max_rss_mb') for r in tw.values()])} |")
+
+
+if __name__ == "__main__":
+    main()
