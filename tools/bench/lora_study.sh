@@ -60,7 +60,8 @@ else:
     lines = [json.loads(l) for l in open(os.path.join(d, "twin.jsonl")) if l.startswith("{")]
     s = lines[-1]
     final = s.get("final", {})
-    key = next((k for k in ("eval_matthews_correlation", "eval_pearson", "eval_accuracy") if k in final), None)
+    # leanback's primary metric per task: combined_score (MRPC, QQP, STS-B), matthews (CoLA), accuracy
+    key = next((k for k in ("eval_combined_score", "eval_matthews_correlation", "eval_accuracy") if k in final), None)
     line.update({"metric": key, "value": final.get(key), "examples_per_s": s["examples_per_s"],
                  "max_rss_mb": s.get("max_rss_mb")})
 print(json.dumps(line))
