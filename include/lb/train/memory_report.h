@@ -31,7 +31,7 @@ struct MemoryReport {
   std::optional<autograd::PeakSite> peak_site;
   // The model's recomputable blocks (lb/nn/recomputable_block.h), outermost only, in order.
   std::vector<std::string> blocks;
-  double step_ms = 0;  // the median of the timed steps after it (0: none asked for)
+  double step_ms = 0;  // the fastest of the timed steps after it (0: none asked for)
 
   // Bytes by op kind and by module, largest first; the total and the peak.
   std::string table() const;
