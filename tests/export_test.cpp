@@ -105,6 +105,15 @@ TEST(Export, BertRunExportsAModelOurImportReadsBack) {
   EXPECT_EQ(tc["model_max_length"], c.data.max_seq_len);
   EXPECT_EQ(tc["do_lower_case"], true);
 
+  // --overwrite of the run replaces its export/ too, and keeps a file of the user's there.
+  std::ofstream(ex / "notes.txt") << "mine";
+  TrainOptions again = quiet(run);
+  again.overwrite = true;
+  train(c, again);
+  EXPECT_TRUE(fs::exists(ex / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(ex / "notes.txt"));
+  fs::remove(ex / "notes.txt");
+
   // `leanback export` of the run directory (its latest checkpoint) writes the same model.
   const ExportSummary s = export_checkpoint(run, tmp.path() / "cli", {});
   EXPECT_EQ(s.format, "transformers");
