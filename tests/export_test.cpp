@@ -125,6 +125,21 @@ TEST(Export, BertRunExportsAModelOurImportReadsBack) {
     EXPECT_EQ(a.tensors[i].first, b.tensors[i].first);
     EXPECT_EQ(a.tensors[i].second.to_double_vector(), b.tensors[i].second.to_double_vector()) << a.tensors[i].first;
   }
+
+  // A checkpoint written before checkpoints carried the model and the task's labels: both are
+  // rebuilt from its config (the labels from the task), and the export is the same.
+  const std::string state_path = (fs::path(s.checkpoint) / "trainer_state.json").string();
+  nlohmann::json state = io::read_json_file(state_path);
+  ASSERT_TRUE(state["extra"].contains("task") && state["extra"].contains("model"));
+  state["extra"].erase("task");
+  state["extra"].erase("model");
+  std::ofstream(state_path) << state.dump();
+  export_checkpoint(s.checkpoint, tmp.path() / "old", {});
+  EXPECT_EQ(io::read_json_file((tmp.path() / "old" / "config.json").string())["id2label"], cfg["id2label"]);
+  const auto old = io::load_safetensors((tmp.path() / "old" / "model.safetensors").string());
+  ASSERT_EQ(old.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < old.tensors.size(); ++i)
+    EXPECT_EQ(old.tensors[i].second.to_double_vector(), b.tensors[i].second.to_double_vector()) << old.tensors[i].first;
 }
 
 TEST(Export, LoraRunExportsAPeftAdapterOrAMergedModel) {

@@ -394,6 +394,8 @@ nlohmann::json Config::to_json() const {
   if (!model.pretrained.empty()) model_j["pretrained"] = model.pretrained;
   else {
     nlohmann::json a = default_arch(model.type);
+    // A BERT's vocabulary is its tokenizer's unless given: the default's would not round-trip.
+    if (model.type == "bert" && !model.arch.contains("vocab_size")) a.erase("vocab_size");
     a.update(model.arch);
     model_j.update(a);
   }
