@@ -11,9 +11,11 @@
 #include <memory>
 
 #include "lb/core/error.h"
+#include "lb/core/random.h"
 #include "lb/nn/layers.h"
 #include "lb/nn/lora.h"
 #include "lb/nn/backward/factory.h"
+#include "lb/nn/backward/instant.h"
 #include "lb/autograd/node.h"
 #include "lb/ops.h"
 #include "lb/train/config.h"
@@ -110,6 +112,18 @@ TEST(Lora, MergeEqualsUnmergedAndUnmergeRestores) {
   EXPECT_TRUE(all_close(lin.forward(x), unmerged, 1e-12, 1e-12));
 }
 
+// One forward/backward of an adapted layer from x0 with upstream gradient gy: x's gradient,
+// and in *kept the bytes the tape kept for it.
+Tensor input_gradient(Linear& lin, const Tensor& x0, const Tensor& gy, int64_t* kept) {
+  Tensor x = x0.clone();
+  x.set_requires_grad(true);
+  const int64_t before = autograd::saved_bytes();
+  const Tensor y = lin.forward(x);
+  *kept = autograd::saved_bytes() - before;
+  y.backward(gy);
+  return x.grad();
+}
+
 // A frozen base layer under HOT: g_x on HOT's Hadamard + INT4 path (close to exact, not equal),
 // nothing of x kept; under vanilla the plain op, exact.
 TEST(Lora, FrozenBaseRunsHotsGxPathAndKeepsNothing) {
@@ -122,13 +136,7 @@ TEST(Lora, FrozenBaseRunsHotsGxPathAndKeepsNothing) {
   const Tensor gy = randn({2, 32, 48}, 22).to(DType::F32);
   const auto g_x = [&](std::shared_ptr<backward::Strategy> s, int64_t* kept) {
     lin.set_backward(std::move(s));
-    Tensor x = x0.clone();
-    x.set_requires_grad(true);
-    const int64_t before = autograd::saved_bytes();
-    const Tensor y = lin.forward(x);
-    *kept = autograd::saved_bytes() - before;
-    y.backward(gy);
-    return x.grad();
+    return input_gradient(lin, x0, gy, kept);
   };
   int64_t kept_exact = 0, kept_hot = 0;
   const Tensor exact = g_x(nullptr, &kept_exact);
@@ -145,6 +153,148 @@ TEST(Lora, FrozenBaseRunsHotsGxPathAndKeepsNothing) {
   EXPECT_GT(cos(compressed, exact), 0.98);
   EXPECT_TRUE(all_close(exact, expect, 1e-5, 1e-5));  // B = 0: the adapter adds nothing to g_x yet
   EXPECT_FALSE(lin.weight().grad().defined());
+}
+
+// A frozen base layer under INSTANT: its calibration observes g_y alone (no basis for x, which
+// it never keeps), and g_x = (G Qᵀ)(Q w) from that basis; nothing of x kept.
+TEST(Lora, FrozenBaseRunsInstantsGxPathFromTheGradientBasisAlone) {
+  Linear lin(64, 48);
+  lin.add_lora({4, 8.0, 0.0});
+  const Tensor x0 = randn({2, 32, 64}, 41).to(DType::F32);
+  const Tensor gy = randn({2, 32, 48}, 42).to(DType::F32);
+  const auto step = [&](int64_t* kept) { return input_gradient(lin, x0, gy, kept); };
+  int64_t kept_exact = 0, kept_instant = 0, kept_calib = 0;
+  const Tensor exact = step(&kept_exact);
+  std::shared_ptr<backward::Strategy> s =
+      backward::make_strategy({{"type", "instant"}, {"axis", "channel"}, {"rank", 4}}, "test");
+  ASSERT_TRUE(s->compresses_gx());
+  s->set_layer("q", 0);
+  lin.set_backward(s);
+  const auto& inst = dynamic_cast<const backward::Instant&>(*s);
+  // Before any calibration: exact.
+  EXPECT_TRUE(all_close(step(&kept_instant), exact, 0, 0));
+  s->begin_calibration();
+  EXPECT_TRUE(all_close(step(&kept_calib), exact, 0, 0));
+  s->finish_calibration();
+  EXPECT_TRUE(inst.g_basis().valid);
+  EXPECT_FALSE(inst.x_basis().valid);
+  EXPECT_EQ(inst.g_basis().choice.rank, 4);
+  const Tensor low = step(&kept_instant);
+  EXPECT_EQ(kept_instant, kept_exact);  // the adapter's input and rank-r product only
+  EXPECT_EQ(kept_calib, kept_exact);
+  const Tensor Q = inst.g_basis().proj.to(DType::F32);  // (4, 48)
+  const Tensor expect = matmul(matmul(gy.view({64, 48}), Q, false, true), matmul(Q, lin.weight())).view({2, 32, 64});
+  EXPECT_TRUE(all_close(low, expect, 1e-5, 1e-5));
+  EXPECT_FALSE(all_close(low, exact, 1e-2, 1e-2));
+  EXPECT_TRUE(s->summary().compressing);
+  EXPECT_TRUE(s->report()["instant"]["frozen"].get<bool>());
+  EXPECT_FALSE(lin.weight().grad().defined());
+}
+
+// Every strategy under LoRA passes the checks its own lossless setting passes without it:
+// with the base frozen (g_x on the strategy's path, nothing kept for g_w), the adapted
+// layer's gradients for x, A, B and the bias agree with finite differences in f64 (vanilla,
+// INSTANT on either axis), or, for HOT, which runs on f32 only, with vanilla's to 1e-5 of
+// their largest value (as Hot.LosslessEqualsVanillaLinear).
+TEST(Lora, EveryStrategysLosslessSettingPassesTheGradientCheck) {
+  const std::vector<nlohmann::json> specs = {
+      {{"type", "vanilla"}},
+      {{"type", "instant"}, {"axis", "token"}, {"rank", 1000}, {"compensate", false}, {"exact_when_no_gain", false},
+       {"gram_dtype", "f64"}},
+      {{"type", "instant"}, {"axis", "channel"}, {"rank", 1000}, {"compensate", false},
+       {"exact_when_no_gain", false}, {"gram_dtype", "f64"}},
+      {{"type", "hot"}, {"quantize", false}, {"full_basis", true}},
+  };
+  for (const nlohmann::json& spec : specs) {
+    const bool f64 = spec["type"] != "hot";
+    const DType dt = f64 ? DType::F64 : DType::F32;
+    const auto held = adapted(51);
+    Linear& lin = *held;
+    lin.to(dt);
+    std::shared_ptr<backward::Strategy> s = backward::make_strategy(spec, "test");
+    s->set_layer("q", 0);
+    lin.set_backward(s);
+    const auto pass = [&] {  // x needs a gradient: else the frozen base has nothing to compute
+      lin.forward(randn({2, 3, 6}, 52, dt).set_requires_grad()).backward(randn({2, 3, 5}, 53, dt));
+    };
+    s->begin_calibration();
+    pass();
+    s->finish_calibration();
+    if (spec["type"] == "instant") {
+      const auto& inst = dynamic_cast<const backward::Instant&>(*s);
+      ASSERT_TRUE(inst.g_basis().valid) << spec.dump();
+      EXPECT_EQ(inst.g_basis().choice.rank, inst.g_basis().n) << spec.dump();
+    }
+    const auto layer = [&](const std::vector<Tensor>& in) {
+      lin.lora_A().weight() = in[1];
+      lin.lora_B().weight() = in[2];
+      lin.bias() = in[3];
+      return lin.forward(in[0]);
+    };
+    const std::vector<Tensor> inputs = {randn({2, 3, 6}, 54, dt), randn({3, 6}, 55, dt), randn({5, 3}, 56, dt),
+                                        randn({5}, 57, dt)};
+    if (f64) {
+      EXPECT_TRUE(lb::testing::gradcheck(layer, inputs)) << spec.dump();
+    } else {  // against the same layer with no strategy (the plain ops)
+      const auto grads = [&] {
+        std::vector<Tensor> in;
+        for (const Tensor& t : inputs) in.push_back(t.clone().set_requires_grad());
+        layer(in).backward(randn({2, 3, 5}, 58, dt));
+        std::vector<Tensor> g;
+        for (const Tensor& t : in) g.push_back(t.grad());
+        return g;
+      };
+      const std::vector<Tensor> got = grads();
+      lin.set_backward(nullptr);
+      const std::vector<Tensor> expect = grads();
+      lin.set_backward(s);
+      for (size_t i = 0; i < got.size(); ++i) {
+        double most = 0;
+        for (double v : expect[i].to_double_vector()) most = std::max(most, std::abs(v));
+        EXPECT_TRUE(all_close(got[i], expect[i], 0, 1e-5 * most)) << spec.dump() << " input " << i;
+      }
+    }
+    // The base ran on the strategy's own g_x path (vanilla's is the plain op).
+    EXPECT_EQ(s->frozen(), spec["type"] != "vanilla") << spec.dump();
+    if (spec["type"] == "instant") EXPECT_TRUE(s->summary().compressing) << spec.dump();
+    EXPECT_FALSE(lin.weight().grad().defined()) << spec.dump();
+  }
+}
+
+// The adapter keeps its input once: with lora_dropout, where the base input is an output
+// its producer can give back (a LayerNorm's here, as in BERT), the down-projection keeps the
+// producer's tensors and the dropout mask, nothing activation-sized of its own; the
+// gradients are those of the path that keeps the dropped-out copy, bit for bit.
+TEST(Lora, AdapterWithDropoutKeepsNoCopyOfItsInput) {
+  Linear lin(64, 48);
+  lin.add_lora({4, 8.0, 0.5});
+  lin.lora_B().weight().copy_(randn({48, 4}, 31).to(DType::F32));
+  const Tensor x0 = randn({2, 16, 64}, 32).to(DType::F32);
+  const Tensor gamma = randn({64}, 33).to(DType::F32), beta = randn({64}, 34).to(DType::F32);
+  struct Run {
+    int64_t kept;
+    Tensor g_x, g_a, g_b;
+  };
+  const auto run = [&](bool recipe) {
+    Tensor x = x0.clone();
+    x.set_requires_grad(true);
+    lin.zero_grad();
+    manual_seed(35);
+    Tensor h = layer_norm(x, gamma, beta);
+    if (!recipe) h = mul_scalar(h, 1.0);  // the same values, with no way back to them
+    const int64_t before = autograd::saved_bytes();
+    const Tensor y = lin.forward(h);
+    const int64_t kept = autograd::saved_bytes() - before;
+    y.backward(randn({2, 16, 48}, 36).to(DType::F32));
+    return Run{kept, x.grad(), lin.lora_A().weight().grad(), lin.lora_B().weight().grad()};
+  };
+  const Run lean = run(true), copy = run(false);
+  const int64_t activation = 2 * 16 * 64 * 4;
+  EXPECT_EQ(copy.kept - lean.kept, activation);
+  EXPECT_LT(lean.kept, activation / 8);  // the mask (1 bit per element), the rank-4 product
+  EXPECT_TRUE(all_close(lean.g_x, copy.g_x, 0, 0));
+  EXPECT_TRUE(all_close(lean.g_a, copy.g_a, 0, 0));
+  EXPECT_TRUE(all_close(lean.g_b, copy.g_b, 0, 0));
 }
 
 TEST(Lora, TargetsMatchAsPeft) {

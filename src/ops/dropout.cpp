@@ -7,7 +7,8 @@
 // shift the random stream of later ops. p = 1 gives zeros (no 1/0 scale).
 // The mask is saved bit-packed (1 bit per element, element i at bit i % 8 of byte i / 8): 32x
 // smaller than a float mask, 8x smaller than PyTorch's bool mask. Kernels: src/backend/dropout.h
-// (src/cpu/dropout.cpp, cuda/dropout.cu).
+// (src/cpu/dropout.cpp, cuda/dropout.cu). Where x has an output recipe (kept_input.h) so has y.
+#include "lb/autograd/kept_input.h"
 #include "lb/autograd/node.h"
 #include "lb/core/checks.h"
 #include "lb/ops/nn.h"
@@ -40,6 +41,22 @@ Tensor dropout(const Tensor& x, double p, bool training, PhiloxStream& rng) {
                        backend::dropout_kernels(gc.device()).backward(gc, s[0], dx, scale);
                        return std::vector<Tensor>{dx};
                      });
+    // Exact lean (kept_input.h): where x itself can be given back from what its producer
+    // keeps (a LayerNorm's, a GELU's, attention's output), y can too, from those and the mask
+    // (the backward kernel applied to x computes y's very products), so a consumer that keeps
+    // y (a LoRA adapter's down-projection, a Linear after dropout) keeps nothing new.
+    if (autograd::Node::OutputRecipe r = autograd::recipe_of(x); r.fn) {
+      const size_t n_kept = r.kept.size();
+      r.kept.push_back(mask);
+      autograd::Node::Recompute x_again = std::move(r.fn);
+      r.fn = [x_again = std::move(x_again), n_kept, scale](const std::vector<Tensor>& kept) {
+        const Tensor xs = backend::contiguous(x_again(std::vector<Tensor>(kept.begin(), kept.begin() + n_kept)));
+        Tensor out = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+        backend::dropout_kernels(xs.device()).backward(xs, kept[n_kept], out, scale);
+        return out;
+      };
+      y.grad_fn()->set_output_recipe(std::move(r));
+    }
   }
   return y;
 }

@@ -428,6 +428,27 @@ bool Instant::compresses(const LayerGeometry& g) const {
          !(settings_.exact_when_no_gain && no_gain(g));
 }
 
+bool Instant::compresses_frozen(const LayerGeometry& g) const {
+  if (!basis_fits(g_basis_, g, g.O)) return false;
+  if (!settings_.exact_when_no_gain) return true;
+  // Per sample: projecting g_y (R L O), the product with w (R I O per sequence on the token
+  // axis, once per batch on the channel axis) and expanding (R L I), against g_y w (L I O).
+  const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
+  const double per_w = g_basis_.token_axis ? sequences_per_sample(g) : 1.0 / static_cast<double>(std::max<int64_t>(g.B, 1));
+  return static_cast<double>(g_basis_.choice.rank) * (per_w * I * O + L * I + L * O) < L * I * O;
+}
+
+SavedState Instant::save_frozen_impl(const LayerGeometry& g) {
+  SavedState s;
+  if (!compresses_frozen(g)) {
+    if (calibrations_ > 0) ++fallback_calls_;
+    s.exact = true;
+    return s;
+  }
+  s.scalars = {static_cast<double>(generation_)};
+  return s;
+}
+
 bool Instant::no_gain(const LayerGeometry& g) const {
   if (!basis_fits(x_basis_, g, g.I) || !basis_fits(g_basis_, g, g.O)) return false;
   // Per sample: the paper's FLOP count (paper_backward_flops) and the elements each state
@@ -489,10 +510,11 @@ Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const T
   const bool packed = s.sequences != nullptr;
   const int64_t NS = packed ? s.geom.sequences : B;
   place_bases(g_y.device());
-  const Tensor P = projection(x_basis_, packed ? x_basis_.n : L, dt);
-  const Tensor Q = projection(g_basis_, packed ? g_basis_.n : L, dt);
-  const int64_t Rx = P.size(0), Ry = Q.size(0);
-  const Tensor& xh = s.tensors.at(0);
+  // A frozen layer's state (save_frozen_impl) wants g_x alone: x's basis may not exist.
+  const Tensor P = want_gw ? projection(x_basis_, packed ? x_basis_.n : L, dt) : Tensor();
+  const Tensor Q = want_gx ? projection(g_basis_, packed ? g_basis_.n : L, dt) : Tensor();
+  const int64_t Rx = want_gw ? P.size(0) : 0, Ry = want_gx ? Q.size(0) : 0;
+  const Tensor xh = want_gw ? s.tensors.at(0) : Tensor();
   const Tensor g2 = g_y.view({B * L, O});  // contiguous (strategy contract)
   Gradients out;
 
@@ -585,7 +607,7 @@ void Instant::load_state_json(const nlohmann::json& j) {
 
 StrategySummary Instant::summary() const {
   StrategySummary s = Strategy::summary();
-  s.compressing = !fell_back_ && compresses(last_geom_);
+  s.compressing = !fell_back_ && (frozen_ ? compresses_frozen(last_geom_) : compresses(last_geom_));
   // Through basis_json: the same figures as report()["instant"] and the checkpoint state.
   s.ranks = StrategySummary::Ranks{StrategySummary::OperandRank::from_json(basis_json(x_basis_)),
                                    StrategySummary::OperandRank::from_json(basis_json(g_basis_))};
@@ -596,7 +618,8 @@ StrategySummary Instant::summary() const {
 nlohmann::json Instant::report() const {
   nlohmann::json j = Strategy::report();  // "ranks", "calibration" from summary()
   j["instant"] = {{"calibrations", calibrations_},
-                  {"compressing", compresses(last_geom_)},
+                  {"compressing", frozen_ ? compresses_frozen(last_geom_) : compresses(last_geom_)},
+                  {"frozen", frozen_},
                   {"no_gain", no_gain(last_geom_)},
                   {"x", basis_json(x_basis_)},
                   {"g_y", basis_json(g_basis_)},

@@ -62,11 +62,16 @@ SavedState Strategy::save(const Tensor& x, const Tensor& w, const CallContext& c
 SavedState Strategy::save_frozen(const Tensor& x, const Tensor& w, const CallContext& call) {
   note_call(x, w, call);
   last_saved_bytes_ = 0;
+  frozen_ = true;
   SavedState s;
+  if (calibrating_ || fell_back_)
+    s.exact = true;  // g_y w (observed by a calibration)
+  else
+    s = save_frozen_impl(last_geom_);
+  s.tensors.clear();  // nothing of x, ever
   s.geom = last_geom_;
   s.sequences = call.sequences;
   s.step = step_context();
-  s.exact = calibrating_ || fell_back_;  // g_y w (observed by a calibration)
   return s;
 }
 

@@ -100,6 +100,10 @@ class Instant : public Strategy, public Calibratable {
   Instant();  // default settings
   explicit Instant(Settings s);
   std::string type() const override { return "instant"; }
+  // A frozen layer's g_x = (G Qᵀ)(Q w), or Qᵀ((Q g_b) w) on the token axis: g_y's basis only,
+  // nothing of x (its calibration observes g_y alone); exact until calibrated, and where the
+  // rank would cost the exact product's FLOPs (exact_when_no_gain).
+  bool compresses_gx() const override { return true; }
   // Runs on either device (src/backend/lowrank.h); on a GPU a Conv2d takes the token view
   // (Strategy::save_conv), the image-layout path below being CPU code.
   bool cpu_only(bool /*conv*/) const override { return false; }
@@ -143,6 +147,8 @@ class Instant : public Strategy, public Calibratable {
   int64_t calibrations() const { return calibrations_; }
   // Whether a call with geometry g would run low-rank (else exact).
   bool compresses(const LayerGeometry& g) const;
+  // Whether a frozen call of geometry g runs its g_x low-rank (g_y's basis alone).
+  bool compresses_frozen(const LayerGeometry& g) const;
   // Whether the current ranks, for geometry g, keep more than the exact backward, or cost at
   // least its FLOPs and keep more than half its bytes (the exact_when_no_gain test; false
   // without bases).
@@ -160,6 +166,7 @@ class Instant : public Strategy, public Calibratable {
   SavedState save_impl(const Tensor& x, const Tensor& w, const CallContext& call) override;
   Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                           bool want_gw) override;
+  SavedState save_frozen_impl(const LayerGeometry& g) override;
   // Conv2d (instant_conv.cpp): the (N, L, I) im2col token view is never materialised. On
   // the channel axis X̂ = im2col(x) Pᵀ is the convolution of x with P as R_x filters (kept as
   // (N, R_x, L)); on the token axis x̂ = P im2col(x_n)ᵀ per image (kept as (R_x, N, I)). The

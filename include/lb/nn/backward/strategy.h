@@ -109,12 +109,14 @@ class Strategy {
   void note_deferred_call(const Tensor& x, const Tensor& w, const CallContext& call);
   SavedState save(const Tensor& x, const Tensor& w, const CallContext& call, bool deferred);
   // A frozen weight needs only g_x = g_y w, which reads nothing of x. A strategy whose g_x
-  // path is its own (HOT's Hadamard + INT4) says so here and runs it on frozen Linear layers
-  // too (LoRA's base layers); save_frozen records the call (geometry, step) and keeps nothing
-  // (exact, i.e. g_y w, while calibrating or fallen back). Others leave frozen layers to the
-  // plain op.
+  // path is its own (HOT's Hadamard + INT4, INSTANT's projection of g_y) says so here and
+  // runs it on frozen Linear layers too (LoRA's base layers); save_frozen records the call
+  // (geometry, step) and keeps nothing (exact, i.e. g_y w, while calibrating, fallen back, or
+  // where save_frozen_impl says so). Others leave frozen layers to the plain op.
   virtual bool compresses_gx() const { return false; }
   SavedState save_frozen(const Tensor& x, const Tensor& w, const CallContext& call = {});
+  // Whether this layer's calls so far were on a frozen weight (save_frozen).
+  bool frozen() const { return frozen_; }
   // Backward: g_y (B, L, O) contiguous. Times itself for the accounting.
   Gradients backward(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                      bool want_gw);
@@ -217,6 +219,9 @@ class Strategy {
   virtual SavedState save_impl(const Tensor& x, const Tensor& w, const CallContext& call) = 0;
   virtual Gradients backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w,
                                   bool want_gx, bool want_gw) = 0;
+  // A frozen call's state for geometry g (save_frozen stamps geometry and step): nothing
+  // kept; `exact` where the strategy's g_x path cannot serve g (e.g. no calibrated basis).
+  virtual SavedState save_frozen_impl(const LayerGeometry& /*g*/) { return {}; }
   // A conv on the CPU image path. The defaults run im2col then the Linear path; a strategy
   // may override them (e.g. to keep the raw input instead of its 9× larger im2col view).
   virtual SavedState save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg,
@@ -248,6 +253,7 @@ class Strategy {
   bool conv_ = false;
   bool calibrating_ = false;
   bool fell_back_ = false;
+  bool frozen_ = false;
   std::string fallback_reason_;
   std::shared_ptr<const StepContext> step_context_;
   // Measured: calls, total backward milliseconds, last geometry and saved bytes. Backward
