@@ -509,6 +509,65 @@ TEST(Dropout, SavesABitPackedMask) {
   EXPECT_EQ(autograd::saved_bytes() - before, (1010 + 7) / 8);
 }
 
+// dropout_linear is dropout then linear in one node: its goldens are those two ops' (it must
+// equal them bit for bit), its own checks are finite differences and what it keeps.
+TEST(DropoutLinear, EqualsDropoutThenLinearBitForBit) {
+  const Tensor w0 = testing::randn({5, 12}, 60, DType::F32);
+  const Tensor gy = testing::randn({3, 4, 5}, 61, DType::F32);
+  const Tensor gamma = testing::randn({12}, 62, DType::F32), beta = testing::randn({12}, 63, DType::F32);
+  for (bool producer : {false, true}) {  // x a leaf, or a LayerNorm's output (exact lean)
+    struct Out {
+      Tensor y, gx, gw;
+    };
+    const auto run = [&](bool fused) {
+      Tensor x = testing::randn({3, 4, 12}, 64, DType::F32).set_requires_grad(), w = w0.clone().set_requires_grad();
+      const Tensor in = producer ? layer_norm(x, gamma, beta) : x;
+      PhiloxStream rng(8, 2);
+      const Tensor y = fused ? dropout_linear(in, w, 0.3, true, rng) : linear(dropout(in, 0.3, true, rng), w);
+      EXPECT_EQ(rng.offset(), 3u * 4 * 12);
+      y.backward(gy);
+      return Out{y.detach(), x.grad(), w.grad()};
+    };
+    const Out a = run(true), b = run(false);
+    EXPECT_TRUE(testing::all_close(a.y, b.y, 0, 0)) << producer;
+    EXPECT_TRUE(testing::all_close(a.gx, b.gx, 0, 0)) << producer;
+    EXPECT_TRUE(testing::all_close(a.gw, b.gw, 0, 0)) << producer;
+  }
+  PhiloxStream rng(1);
+  const Tensor x = testing::randn({2, 12}, 65, DType::F32);
+  EXPECT_TRUE(testing::all_close(dropout_linear(x, w0, 0.3, false, rng), linear(x, w0), 0, 0));
+  EXPECT_EQ(rng.offset(), 0u);  // off: no draws
+  expect_error([&] { dropout_linear(x, w0, 1.5, true, rng); }, {"dropout_linear", "[0, 1]"});
+  expect_error([&] { dropout_linear(x, testing::randn({5, 7}, 66, DType::F32), 0.3, true, rng); }, {"linear"});
+}
+
+TEST(DropoutLinear, Gradcheck) {
+  EXPECT_TRUE(testing::gradcheck(
+      [](auto& v) {
+        PhiloxStream rng(17);  // fresh per call: the same mask each evaluation
+        return dropout_linear(v[0], v[1], 0.4, true, rng);
+      },
+      {testing::randn({2, 3, 6}, 67), testing::randn({4, 6}, 68)}));
+}
+
+// Adapters on one input that needs no gradient (a frozen model's first layer) keep that
+// input once and a mask each, where dropout then linear keeps a dropped-out copy each.
+TEST(DropoutLinear, KeepsItsInputOnceAcrossConsumers) {
+  const Tensor x = testing::randn({4, 16, 32}, 69, DType::F32);
+  const Tensor wq = testing::randn({8, 32}, 70, DType::F32).set_requires_grad();
+  const Tensor wv = testing::randn({8, 32}, 71, DType::F32).set_requires_grad();
+  const int64_t activation = 4 * 16 * 32 * 4, mask = 4 * 16 * 32 / 8;
+  PhiloxStream rng(3);
+  int64_t before = autograd::saved_bytes();
+  Tensor q = dropout_linear(x, wq, 0.1, true, rng), v = dropout_linear(x, wv, 0.1, true, rng);
+  EXPECT_EQ(autograd::saved_bytes() - before, activation + 2 * mask);
+  q = v = Tensor();
+  before = autograd::saved_bytes();
+  q = linear(dropout(x, 0.1, true, rng), wq);
+  v = linear(dropout(x, 0.1, true, rng), wv);
+  EXPECT_EQ(autograd::saved_bytes() - before, 2 * activation);
+}
+
 // ---------------------------------------------------------------- cross_entropy
 
 // Independent reference: -Σ_valid [(1-ε) logp_t + (ε/C) Σ_j logp_j] / V.

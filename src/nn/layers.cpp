@@ -46,11 +46,13 @@ Tensor Linear::forward(const Tensor& x, const backward::CallContext& call) {
   Tensor y = backward_ && is_training() ? backward::strategy_linear(x, weight_, bias_, backward_, call)
                                          : linear(x, weight_, bias_);
   if (!lora_A_ || lora_merged_) return y;
-  const Tensor in = lora_dropout_ ? lora_dropout_->forward(x) : x;
   Tensor h;
   {
+    // dropout then A in one op that keeps x once (shared with the sibling adapters and with
+    // x's producer), not each adapter's dropped-out copy; the same draws as lora_dropout's.
     const autograd::ModuleScope adapter(lora_A_->path());
-    h = linear(in, lora_A_->weight());
+    const bool drop = lora_dropout_ && lora_dropout_->is_training();
+    h = dropout_linear(x, lora_A_->weight(), drop ? lora_.dropout : 0.0, drop, default_generator());
   }
   const autograd::ModuleScope adapter(lora_B_->path());
   return add(y, mul_scalar(linear(h, lora_B_->weight()), lora_.scale()));

@@ -14,46 +14,60 @@
 #include "lb/ops/nn.h"
 #include "src/backend/copy.h"
 #include "src/backend/dropout.h"
+#include "src/ops/dropout_draw.h"
 
 namespace lb {
+
+namespace ops_internal {
+
+DropoutDraw draw_dropout(const Tensor& x, double p, PhiloxStream& rng) {
+  const Tensor xc = backend::contiguous(x);
+  const int64_t n = x.numel();
+  DropoutDraw d;
+  d.y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  d.mask = Tensor::empty({(n + 7) / 8}, DType::U8, x.device());
+  d.scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  backend::dropout_kernels(x.device())
+      .forward(xc, d.y, d.mask, {rng.seed(), rng.subsequence(), rng.offset(), static_cast<float>(p)}, d.scale);
+  PhiloxStream::State st = rng.state();  // skip the n draws used above
+  st.offset += static_cast<uint64_t>(n);
+  rng.set_state(st);
+  return d;
+}
+
+Tensor apply_dropout_mask(const Tensor& x, const Tensor& mask, double scale) {
+  const Tensor xc = backend::contiguous(x);
+  Tensor out = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
+  backend::dropout_kernels(xc.device()).backward(xc, mask, out, scale);
+  return out;
+}
+
+}  // namespace ops_internal
 
 Tensor dropout(const Tensor& x, double p, bool training, PhiloxStream& rng) {
   detail::check_defined(x, "dropout", "x");
   detail::check_floating(x, "dropout");
   LB_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability p must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;
-  const Tensor xc = backend::contiguous(x);
-  const int64_t n = x.numel();
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  Tensor mask = Tensor::empty({(n + 7) / 8}, DType::U8, x.device());
-  const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
-  backend::dropout_kernels(x.device())
-      .forward(xc, y, mask, {rng.seed(), rng.subsequence(), rng.offset(), static_cast<float>(p)}, scale);
-  PhiloxStream::State st = rng.state();  // skip the n draws used above
-  st.offset += static_cast<uint64_t>(n);
-  rng.set_state(st);
+  ops_internal::DropoutDraw d = ops_internal::draw_dropout(x, p, rng);
+  Tensor y = d.y;
   if (autograd::should_record({x})) {
-    autograd::record("dropout", y, {x}, {mask},
-                     [scale](const Tensor& g, const std::vector<Tensor>& s,
-                                const std::vector<bool>&) {
-                       const Tensor gc = backend::contiguous(g);
-                       Tensor dx = Tensor::empty(gc.shape(), gc.dtype(), gc.device());
-                       backend::dropout_kernels(gc.device()).backward(gc, s[0], dx, scale);
-                       return std::vector<Tensor>{dx};
+    const double scale = d.scale;
+    autograd::record("dropout", y, {x}, {d.mask},
+                     [scale](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+                       return std::vector<Tensor>{ops_internal::apply_dropout_mask(g, s[0], scale)};
                      });
     // Exact lean (kept_input.h): where x itself can be given back from what its producer
-    // keeps (a LayerNorm's, a GELU's, attention's output), y can too, from those and the mask
-    // (the backward kernel applied to x computes y's very products), so a consumer that keeps
-    // y (a LoRA adapter's down-projection, a Linear after dropout) keeps nothing new.
+    // keeps (a LayerNorm's, a GELU's, attention's output), y can too, from those and the mask,
+    // so a consumer that keeps y (a Linear after dropout) keeps nothing new.
     if (autograd::Node::OutputRecipe r = autograd::recipe_of(x); r.fn) {
       const size_t n_kept = r.kept.size();
-      r.kept.push_back(mask);
+      r.kept.push_back(d.mask);
       autograd::Node::Recompute x_again = std::move(r.fn);
       r.fn = [x_again = std::move(x_again), n_kept, scale](const std::vector<Tensor>& kept) {
-        const Tensor xs = backend::contiguous(x_again(std::vector<Tensor>(kept.begin(), kept.begin() + n_kept)));
-        Tensor out = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
-        backend::dropout_kernels(xs.device()).backward(xs, kept[n_kept], out, scale);
-        return out;
+        return ops_internal::apply_dropout_mask(
+            x_again(std::vector<Tensor>(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(n_kept))),
+            kept[n_kept], scale);
       };
       y.grad_fn()->set_output_recipe(std::move(r));
     }

@@ -35,6 +35,10 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_id
 // the stream advances by numel(x). Eval mode or p = 0 returns x and draws nothing. The mask
 // is saved bit-packed (numel/8 bytes).
 Tensor dropout(const Tensor& x, double p, bool training, PhiloxStream& rng);
+// dropout(x, p, training, rng) wᵀ as one op (LoRA's down-projection): the same mask and
+// numbers, but it keeps x (or what x's producer keeps to give it back) and the mask, not the
+// dropped-out copy, so adapters on one input keep it once (src/ops/dropout_linear.cpp).
+Tensor dropout_linear(const Tensor& x, const Tensor& w, double p, bool training, PhiloxStream& rng);
 
 // Mean cross-entropy of logits (N, C) against i64 targets (N). Targets equal to
 // ignore_index contribute nothing (mean over the rest). label_smoothing as in PyTorch
