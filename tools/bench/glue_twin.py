@@ -194,6 +194,22 @@ def main():
         model.train()
         return {"eval_" + k: float(v) for k, v in metrics(task, preds, dev_y).items()}
 
+    # Memory by category, as leanback's report: parameters, gradients (the trained ones),
+    # optimizer state, and the largest over the steps of the bytes autograd keeps for backward
+    # at the end of the forward (unique storages, parameters excluded; saved_tensors_hooks).
+    param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in param_ptrs:
+            kept[st.data_ptr()] = st.nbytes()
+        return t
+
+    mb = 1e6
+    memory = {"params_mb": sum(p.numel() * p.element_size() for p in model.parameters()) / mb,
+              "grads_mb": sum(p.numel() * p.element_size() for _, p in trained) / mb, "kept_mb": 0.0}
+
     model.train()
     step, train_time, examples = 0, 0.0, 0
     g = torch.Generator().manual_seed(seed)
@@ -211,7 +227,10 @@ def main():
             idx = order[s:s + bs]
             x, t, m, y = batch(train_ids, train_types, train_y, idx)
             t0 = time.perf_counter()
-            out = model(input_ids=x, token_type_ids=t, attention_mask=m, labels=y)
+            kept.clear()
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                out = model(input_ids=x, token_type_ids=t, attention_mask=m, labels=y)
+            memory["kept_mb"] = max(memory["kept_mb"], sum(kept.values()) / mb)
             lr_used = sched.get_last_lr()[0]
             out.loss.backward()
             if clip > 0:
@@ -234,6 +253,9 @@ def main():
                "examples_per_s": examples / train_time, "train_s": train_time,
                "minutes_per_epoch": train_time / 60 * steps_per_epoch / step, "threads": args.threads,
                "lora": lora is not None,
+               "optimizer_mb": sum(v.numel() * v.element_size() for st in opt.state.values()
+                                   for v in st.values() if torch.is_tensor(v)) / mb,
+               **memory,
                "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if evals:
         summary["final"] = evals[-1]

@@ -5,7 +5,9 @@
 # "lora_instant"); with TWIN=1 also the PyTorch + PEFT twin (tools/bench/glue_twin.py, same
 # generated config) of full, lora and lora_all. One JSON line per run appended to OUT: the
 # final dev metric, examples/s, median step time, the largest measured activation peak and the
-# memory tags of the step with it, the CPU and thread count.
+# memory tags of the step with it, the most bytes kept for backward at the end of a forward
+# (the twin: the same through saved_tensors_hooks, and its parameter, gradient and optimizer
+# bytes), the CPU and thread count.
 #   TASKS="mrpc rte" SEEDS="1 2 3" ROWS="full lora lora_all lora_hot lora_instant" TWIN=1 \
 #     tools/bench/lora_study.sh [OUT]
 # THREADS=N and CORE=C pin both frameworks (OMP_NUM_THREADS / --threads, taskset); LB picks
@@ -55,7 +57,8 @@ if fw == "leanback":
                  "examples_per_s": res.get("train_samples_per_second"),
                  "step_ms_median": statistics.median(s["step_ms"] for s in steps),
                  "activation_peak_bytes": peak["activation_peak_bytes"],
-                 "peak_bytes_by_tag": peak.get("peak_bytes_by_tag")})
+                 "peak_bytes_by_tag": peak.get("peak_bytes_by_tag"),
+                 "kept_bytes_max": max(s.get("saved_bytes_max", 0) for s in steps)})
 else:
     lines = [json.loads(l) for l in open(os.path.join(d, "twin.jsonl")) if l.startswith("{")]
     s = lines[-1]
@@ -64,6 +67,7 @@ else:
     key = next((k for k in ("eval_combined_score", "eval_matthews_correlation", "eval_accuracy") if k in final), None)
     line.update({"metric": key, "value": final.get(key), "examples_per_s": s["examples_per_s"],
                  "max_rss_mb": s.get("max_rss_mb")})
+    line.update({k: s[k] for k in ("params_mb", "grads_mb", "optimizer_mb", "kept_mb") if k in s})
 print(json.dumps(line))
 EOF
 }

@@ -2,7 +2,9 @@
 """The LoRA study's table (tools/bench/lora_study.sh): per task and row, leanback's and the
 PyTorch + PEFT twin's final dev metric (mean ± std over seeds, x100) and examples/s side by
 side with their ratio, leanback's median step time and the memory of its step with the largest
-activation peak (parameters, gradients, optimizer state, activations), and the twin's max RSS.
+activation peak (parameters, gradients, optimizer state, bytes kept for backward, activation
+peak), the twin's parameters, gradients, optimizer state and bytes kept for backward (the most
+at the end of a forward, through saved_tensors_hooks), and its max RSS.
 
     tools/bench/lora_table.py [tools/bench/results/lora_study.jsonl]
 """
@@ -37,8 +39,9 @@ def main():
     cpus = sorted({f'{r["cpu"]}, {r["threads"]} thread(s)' for r in runs})
     print("CPU: " + "; ".join(cpus) + "\n")
     print("| task | row | seeds | leanback metric | PEFT twin metric | leanback ex/s | twin ex/s | ratio "
-          "| step ms | params / grads / optimizer / activation peak MB | twin max RSS MB |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+          "| step ms | params / grads / optimizer / kept / activation peak MB "
+          "| twin params / grads / optimizer / kept MB | twin max RSS MB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|")
     tasks = list(dict.fromkeys(r["task"] for r in runs))
     for t in tasks:
         for row, name in ROWS.items():
@@ -56,14 +59,22 @@ def main():
             if lb:
                 worst = max(lb.values(), key=lambda r: r["activation_peak_bytes"])
                 tags = worst.get("peak_bytes_by_tag") or {}
+                # kept_bytes_max: recorded since the twin measures its kept bytes; before, the
+                # bytes kept at the moment of the peak (the end of a forward or just after)
+                kept = max(r.get("kept_bytes_max") or (r.get("peak_bytes_by_tag") or {}).get("saved", 0)
+                           for r in lb.values())
                 mem = " / ".join(mb(tags.get(k, 0)) for k in ("parameter", "gradient", "optimizer")) + \
-                    " / " + mb(worst["activation_peak_bytes"])
+                    " / " + mb(kept) + " / " + mb(worst["activation_peak_bytes"])
+            twin_mem = "-"
+            if tw and all("kept_mb" in r for r in tw.values()):
+                twin_mem = " / ".join(f"{max(r[k] for r in tw.values()):.1f}"
+                                      for k in ("params_mb", "grads_mb", "optimizer_mb", "kept_mb"))
             print(f"| {t} ({metric.replace('eval_', '')}) | {name} | {len(lb) or len(tw)} "
                   f"| {mean_std([r['value'] for r in lb.values()], 100)} "
                   f"| {mean_std([r['value'] for r in tw.values()], 100)} "
                   f"| {mean_std([r['examples_per_s'] for r in lb.values()])} "
                   f"| {mean_std([r['examples_per_s'] for r in tw.values()])} | {ratio} "
-                  f"| {mean_std([r.get('step_ms_median') for r in lb.values()])} | {mem} "
+                  f"| {mean_std([r.get('step_ms_median') for r in lb.values()])} | {mem} | {twin_mem} "
                   f"| {mean_std([r.get('max_rss_mb') for r in tw.values()])} |")
 
 
