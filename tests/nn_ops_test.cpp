@@ -512,27 +512,32 @@ TEST(Dropout, SavesABitPackedMask) {
 // dropout_linear is dropout then linear in one node: its goldens are those two ops' (it must
 // equal them bit for bit), its own checks are finite differences and what it keeps.
 TEST(DropoutLinear, EqualsDropoutThenLinearBitForBit) {
-  const Tensor w0 = testing::randn({5, 12}, 60, DType::F32);
-  const Tensor gy = testing::randn({3, 4, 5}, 61, DType::F32);
-  const Tensor gamma = testing::randn({12}, 62, DType::F32), beta = testing::randn({12}, 63, DType::F32);
-  for (bool producer : {false, true}) {  // x a leaf, or a LayerNorm's output (exact lean)
-    struct Out {
-      Tensor y, gx, gw;
-    };
-    const auto run = [&](bool fused) {
-      Tensor x = testing::randn({3, 4, 12}, 64, DType::F32).set_requires_grad(), w = w0.clone().set_requires_grad();
-      const Tensor in = producer ? layer_norm(x, gamma, beta) : x;
-      PhiloxStream rng(8, 2);
-      const Tensor y = fused ? dropout_linear(in, w, 0.3, true, rng) : linear(dropout(in, 0.3, true, rng), w);
-      EXPECT_EQ(rng.offset(), 3u * 4 * 12);
-      y.backward(gy);
-      return Out{y.detach(), x.grad(), w.grad()};
-    };
-    const Out a = run(true), b = run(false);
-    EXPECT_TRUE(testing::all_close(a.y, b.y, 0, 0)) << producer;
-    EXPECT_TRUE(testing::all_close(a.gx, b.gx, 0, 0)) << producer;
-    EXPECT_TRUE(testing::all_close(a.gw, b.gw, 0, 0)) << producer;
+  // Small, and LoRA-sized (the GEMMs' blocked paths: 4 × 64 rows of 384 onto rank 8).
+  for (const Shape& xs : {Shape{3, 4, 12}, Shape{4, 64, 384}}) {
+    const int64_t I = xs.back(), O = I > 100 ? 8 : 5;
+    const Tensor w0 = testing::randn({O, I}, 60, DType::F32);
+    const Tensor gy = testing::randn({xs[0], xs[1], O}, 61, DType::F32);
+    const Tensor gamma = testing::randn({I}, 62, DType::F32), beta = testing::randn({I}, 63, DType::F32);
+    for (bool producer : {false, true}) {  // x a leaf, or a LayerNorm's output (exact lean)
+      struct Out {
+        Tensor y, gx, gw;
+      };
+      const auto run = [&](bool fused) {
+        Tensor x = testing::randn(xs, 64, DType::F32).set_requires_grad(), w = w0.clone().set_requires_grad();
+        const Tensor in = producer ? layer_norm(x, gamma, beta) : x;
+        PhiloxStream rng(8, 2);
+        const Tensor y = fused ? dropout_linear(in, w, 0.3, true, rng) : linear(dropout(in, 0.3, true, rng), w);
+        EXPECT_EQ(rng.offset(), static_cast<uint64_t>(x.numel()));
+        y.backward(gy);
+        return Out{y.detach(), x.grad(), w.grad()};
+      };
+      const Out a = run(true), b = run(false);
+      EXPECT_TRUE(testing::all_close(a.y, b.y, 0, 0)) << producer << " " << I;
+      EXPECT_TRUE(testing::all_close(a.gx, b.gx, 0, 0)) << producer << " " << I;
+      EXPECT_TRUE(testing::all_close(a.gw, b.gw, 0, 0)) << producer << " " << I;
+    }
   }
+  const Tensor w0 = testing::randn({5, 12}, 60, DType::F32);
   PhiloxStream rng(1);
   const Tensor x = testing::randn({2, 12}, 65, DType::F32);
   EXPECT_TRUE(testing::all_close(dropout_linear(x, w0, 0.3, false, rng), linear(x, w0), 0, 0));
