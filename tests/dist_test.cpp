@@ -6,15 +6,18 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/core/philox.h"
 #include "lb/core/random.h"
 #include "lb/dist/nccl_group.h"
 #include "lb/dist/process_group.h"
+#include "lb/io/json_file.h"
 #include "lb/io/safetensors.h"
 #include "lb/nn/layers.h"
 #include "lb/ops.h"
+#include "lb/train/memory_planner.h"
 #include "lb/train/trainer.h"
 #include "src/train/data_parallel.h"
 #include "testing/testing.h"
@@ -120,6 +123,13 @@ std::map<std::string, std::vector<double>> final_params(const std::string& run_d
   return out;
 }
 
+// Training options for both ranks: no log lines, no progress bar, run directory `out`.
+TrainOptions on_both_ranks(const std::string& out) {
+  TrainOptions o = lb::testing::quiet(out);
+  o.group = &pg();
+  return o;
+}
+
 nlohmann::json backward_for(const std::string& s) {
   if (s == "instant")
     return {{"default", {{"type", "instant"}, {"rank", 4}, {"calib_every", 5}, {"calib_batches", 2}, {"gram_dtype", "f64"}}}};
@@ -149,11 +159,7 @@ TEST_P(DistTrainer, TwoRanksEqualOneProcessWithTheGlobalBatch) {
   }
   j["train"]["log_every"] = 1;
   j["train"]["bucket_cap_mb"] = 0.05;  // several all-reduce buckets, overlapping the backward
-  TrainOptions o;
-  o.quiet = true;
-  o.progress = 0;
-  o.group = &pg();
-  o.out_dir = dir.sub("dp");
+  TrainOptions o = on_both_ranks(dir.sub("dp"));
   const TrainResult dp = train(Config::from_json(j, "dist.json"), o);
   if (!pg().is_main()) return;
   j["data"]["batch_size"] = 16;
@@ -180,11 +186,7 @@ TEST(Dist, ResumeWithTheSameOrAnotherNumberOfRanks) {
   nlohmann::json j = lb::testing::tiny_bert_config(16, /*dropout=*/0.0);
   j["train"]["save_every"] = 4;
   j["train"]["keep_checkpoints"] = 10;
-  TrainOptions o;
-  o.quiet = true;
-  o.progress = 0;
-  o.group = &pg();
-  o.out_dir = dir.sub("full");
+  TrainOptions o = on_both_ranks(dir.sub("full"));
   const TrainResult full = train(Config::from_json(j, "dist.json"), o);
   o.out_dir = dir.sub("cut");
   o.interrupt_after = 8;
@@ -208,6 +210,66 @@ TEST(Dist, ResumeWithTheSameOrAnotherNumberOfRanks) {
     const TrainResult r1 = train(Config::from_json(one, "one.json"), o1);
     ASSERT_EQ(r1.losses.size(), 8u);
     for (size_t i = 0; i < 8; ++i) EXPECT_NEAR(r1.losses[i], full.losses[8 + i], 1e-5) << i;
+  }
+}
+
+// A memory budget with two ranks: rank 0 plans for its batch (each rank's), every rank
+// carries out that one plan, and a resumed run reuses it on every rank. Exact choices only
+// (recomputation), so the run equals one process with the global batch and no budget.
+TEST(Dist, RanksShareRankZerosMemoryPlan) {
+  NEED_TWO_RANKS();
+  const SharedDir dir;
+  nlohmann::json j = lb::testing::tiny_bert_config(6, /*dropout=*/0.0);
+  j["data"]["padding"] = "dynamic";
+  j["train"]["log_every"] = 1;
+  j["memory"] = {{"budget", "0.75x"}, {"fidelity_weight", 1e9}};
+  TrainOptions o = on_both_ranks(dir.sub("dp"));
+  const TrainResult dp = train(Config::from_json(j, "dist.json"), o);
+  const std::string saved = dir.sub("dp") + "/memory_plan.json";
+  ASSERT_FALSE(dp.memory_plan.is_null());
+  EXPECT_EQ(dp.memory_plan, io::read_json_file(saved)) << "rank " << pg().rank();
+  const MemoryPlan plan = MemoryPlan::from_json(dp.memory_plan, "plan");
+  bool recomputes = false;
+  for (const auto& part : plan.parts) recomputes = recomputes || part.option.recompute;
+  EXPECT_TRUE(recomputes) << dp.memory_plan.dump();
+  if (pg().is_main()) {
+    std::ifstream in(dir.sub("dp") + "/metrics.jsonl");
+    int lines = 0;
+    for (std::string l; std::getline(in, l);)
+      if (const auto m = nlohmann::json::parse(l); m["type"] == "train") {
+        ++lines;
+        EXPECT_LE(m["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
+      }
+    EXPECT_EQ(lines, 6);
+    nlohmann::json one = j;
+    one.erase("memory");
+    one["data"]["batch_size"] = 16;
+    TrainOptions o1 = o;
+    o1.group = &dist::single_process();
+    o1.out_dir = dir.sub("one");
+    const TrainResult r1 = train(Config::from_json(one, "one.json"), o1);
+    ASSERT_EQ(r1.losses.size(), dp.losses.size());
+    for (size_t i = 0; i < dp.losses.size(); ++i) EXPECT_NEAR(dp.losses[i], r1.losses[i], 1e-5) << "step " << i + 1;
+  }
+  pg().barrier("one-process reference");
+
+  // Interrupted and resumed with two ranks: rank 0's saved plan (marked) reaches rank 1.
+  o.out_dir = dir.sub("cut");
+  o.interrupt_after = 3;
+  EXPECT_TRUE(train(Config::from_json(j, "dist.json"), o).interrupted);
+  if (pg().is_main()) {
+    nlohmann::json p = io::read_json_file(dir.sub("cut") + "/memory_plan.json");
+    p["profile_s"] = 12345.0;  // a new plan would not carry it
+    std::ofstream(dir.sub("cut") + "/memory_plan.json") << p.dump(2);
+  }
+  pg().barrier("marked plan");
+  o.interrupt_after = 0;
+  o.resume = dir.sub("cut");
+  const TrainResult rest = train(Config::from_json(j, "dist.json"), o);
+  EXPECT_EQ(rest.memory_plan.value("profile_s", 0.0), 12345.0) << "rank " << pg().rank();
+  if (pg().is_main()) {
+    ASSERT_EQ(rest.losses.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(rest.losses[i], dp.losses[3 + i], 1e-6) << i;
   }
 }
 

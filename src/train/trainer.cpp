@@ -129,20 +129,30 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
 
   // A memory budget: the planner's codecs and recomputation (memory_planner.h), or, resuming,
   // the plan the run made (memory_plan.json), so that it goes on as it began.
+  // Data-parallel: rank 0 plans (each rank's batch is data.batch_size, the batch the planner
+  // profiles, and the budget bounds each rank's peak) and every rank carries out its plan:
+  // plans made apart could differ, as they rest on measured step times.
   std::optional<MemoryPlan> memory_plan;
   if (config.memory.budget) {
-    LB_CHECK(pg.size() == 1, config.source, ": memory.budget is not supported with data-parallel training yet "
-             "(plan with `leanback plan CONFIG --memory-budget SIZE` and give its memory section instead)");
     const fs::path saved = dir.path() / "memory_plan.json";
-    if (!resume_ckpt.empty() && fs::exists(saved)) {
-      memory_plan = MemoryPlan::from_json(io::read_json_file(saved.string()), saved.string());
-      LB_CHECK(memory_plan->budget_text == config.memory.budget->text, config.source, ": memory.budget is ",
-               config.memory.budget->text, " but the run being resumed was planned for ", memory_plan->budget_text,
-               " (", saved.string(), "); resume with the same budget, or start a new run");
-    } else {
-      memory_plan = plan_memory(config, opt.strategy, *config.memory.budget);
+    std::string plan_text;
+    if (main_rank) {
+      if (!resume_ckpt.empty() && fs::exists(saved)) {
+        memory_plan = MemoryPlan::from_json(io::read_json_file(saved.string()), saved.string());
+        LB_CHECK(memory_plan->budget_text == config.memory.budget->text, config.source, ": memory.budget is ",
+                 config.memory.budget->text, " but the run being resumed was planned for ",
+                 memory_plan->budget_text, " (", saved.string(), "); resume with the same budget, or start a new run");
+      } else {
+        memory_plan = plan_memory(config, opt.strategy, *config.memory.budget);
+      }
+      if (pg.size() > 1) plan_text = memory_plan->to_json().dump();
+    }
+    if (pg.size() > 1) {
+      pg.broadcast(plan_text, 0, "memory plan");
+      if (!main_rank) memory_plan = MemoryPlan::from_json(nlohmann::json::parse(plan_text), "rank 0's memory plan");
     }
     config = apply_memory_plan(config, *memory_plan);
+    result.memory_plan = memory_plan->to_json();
   }
   // Everything is built and validated before any training work; only then is an old run
   // (with --overwrite) cleared, and only of the files leanback wrote there.

@@ -74,6 +74,7 @@ struct TrainResult {
   std::vector<double> losses;    // training loss of every optimizer step run in this process
   double train_runtime_s = 0;    // optimizer steps of this process only (no evaluation, saving)
   double train_samples_per_second = 0;
+  nlohmann::json memory_plan;    // the plan this process carried out (memory.budget), else null
 };
 
 // Runs training to the end (or until interrupted). Throws lb::Error on bad input, Diverged on
