@@ -1,5 +1,6 @@
 // `leanback bench WORKLOAD [--iters N] [--warmup N] [--strategy S] [--rank N] [--json]`: micro-benchmarks
-// from a small registry (bench_workloads.h), printing one JSON line or a readable summary.
+// from a small registry (bench_workloads.h), printing one JSON line or a readable summary;
+// `leanback bench CONFIG.json [--memory-budget SIZE]`: a config's step (bench_config.cpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -54,7 +55,7 @@ namespace {
 std::string workload_names() {
   std::string s;
   for (const auto& w : bench_workloads()) s += (s.empty() ? "" : ", ") + w.name;
-  return s + ", gemm, tokenize, codec";
+  return s + ", gemm, tokenize, codec, or a config (CONFIG.json)";
 }
 
 // nullopt: --help was printed.
@@ -78,7 +79,12 @@ std::optional<BenchOptions> parse_options(const std::vector<std::string>& args) 
       ->check(CLI::IsMember({"f32", "bf16", "int8", "int4", "int2"}));
   app.add_flag("--recompute", opt.recompute, "every block recomputed in backward (config memory.recompute)");
   app.add_flag("--json", opt.json, "one JSON line");
+  std::string budget;
+  app.add_option("--memory-budget", budget, "plans a config's model: leanback bench CONFIG.json --memory-budget SIZE");
   if (!parse_cli(app, std::vector<std::string>(args.begin() + 1, args.end()))) return std::nullopt;
+  if (!budget.empty())
+    throw UsageError("--memory-budget: the planner plans a config's model and data, and " + args[0] +
+                     " has no config; give one: leanback bench CONFIG.json --memory-budget " + budget);
   opt.device = parse_device_flag(device);
   apply_threads_flag(threads);
   return opt;
@@ -146,7 +152,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   const auto is_help = [](const std::string& a) { return a == "-h" || a == "--help" || a == "help"; };
   if (!args.empty() && (is_help(args[0]) ||
                         (args.size() > 1 && is_help(args[1]) && args[0] != "gemm" &&
-                         args[0] != "tokenize" && args[0] != "codec"))) {
+                         args[0] != "tokenize" && args[0] != "codec" &&
+                         args[0].find(".json") == std::string::npos))) {
     std::cout << "usage: leanback bench WORKLOAD [--strategy S] [--rank N] [--iters N] "
                  "[--warmup N] [--precision f32|bf16|tf32] [--device cpu|cuda[:N]] [--json]\n"
                  "  --precision bf16                every float product on bf16 operands, f32 "
@@ -166,6 +173,9 @@ int cmd_bench(const std::vector<std::string>& args) {
               << "WordPiece tokens/s on SST-2 train, one thread (own flags: --vocab --data --iters)\n";
     std::cout << "  " << std::left << std::setw(11) << "codec"
               << "kept-tensor codecs' encode/decode GB/s against a copy (own flags: --iters --device)\n";
+    std::cout << "  " << std::left << std::setw(11) << "CONFIG.json"
+              << "a config's training step on the batch the memory planner profiles (own flags:\n"
+              << std::setw(13) << "" << "--memory-budget --strategy --set --iters --warmup --threads --json)\n";
     return 0;
   }
   if (args.empty() || args[0].rfind("--", 0) == 0)
@@ -174,6 +184,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (name == "gemm") return cmd_bench_gemm(args);  // its own flags (bench_gemm.cpp)
   if (name == "tokenize") return cmd_bench_tokenize(args);
   if (name == "codec") return cmd_bench_codec(args);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) return cmd_bench_config(args);
   for (const auto& w : bench_workloads()) {
     if (w.name != name) continue;
     const std::optional<BenchOptions> parsed = parse_options(args);

@@ -53,6 +53,10 @@ int bench_gemm_cuda(Device dev, const std::string& precision, int64_t m, int64_t
 // `bench codec`: kept-tensor codec encode/decode GB/s against a copy (own flags; bench_codec.cpp).
 int cmd_bench_codec(const std::vector<std::string>& args);
 
+// `bench CONFIG.json`: a config's training step, planned for --memory-budget where given
+// (own flags; bench_config.cpp). args[0] is the config.
+int cmd_bench_config(const std::vector<std::string>& args);
+
 // ---- timing helpers ----
 using BenchClock = std::chrono::steady_clock;
 

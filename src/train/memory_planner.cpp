@@ -89,16 +89,6 @@ bool could_pay(const MemoryProfile& p, double prior, double weight) {
   return weight * prior * share - share < most;
 }
 
-// Text batches at their largest: every sequence max_seq_len long, no padding skipped (an
-// upper bound for any batch of the run; images have one shape).
-Config worst_case_batch(Config c) {
-  if (c.model.type == "bert") {
-    c.data.padding = "max_length";
-    c.model.skip_padding = "false";
-  }
-  return c;
-}
-
 Config with_memory(Config c, const std::vector<autograd::CodecRule>& codecs, std::vector<std::string> recompute) {
   c.memory.budget.reset();
   c.memory.codecs = codecs;
@@ -210,6 +200,14 @@ int64_t smallest_reachable_budget(const MemoryProfile& p) {
     (choose_memory(p, mid, 0).feasible ? hi : lo) = mid;
   }
   return hi;
+}
+
+Config worst_case_batch(Config c) {
+  if (c.model.type == "bert") {
+    c.data.padding = "max_length";
+    c.model.skip_padding = "false";
+  }
+  return c;
 }
 
 std::string KeepOption::name() const {

@@ -191,8 +191,9 @@ MemoryReport memory_report(Config config, const std::string& strategy, int timed
   std::vector<double> ms;
   for (int i = 0; i < timed_steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    step.run(1 + i, micro, false);
+    const StepResult t = step.run(1 + i, micro, false);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    r.timed.push_back({t.forward_ms, t.backward_ms, t.optimizer_ms, t.activation_peak_bytes});
   }
   // The fastest: another process's burst or a paused run only ever adds time, so the
   // minimum is the step's own cost (the median of two was their larger one, and one outlier

@@ -106,6 +106,9 @@ struct MemoryProfile {
 std::vector<KeepOption> block_options(const std::string& strategy = "");
 const std::vector<std::string>& rest_codecs();
 
+// The batch the planner profiles: text at its largest (every sequence max_seq_len long, no
+// padding skipped: an upper bound for any batch of the run); images have one shape.
+Config worst_case_batch(Config c);
 // One attributed and two timed steps per uniform setting (see above).
 MemoryProfile profile_memory(const Config& config, const std::string& strategy);
 // Adds block_options(candidate) to `p`: six more settings, every block's layers on `candidate`

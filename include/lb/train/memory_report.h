@@ -32,6 +32,12 @@ struct MemoryReport {
   // The model's recomputable blocks (lb/nn/recomputable_block.h), outermost only, in order.
   std::vector<std::string> blocks;
   double step_ms = 0;  // the fastest of the timed steps after it (0: none asked for)
+  // Each timed step's phases (TrainStep's clocks) and activation peak, in order.
+  struct TimedStep {
+    double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
+    int64_t activation_peak_bytes = 0;
+  };
+  std::vector<TimedStep> timed;
 
   // Bytes by op kind and by module, largest first; the total and the peak.
   std::string table() const;
