@@ -4,6 +4,7 @@
 // pretrained base) or merged; the output directory is never one the user owns. The check
 // that transformers and peft open the files is tests/cli/export_hf.sh.
 #include <fstream>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -190,6 +191,60 @@ TEST(Export, LoraRunExportsAPeftAdapterOrAMergedModel) {
   const nn::LoadReport rep = back->module().load_state_dict(stripped, /*strict=*/false);
   EXPECT_TRUE(rep.unexpected.empty());
   EXPECT_EQ(max_rel_diff(logits_on_eval_batch(*back, c), want), 0.0);
+
+  // The adapter directory as model.pretrained (PeftModel.from_pretrained(base, DIR)): its base,
+  // its LoRA settings, its weights: the run's logits, bit for bit; the config reads back as given.
+  nlohmann::json a = tiny_text(4);
+  a["model"] = {{"type", "bert"}, {"pretrained", peft.string()}};
+  const Config ca = Config::from_json(a, "adapter.json");
+  EXPECT_EQ(ca.model.adapter, peft.string());
+  EXPECT_TRUE(fs::equivalent(ca.model.pretrained, base));
+  ASSERT_TRUE(ca.lora.enabled);
+  EXPECT_EQ(ca.lora.settings.r, 4);
+  EXPECT_EQ(ca.lora.settings.alpha, 8.0);
+  EXPECT_EQ(ca.lora.targets.modules, (std::vector<std::string>{"query", "value"}));
+  EXPECT_EQ(max_rel_diff(logits_on_eval_batch(*build_task_model(ca, 2, 0), c), want), 0.0);
+  const nlohmann::json written = ca.to_json();
+  EXPECT_EQ(written["model"]["pretrained"], peft.string());
+  EXPECT_FALSE(written.contains("lora"));
+  EXPECT_EQ(Config::from_json(written, "again.json").to_json(), written);
+  // Bad adapters: errors that name the file and key, before any model is built.
+  nlohmann::json both = a;
+  both["lora"] = {{"r", 2}};
+  std::string m = lb::testing::error_message([&] { Config::from_json(both, "adapter.json"); });
+  EXPECT_NE(m.find("adapter.json: lora: model.pretrained (" + peft.string() + ") is a PEFT adapter"), std::string::npos) << m;
+  const auto with_config = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    const fs::path d = tmp.path() / name;
+    fs::create_directories(d);
+    nlohmann::json ac2 = ac;
+    edit(ac2);
+    std::ofstream(d / "adapter_config.json") << ac2.dump();
+    fs::copy_file(peft / "adapter_model.safetensors", d / "adapter_model.safetensors");
+    nlohmann::json j2 = a;
+    j2["model"]["pretrained"] = d.string();
+    return j2;
+  };
+  m = lb::testing::error_message([&] {
+    Config::from_json(with_config("dora", [](nlohmann::json& x) { x["use_dora"] = true; }), "adapter.json");
+  });
+  EXPECT_NE(m.find("dora/adapter_config.json: use_dora is true: DoRA is not implemented"), std::string::npos) << m;
+  m = lb::testing::error_message([&] {
+    Config::from_json(with_config("hub", [](nlohmann::json& x) { x["base_model_name_or_path"] = "org/no-such-model"; }),
+                      "adapter.json");
+  });
+  EXPECT_NE(m.find("hub/adapter_config.json: base_model_name_or_path 'org/no-such-model' is not a directory here"),
+            std::string::npos) << m;
+  m = lb::testing::error_message([&] {
+    Config::from_json(with_config("ia3", [](nlohmann::json& x) { x["peft_type"] = "IA3"; }), "adapter.json");
+  });
+  EXPECT_NE(m.find("ia3/adapter_config.json: peft_type is \"IA3\""), std::string::npos) << m;
+  // Targets the saved adapters do not cover: the missing factor is named.
+  const Config wider = Config::from_json(
+      with_config("wider", [](nlohmann::json& x) { x["target_modules"] = {"query", "key", "value"}; }), "adapter.json");
+  m = lb::testing::error_message([&] { build_task_model(wider, 2, 0); });
+  EXPECT_NE(m.find("wider/adapter_model.safetensors: has no tensor for the adapter factor "
+                   "'base_model.model.bert.encoder.layer.0.attention.self.key.lora_A.weight'"),
+            std::string::npos) << m;
 
   // Merged: a plain model, W + (alpha / r) B A, the run's logits to rounding.
   const fs::path merged = tmp.path() / "merged";

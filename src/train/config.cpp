@@ -13,6 +13,7 @@
 #include "lb/core/error.h"
 #include "lb/core/json_reader.h"
 #include "lb/nn/backward/policy.h"
+#include "lb/train/peft_adapter.h"
 #include "models/bert.h"
 #include "models/resnet.h"
 #include "models/vit.h"
@@ -368,6 +369,7 @@ Config Config::from_json(const nlohmann::json& j, const std::string& source) {
                "modules_to_save, bias), got ", j.at("lora").dump());
       c.lora = LoraSection::from_json(j.at("lora"));
     }
+    resolve_peft_adapter(c);  // model.pretrained a PEFT adapter: its base, its lora settings
     {
       JsonReader r(section(j, "output"), "output");
       c.output.dir = expand_path(r.string("dir", ""), "output.dir");
@@ -391,7 +393,8 @@ nlohmann::json Config::to_json() const {
   if (model.type == "bert")
     model_j["skip_padding"] = model.skip_padding == "auto" ? nlohmann::json("auto")
                                                             : nlohmann::json(model.skip_padding == "true");
-  if (!model.pretrained.empty()) model_j["pretrained"] = model.pretrained;
+  // An adapter reads back as given: its directory, whose adapter_config.json is the lora section.
+  if (!model.pretrained.empty()) model_j["pretrained"] = model.adapter.empty() ? model.pretrained : model.adapter;
   else {
     nlohmann::json a = default_arch(model.type);
     // A BERT's vocabulary is its tokenizer's unless given: the default's would not round-trip.
@@ -455,7 +458,7 @@ nlohmann::json Config::to_json() const {
                       {"export", output.export_merged ? nlohmann::json("merged") : nlohmann::json(output.export_model)}}}};
   // Written only when set, so the config of a run without codecs reads as before.
   if (!memory.codecs.empty() || !memory.recompute.empty() || memory.budget) out["memory"] = memory.to_json();
-  if (lora.enabled) out["lora"] = lora.to_json();
+  if (lora.enabled && model.adapter.empty()) out["lora"] = lora.to_json();
   return out;
 }
 

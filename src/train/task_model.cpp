@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "lb/core/error.h"
+#include "lb/train/peft_adapter.h"
 #include "models/bert.h"
 #include "models/hf_import.h"
 #include "models/resnet.h"
@@ -153,6 +154,7 @@ std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_la
       const std::string what = e.what();
       throw Error(what.rfind(config.source, 0) == 0 ? what : config.source + ": " + what);
     }
+    if (!config.model.adapter.empty()) load_peft_adapter(model->module(), config.model.adapter);
   }
   return model;
 }

@@ -22,6 +22,9 @@ namespace lb::train {
 struct ModelSection {
   std::string type = "bert";     // bert | vit | resnet
   std::string pretrained;        // a Hugging Face directory (bert, vit); "" = random init
+  // A PEFT adapter directory given as `pretrained` (peft_adapter.h): pretrained is then its
+  // base, and the lora section its adapter_config.json's.
+  std::string adapter;
   int64_t num_labels = 0;        // 0 = the task's
   // BERT: run the token-wise layers on kept tokens only (lb/nn/token_packing.h).
   // "auto" | "true" | "false"; train() resolves "auto" (true unless INSTANT uses the token axis).
