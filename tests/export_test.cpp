@@ -238,6 +238,10 @@ TEST(Export, LoraRunExportsAPeftAdapterOrAMergedModel) {
     Config::from_json(with_config("ia3", [](nlohmann::json& x) { x["peft_type"] = "IA3"; }), "adapter.json");
   });
   EXPECT_NE(m.find("ia3/adapter_config.json: peft_type is \"IA3\""), std::string::npos) << m;
+  // PEFT lists both head names for a classifier; the one this model lacks is skipped, as PEFT does.
+  const Config both_heads = Config::from_json(
+      with_config("seq_cls", [](nlohmann::json& x) { x["modules_to_save"] = {"classifier", "score"}; }), "adapter.json");
+  EXPECT_EQ(max_rel_diff(logits_on_eval_batch(*build_task_model(both_heads, 2, 0), c), want), 0.0);
   // Targets the saved adapters do not cover: the missing factor is named.
   const Config wider = Config::from_json(
       with_config("wider", [](nlohmann::json& x) { x["target_modules"] = {"query", "key", "value"}; }), "adapter.json");

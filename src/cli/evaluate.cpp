@@ -1,6 +1,7 @@
-// `leanback eval CONFIG --checkpoint DIR [--split S] [--predictions FILE.jsonl]` and
-// `leanback predict CONFIG --checkpoint DIR --out DIR`: a trained checkpoint on a split —
-// metrics (labeled splits), per-example predictions, or GLUE-server submission files.
+// `leanback eval CONFIG [--checkpoint DIR] [--split S] [--predictions FILE.jsonl]` and
+// `leanback predict CONFIG [--checkpoint DIR] --out DIR`: a trained checkpoint (or the
+// fine-tuned weights model.pretrained gives) on a split — metrics (labeled splits),
+// per-example predictions, or GLUE-server submission files.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -25,6 +26,10 @@ struct Loaded {
   std::unique_ptr<train::TaskModel> model;
 };
 
+const char* kCheckpointHelp =
+    "a checkpoint, or a run directory (its latest); without it, the weights model.pretrained gives (a fine-tuned "
+    "Hugging Face directory, a PEFT adapter)";
+
 Loaded load(const std::string& config_path, const std::vector<std::string>& sets,
             const std::string& checkpoint, const std::string& split, Device device, bool every_row = false) {
   Loaded l{train::load_config(config_path, sets), {}, nullptr};
@@ -34,10 +39,28 @@ Loaded load(const std::string& config_path, const std::vector<std::string>& sets
   o.eval_split = split;
   l.data = train::load_task_data(l.config, o);
   l.model = train::build_task_model(l.config, l.data.num_labels, l.data.vocab_size);
-  const std::string ck = train::find_checkpoint(checkpoint, "--checkpoint");
-  train::load_checkpoint(ck, l.model->module(), nullptr);
+  if (checkpoint.empty()) {
+    // The weights model.pretrained gives (a fine-tuned Hugging Face directory, a PEFT
+    // adapter), where they leave nothing at random.
+    const train::ModelSection& m = l.config.model;
+    LB_CHECK(!m.pretrained.empty(), config_path, ": --checkpoint: required, as model.pretrained is not set "
+             "(without either the model is untrained)");
+    const auto& fresh = l.model->fresh_parameters();
+    LB_CHECK(fresh.empty(), config_path, ": --checkpoint: required, as ", m.adapter.empty() ? m.pretrained : m.adapter,
+             " has no trained ", fresh.front(), fresh.size() > 1 ? " (and " + std::to_string(fresh.size() - 1) +
+             " more)" : std::string(), ", which would start at random: a pretrained encoder needs a fine-tuned "
+             "checkpoint, or a directory exported from one");
+  } else {
+    train::load_checkpoint(train::find_checkpoint(checkpoint, "--checkpoint"), l.model->module(), nullptr);
+  }
   l.model->to(device);
   return l;
+}
+
+// What the weights came from, for the printed result.
+nlohmann::json weights_source(const train::Config& c, const std::string& checkpoint) {
+  if (!checkpoint.empty()) return {{"checkpoint", train::find_checkpoint(checkpoint, "--checkpoint")}};
+  return {{"checkpoint", nullptr}, {"pretrained", c.model.adapter.empty() ? c.model.pretrained : c.model.adapter}};
 }
 
 void refuse_existing(const fs::path& p, bool overwrite) {
@@ -66,7 +89,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   std::vector<std::string> sets;
   bool overwrite = false;
   app.add_option("config", config_path, "the run's JSON config")->required();
-  app.add_option("--checkpoint", checkpoint, "a checkpoint, or a run directory (its latest)")->required();
+  app.add_option("--checkpoint", checkpoint, kCheckpointHelp);
   app.add_option("--split", split, "dev (default: the task's first dev split), dev_matched, test, ...");
   app.add_option("--predictions", predictions, "write per-example index, gold, prediction, logits (JSON lines)");
   app.add_option("--set", sets, "override a config key (repeatable)")->allow_extra_args(false);
@@ -101,7 +124,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   }
   nlohmann::json out = ev.metrics;
   out["split"] = l.data.eval_split;
-  out["checkpoint"] = train::find_checkpoint(checkpoint, "--checkpoint");
+  out.update(weights_source(l.config, checkpoint));
   std::cout << out.dump() << "\n";
   return 0;
 }
@@ -113,7 +136,7 @@ int cmd_predict(const std::vector<std::string>& args) {
   std::vector<std::string> sets, splits;
   bool overwrite = false;
   app.add_option("config", config_path, "the run's JSON config")->required();
-  app.add_option("--checkpoint", checkpoint, "a checkpoint, or a run directory (its latest)")->required();
+  app.add_option("--checkpoint", checkpoint, kCheckpointHelp);
   app.add_option("--out", out_dir, "folder for the submission files")->required();
   app.add_option("--split", splits, "split(s) to predict (default: the task's test splits)")
       ->allow_extra_args(false);

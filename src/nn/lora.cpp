@@ -62,6 +62,13 @@ std::vector<std::string> apply_lora(Module& root, const LoraSettings& settings, 
   }
   for (size_t i = 0; i < targets.modules_to_save.size(); ++i) {
     const std::string path = "lora.modules_to_save[" + std::to_string(i) + "]";
+    if (targets.skip_unmatched_to_save) {
+      const auto modules = root.named_modules();
+      if (std::none_of(modules.begin(), modules.end(), [&](const auto& nm) {
+            return !nm.first.empty() && lora_target_matches(nm.first, {targets.modules_to_save[i]}, false);
+          }))
+        continue;
+    }
     for (const auto& [name, m] : matched(root, targets.modules_to_save, false, i, path)) {
       LB_CHECK(!m->named_parameters().empty(), path, " '", targets.modules_to_save[i], "' matches '", name, "', a ",
                m->type_name(), " with no parameters to train");

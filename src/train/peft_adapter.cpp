@@ -74,17 +74,18 @@ void resolve_peft_adapter(Config& c) {
   } catch (const Error& e) {
     throw Error(file + " (PEFT's r, lora_alpha, lora_dropout, target_modules, modules_to_save, bias): " + e.what());
   }
+  c.lora.targets.skip_unmatched_to_save = true;
   c.model.adapter = dir;
   c.model.pretrained = base;
 }
 
-void load_peft_adapter(nn::Module& model, const std::string& dir) {
+std::vector<std::string> load_peft_adapter(nn::Module& model, const std::string& dir) {
   const std::string file = (fs::path(dir) / "adapter_model.safetensors").string();
   LB_CHECK(is_file(file), file, ": missing (a PEFT adapter directory holds adapter_config.json and "
            "adapter_model.safetensors)");
-  const auto loaded = io::load_safetensors(file);
+  const auto saved = io::load_safetensors(file);
   std::map<std::string, Tensor> weights;
-  for (const auto& [k, t] : loaded.tensors) {
+  for (const auto& [k, t] : saved.tensors) {
     LB_CHECK(k.rfind(kPrefix, 0) == 0, file, ": tensor '", k, "' is not under ", kPrefix,
              " (PEFT's names for the adapted model's parameters)");
     weights[k.substr(std::string(kPrefix).size())] = t;
@@ -104,6 +105,9 @@ void load_peft_adapter(nn::Module& model, const std::string& dir) {
   } catch (const Error& e) {
     throw Error(file + ": " + e.what());
   }
+  std::vector<std::string> loaded;
+  for (const auto& [name, t] : weights) loaded.push_back(name);
+  return loaded;
 }
 
 }  // namespace lb::train

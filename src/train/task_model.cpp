@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "lb/core/error.h"
 #include "lb/train/peft_adapter.h"
@@ -70,7 +71,10 @@ void report_load(const models::HfLoadReport& report, std::string* log) {
 
 namespace {
 
-std::unique_ptr<TaskModel> build_bare(const Config& config, int64_t num_labels, int64_t vocab_size, std::string* log) {
+// `fresh`: the parameters initialised at random (with pretrained weights, those the directory
+// lacks; without, none is reported here: build_task_model counts every parameter).
+std::unique_ptr<TaskModel> build_bare(const Config& config, int64_t num_labels, int64_t vocab_size, std::string* log,
+                                      std::vector<std::string>& fresh) {
   const ModelSection& m = config.model;
   const int64_t labels = m.num_labels > 0 ? m.num_labels : num_labels;
   LB_CHECK(labels > 0, config.source, ": model.num_labels: the task does not define it; set it");
@@ -84,6 +88,7 @@ std::unique_ptr<TaskModel> build_bare(const Config& config, int64_t num_labels, 
       models::HfLoadReport report;
       auto model = models::load_hf_bert(m.pretrained, labels, &report, m.arch);
       report_load(report, log);
+      fresh = report.initialized;
       LB_CHECK(vocab_size == 0 || model->config().vocab_size >= vocab_size, config.source,
                ": the tokenizer has ", vocab_size, " tokens but ", m.pretrained, " has vocab_size ",
                model->config().vocab_size);
@@ -117,6 +122,7 @@ std::unique_ptr<TaskModel> build_bare(const Config& config, int64_t num_labels, 
       models::HfLoadReport report;
       auto model = models::load_hf_vit(m.pretrained, labels, &report, m.arch);
       report_load(report, log);
+      fresh = report.initialized;
       return std::make_unique<VitTask>(std::move(model), smoothing);
     }
     nlohmann::json arch = m.arch;
@@ -146,7 +152,10 @@ nn::LoraTargets lora_targets(const Config& config) {
 
 std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels, int64_t vocab_size,
                                             std::string* log) {
-  std::unique_ptr<TaskModel> model = build_bare(config, num_labels, vocab_size, log);
+  std::vector<std::string> fresh;
+  std::unique_ptr<TaskModel> model = build_bare(config, num_labels, vocab_size, log, fresh);
+  if (config.model.pretrained.empty())
+    for (const auto& [name, p] : model->module().named_parameters()) fresh.push_back(name);
   if (config.lora.enabled) {
     try {
       nn::apply_lora(model->module(), config.lora.settings, lora_targets(config));
@@ -154,8 +163,13 @@ std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_la
       const std::string what = e.what();
       throw Error(what.rfind(config.source, 0) == 0 ? what : config.source + ": " + what);
     }
-    if (!config.model.adapter.empty()) load_peft_adapter(model->module(), config.model.adapter);
+    if (!config.model.adapter.empty()) {
+      const std::vector<std::string> loaded = load_peft_adapter(model->module(), config.model.adapter);
+      const std::set<std::string> got(loaded.begin(), loaded.end());
+      std::erase_if(fresh, [&](const std::string& n) { return got.count(n) > 0; });
+    }
   }
+  model->set_fresh_parameters(std::move(fresh));
   return model;
 }
 

@@ -3,7 +3,8 @@
 # (shared data, the real uncased vocabulary) is exported and loaded with
 # AutoModelForSequenceClassification + AutoTokenizer; that export is then the pretrained base
 # of a LoRA run, exported as a PEFT adapter (PeftModel.from_pretrained) and merged. Each must
-# give `leanback eval --predictions`' logits within 1e-5 of the largest (tools/export_check.py).
+# give `leanback eval --predictions`' logits within 1e-5 of the largest (tools/export_check.py);
+# an adapter PEFT made itself is read back by leanback (model.pretrained) with PEFT's logits.
 # Skipped, with the reason, without the shared data or a Python with torch, transformers and
 # peft ($LEANBACK_TEST_PYTHON, default python3).
 # Usage: export_hf.sh LEANBACK_BINARY CONFIG_DIR SHARED_DATA_DIR TOOLS_DIR
@@ -51,4 +52,30 @@ for d in peft merged; do
   "$py" "$tools/export_check.py" --export "$tmp/$d" --predictions "$tmp/lora.jsonl" --task mrpc \
     --data "$data/glue/MRPC" || fail "the $d export's logits differ from leanback eval's"
 done
+
+# An adapter PEFT made itself (random A, B and head) on the exported model, given to leanback
+# as model.pretrained: `leanback eval` without a checkpoint gives PEFT's logits.
+"$py" - "$tmp/full/export" "$tmp/peft_made" <<'PY' || fail "PEFT could not make an adapter"
+import sys, torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from peft import LoraConfig, get_peft_model
+torch.manual_seed(0)
+base = AutoModelForSequenceClassification.from_pretrained(sys.argv[1])
+model = get_peft_model(base, LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=["query", "value"],
+                                        init_lora_weights=False))
+with torch.no_grad():
+    for name, p in model.named_parameters():
+        if "modules_to_save" in name:
+            p.add_(0.1 * torch.randn_like(p))  # a head of its own
+model.save_pretrained(sys.argv[2])
+AutoTokenizer.from_pretrained(sys.argv[1]).save_pretrained(sys.argv[2])
+PY
+cat > "$tmp/peft_made.json" <<JSON
+{"model": {"type": "bert", "pretrained": "$tmp/peft_made"},
+ "data": {"task": "mrpc", "dir": "$data/glue/MRPC", "max_seq_len": 64, "max_eval_examples": 48}}
+JSON
+"$lb" eval "$tmp/peft_made.json" --predictions "$tmp/peft_made.jsonl" > /dev/null 2> "$tmp/peft_made.err" \
+  || { cat "$tmp/peft_made.err"; fail "leanback could not evaluate PEFT's adapter"; }
+"$py" "$tools/export_check.py" --export "$tmp/peft_made" --predictions "$tmp/peft_made.jsonl" --task mrpc \
+  --data "$data/glue/MRPC" || fail "leanback's logits of PEFT's adapter differ from PEFT's"
 echo "ok"

@@ -33,6 +33,44 @@ head -1 "$tmp/pred.jsonl" | grep -q '"gold".*"index".*"logits".*"prediction"' ||
   "${small[@]:0:6}" 2> "$tmp/eval2.err" && fail "eval overwrote a predictions file"
 grep -q "already exists; pass --overwrite" "$tmp/eval2.err" || fail "no message for existing predictions"
 
+# the run exported, then read back as model.pretrained: eval needs no checkpoint and gives the
+# same predictions; a pretrained encoder whose head would start at random is refused
+"$lb" export "$tmp/run" --out "$tmp/exported" 2> /dev/null || fail "export failed"
+python3 - "$configs/quickstart.json" "$tmp/exported" "$tmp/from_export.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["model"] = {"type": "bert", "pretrained": sys.argv[2]}
+c.pop("output", None)
+json.dump(c, open(sys.argv[3], "w"))
+PY
+"$lb" eval "$tmp/from_export.json" --predictions "$tmp/pred_export.jsonl" "${small[@]:2:4}" \
+  > "$tmp/eval_export.out" 2> "$tmp/eval_export.err" \
+  || { cat "$tmp/eval_export.err"; fail "eval of the export failed"; }
+cmp -s "$tmp/pred.jsonl" "$tmp/pred_export.jsonl" || fail "the export's predictions differ from the checkpoint's"
+grep -q "\"checkpoint\":null" "$tmp/eval_export.out" || fail "eval of the export names a checkpoint"
+python3 - "$tmp/exported/model.safetensors" <<'PY'
+import json, struct, sys
+# The encoder alone: the file rewritten without the head's tensors.
+path = sys.argv[1]
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+out, body = {}, b""
+for k, v in header.items():
+    if k == "__metadata__" or k.startswith("classifier."):
+        continue
+    a, b = v["data_offsets"]
+    out[k] = dict(v, data_offsets=[len(body), len(body) + b - a])
+    body += data[a:b]
+h = json.dumps(out).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + body)
+PY
+"$lb" eval "$tmp/from_export.json" "${small[@]:2:4}" > /dev/null 2> "$tmp/bad.err"
+[ $? -eq 1 ] || fail "eval of an encoder without its head did not exit 1"
+grep -q -- "--checkpoint: required, as $tmp/exported has no trained classifier.* (and 1 more)" "$tmp/bad.err" \
+  || { cat "$tmp/bad.err"; fail "no message for an untrained head"; }
+
 # predict
 "$lb" predict "$configs/quickstart.json" --checkpoint "$tmp/run" --out "$tmp/sub" "${small[@]:0:6}" \
   2>/dev/null || fail "predict failed"
@@ -114,7 +152,7 @@ touch "$tmp/afile"
 check 1 "--out $tmp/afile/run: cannot create the directory (Not a directory)" train "$configs/quickstart.json" --out "$tmp/afile/run"
 longname="$tmp/$(printf 'n%.0s' $(seq 1 300))"
 check 1 "cannot create the directory (File name too long)" train "$configs/quickstart.json" --out "$longname"
-check 2 "--checkpoint is required" eval "$configs/quickstart.json"
+check 1 "quickstart.json: --checkpoint: required, as model.pretrained is not set" eval "$configs/quickstart.json"
 check 1 'model.skip_padding: expected true, false or "auto"' train "$configs/quickstart.json" \
   --strategy instant --set model.skip_padding=yes --out "$tmp/x"
 check 2 "bad device 'tpu'" train "$configs/quickstart.json" --device tpu --out "$tmp/x"

@@ -46,6 +46,10 @@ struct LoraTargets {
   bool regex = false;
   std::vector<std::string> modules_to_save;  // trained in full (the task head), same matching
   std::string bias = "none";                 // none | all | lora_only: which biases train
+  // PEFT's reading of a saved adapter: a modules_to_save entry that matches nothing is
+  // skipped (for a classifier PEFT lists both head names, "classifier" and "score"); a
+  // config's own entries must match.
+  bool skip_unmatched_to_save = false;
 };
 
 // Adds an adapter to every targeted Linear under `root` and freezes every parameter but the

@@ -5,6 +5,7 @@
 // adapters (and modules_to_save, such as the task head) are loaded onto the adapted base.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "lb/nn/module.h"
 #include "lb/train/config.h"
@@ -24,6 +25,7 @@ void resolve_peft_adapter(Config& config);
 // Loads DIR/adapter_model.safetensors (keys "base_model.model.<name>") onto `model`, which
 // has its adapters already (apply_lora with the adapter's settings). Errors name the file: a
 // tensor that matches no parameter, an adapter factor the file lacks, a shape that differs.
-void load_peft_adapter(nn::Module& model, const std::string& dir);
+// Returns the parameters it loaded.
+std::vector<std::string> load_peft_adapter(nn::Module& model, const std::string& dir);
 
 }  // namespace lb::train

@@ -34,12 +34,18 @@ class TaskModel {
     device_ = d;
   }
   Device device() const { return device_; }
+  // Parameters build_task_model initialised at random rather than read from model.pretrained
+  // (or its PEFT adapter): every one without pretrained weights, a new task head with them.
+  // LoRA's fresh factors are not counted (B = 0: the adapted model equals its base).
+  const std::vector<std::string>& fresh_parameters() const { return fresh_; }
+  void set_fresh_parameters(std::vector<std::string> names) { fresh_ = std::move(names); }
 
  protected:
   Tensor on_device(const Tensor& t) const { return t.defined() ? t.to(device_) : t; }
 
  private:
   Device device_ = Device::cpu();
+  std::vector<std::string> fresh_;
 };
 
 // Builds the model of `config.model` with `num_labels` outputs. Text models with random
