@@ -6,6 +6,9 @@ activation peak (parameters, gradients, optimizer state, bytes kept for backward
 peak), the twin's parameters, gradients, optimizer state and bytes kept for backward (the most
 at the end of a forward, through saved_tensors_hooks), and its max RSS.
 
+Speed (examples/s, ratio, step ms) comes from the runs at the most threads on their CPU only:
+runs with fewer (THREADS=1 CORE=C, pinned beside other work) count for the metric and memory.
+
     tools/bench/lora_table.py [tools/bench/results/lora_study.jsonl]
 """
 import collections
@@ -37,7 +40,12 @@ def main():
     for r in runs:
         by[(r["task"], r["row"], r["framework"])][r["seed"]] = r
     cpus = sorted({f'{r["cpu"]}, {r["threads"]} thread(s)' for r in runs})
-    print("CPU: " + "; ".join(cpus) + "\n")
+    most = collections.defaultdict(int)  # cpu -> the most threads any run used on it
+    for r in runs:
+        most[r["cpu"]] = max(most[r["cpu"]], int(r["threads"]))
+    timed = lambda r: int(r["threads"]) == most[r["cpu"]]
+    print("CPU: " + "; ".join(cpus) + "; speed from the runs at " +
+          ", ".join(f"{n} thread(s) on {c}" for c, n in sorted(most.items())) + "\n")
     print("| task | row | seeds | leanback metric | PEFT twin metric | leanback ex/s | twin ex/s | ratio "
           "| step ms | params / grads / optimizer / kept / activation peak MB "
           "| twin params / grads / optimizer / kept MB | twin max RSS MB |")
@@ -51,7 +59,8 @@ def main():
                 continue
             metric = next(iter((lb or tw).values()))["metric"] or ""
             ratio = "-"
-            same = [s for s in lb if s in tw]
+            same = [s for s in lb if s in tw and timed(lb[s]) and timed(tw[s]) and
+                    (lb[s]["cpu"], lb[s]["threads"]) == (tw[s]["cpu"], tw[s]["threads"])]
             if same:
                 ratio = "{:.2f}x".format(statistics.mean(lb[s]["examples_per_s"] for s in same) /
                                          statistics.mean(tw[s]["examples_per_s"] for s in same))
@@ -72,9 +81,9 @@ def main():
             print(f"| {t} ({metric.replace('eval_', '')}) | {name} | {len(lb) or len(tw)} "
                   f"| {mean_std([r['value'] for r in lb.values()], 100)} "
                   f"| {mean_std([r['value'] for r in tw.values()], 100)} "
-                  f"| {mean_std([r['examples_per_s'] for r in lb.values()])} "
-                  f"| {mean_std([r['examples_per_s'] for r in tw.values()])} | {ratio} "
-                  f"| {mean_std([r.get('step_ms_median') for r in lb.values()])} | {mem} | {twin_mem} "
+                  f"| {mean_std([r['examples_per_s'] for r in lb.values() if timed(r)])} "
+                  f"| {mean_std([r['examples_per_s'] for r in tw.values() if timed(r)])} | {ratio} "
+                  f"| {mean_std([r.get('step_ms_median') for r in lb.values() if timed(r)])} | {mem} | {twin_mem} "
                   f"| {mean_std([r.get('max_rss_mb') for r in tw.values()])} |")
 
 

@@ -1,0 +1,9 @@
+# Sourced by the study scripts (budget_study.sh, lora_study.sh, fidelity_check.sh): the run
+# environment they share and record. THREADS=N exports OMP_NUM_THREADS=N; CORE=C pins the
+# runs with taskset (the array `pin`, empty otherwise); `cpu` names the CPU as lscpu does
+# (model name, family, model) and `commit` the checkout's short hash, for each result line.
+pin=()
+[ -n "${THREADS:-}" ] && export OMP_NUM_THREADS="$THREADS"
+[ -n "${CORE:-}" ] && pin=(taskset -c "$CORE")
+cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1) family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p')"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
