@@ -320,5 +320,48 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   EXPECT_NE(m.find("memory.budget: the planner chooses memory.codecs"), std::string::npos) << m;
 }
 
+// Shorter batches get plans of their own (profiled at batch size x N), each within the
+// budget; a run with dynamic padding switches between them by its batches' longest sequence,
+// every step within the budget, and trains as the unplanned run does (recomputation only).
+TEST(MemoryPlanner, ShorterBatchesRunPlansOfTheirOwn) {
+  TempDir tmp("lb_planner");
+  nlohmann::json j = lb::testing::tiny_bert_config(8);
+  j["data"]["padding"] = "dynamic";
+  j["train"]["log_every"] = 1;
+  const TrainResult plain = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("plain")));
+  j["memory"] = {{"budget", "0.6x"}, {"fidelity_weight", 1e9}};
+  const Config c = Config::from_json(j, "tiny.json");
+  const TrainResult r = train(c, quiet(tmp.sub("run")));
+  const MemoryPlan plan = MemoryPlan::from_json(r.memory_plan, "plan");
+  ASSERT_FALSE(plan.section.recompute.empty()) << r.memory_plan.dump();
+  ASSERT_FALSE(plan.by_length.empty()) << r.memory_plan.dump();
+  int64_t longer = c.data.max_seq_len;
+  for (const auto& l : plan.by_length) {
+    EXPECT_LT(l.max_len, longer);
+    longer = l.max_len;
+    EXPECT_LE(l.measured_peak, plan.budget_bytes) << l.max_len;
+    EXPECT_LE(l.section.recompute.size(), plan.section.recompute.size()) << l.max_len;
+  }
+  EXPECT_EQ(plan.length_plan_for(c.data.max_seq_len), -1);
+  EXPECT_EQ(plan.length_plan_for(plan.by_length.back().max_len), static_cast<int>(plan.by_length.size()) - 1);
+  EXPECT_EQ(plan.length_plan_for(1), static_cast<int>(plan.by_length.size()) - 1);
+  int64_t steps = 0, shorter = 0;
+  for (const auto& [len, n] : r.memory_plan_steps.items()) {
+    steps += n.get<int64_t>();
+    if (len != "longest") shorter += n.get<int64_t>();
+  }
+  EXPECT_EQ(steps, 8) << r.memory_plan_steps.dump();
+  EXPECT_GT(shorter, 0) << r.memory_plan_steps.dump();
+  for (const auto& l : train_lines(tmp.sub("run")))
+    EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
+  ASSERT_EQ(r.losses.size(), plain.losses.size());
+  for (size_t i = 0; i < r.losses.size(); ++i) EXPECT_EQ(r.losses[i], plain.losses[i]) << "step " << i + 1;
+  // plan.txt lists them; the saved plan reads back with them.
+  std::ifstream txt(tmp.sub("run") + "/plan.txt");
+  const std::string table((std::istreambuf_iterator<char>(txt)), std::istreambuf_iterator<char>());
+  EXPECT_NE(table.find("shorter batches"), std::string::npos) << table;
+  EXPECT_EQ(MemoryPlan::from_json(plan.to_json(), "again").to_json(), plan.to_json());
+}
+
 }  // namespace
 }  // namespace lb::train

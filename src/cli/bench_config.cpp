@@ -45,25 +45,6 @@ std::string summary(const nlohmann::json& r) {
   return os.str();
 }
 
-// "4 recompute + int8, 2 int8; rest bf16": blocks per choice, then the rest of the model.
-std::string plan_summary(const train::MemoryPlan& plan) {
-  std::vector<std::pair<std::string, int>> counts;
-  std::string rest = "exact";
-  for (const auto& part : plan.parts) {
-    if (part.part == "(rest)") {
-      rest = part.option.name();
-      continue;
-    }
-    const std::string n = part.option.name();
-    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == n; });
-    if (it == counts.end()) counts.emplace_back(n, 1);
-    else ++it->second;
-  }
-  std::string s;
-  for (const auto& [name, n] : counts) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + name;
-  return s + "; rest " + rest;
-}
-
 }  // namespace
 
 int cmd_bench_config(const std::vector<std::string>& args) {
@@ -123,7 +104,7 @@ int cmd_bench_config(const std::vector<std::string>& args) {
                       {"threads", bench_threads()}};
   if (plan) {
     j["memory_plan"] = plan->to_json();
-    j["plan"] = plan_summary(*plan);
+    j["plan"] = plan->summary();
     j["within_budget"] = peak <= plan->budget_bytes;
   }
   std::cout << (json ? j.dump() : summary(j)) << std::endl;

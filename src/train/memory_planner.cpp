@@ -307,8 +307,12 @@ void profile_strategy(MemoryProfile& p, const Config& config_in, const std::stri
   add_columns(p, options, profile_options(config, strategy, options, blocks));
 }
 
-MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget) {
-  const auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// The plan for the config's largest batch (see plan_memory); HOT is a candidate only where
+// `consider_hot`.
+MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
+                        bool consider_hot) {
   const Config config = worst_case_batch(config_in);
   MemoryProfile p = profile_memory(config, strategy);
   const std::vector<std::string>& blocks = p.blocks;
@@ -324,7 +328,7 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
     plan.exact_vanilla_peak = memory_report(with_memory(config, {}, {}), "vanilla").activation_peak_bytes;
   plan.budget_bytes = budget.resolve(plan.exact_vanilla_peak);
   const double weight = config.memory.fidelity_weight;
-  const bool hot = strategies_plannable(config, strategy);
+  const bool hot = consider_hot && strategies_plannable(config, strategy);
   if (hot && (!choose_memory(p, plan.budget_bytes, weight).feasible || could_pay(p, fidelity_prior({"f32", false, "hot"}), weight)))
     profile_strategy(p, config, strategy, "hot");
   plan.smallest_reachable = smallest_reachable_budget(p);
@@ -397,8 +401,84 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
                   mb(plan.measured_peak) + " MB or more");
     target = next;
   }
+  return plan;
+}
+
+// Shorter sequence lengths worth a plan of their own: 3/4, 1/2 and 1/4 of max_seq_len,
+// rounded up to a multiple of 8, longest first.
+std::vector<int64_t> shorter_lengths(int64_t max_len) {
+  std::vector<int64_t> out;
+  for (int64_t quarters : {3, 2, 1}) {
+    const int64_t len = std::max<int64_t>(8, (max_len * quarters / 4 + 7) / 8 * 8);
+    if (len < max_len && (out.empty() || len < out.back())) out.push_back(len);
+  }
+  return out;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget) {
+  const auto t0 = std::chrono::steady_clock::now();
+  MemoryPlan plan = plan_longest(config_in, strategy, budget, /*consider_hot=*/true);
+  // Shorter batches, BERT: a plan per shorter length for the same bytes, longest first, until
+  // one runs exact (shorter ones then do too). Where the longest batch needs HOT the plans
+  // would differ in backward strategies as well; those runs keep one plan.
+  const bool compresses = !plan.section.codecs.empty() || !plan.section.recompute.empty();
+  if (config_in.model.type == "bert" && compresses && plan.backward_rules.empty()) {
+    const MemoryBudget bytes = MemoryBudget::parse(std::to_string(plan.budget_bytes), "memory.budget");
+    for (const int64_t len : shorter_lengths(config_in.data.max_seq_len)) {
+      Config shorter = config_in;
+      shorter.data.max_seq_len = len;
+      LengthPlan lp;
+      lp.max_len = len;
+      const MemoryReport exact = memory_report(with_memory(worst_case_batch(shorter), {}, {}), strategy, 2);
+      if (exact.activation_peak_bytes <= plan.budget_bytes) {
+        lp.predicted_peak = lp.measured_peak = exact.activation_peak_bytes;
+        lp.predicted_step_ms = exact.step_ms;
+        lp.summary = "exact";
+        plan.by_length.push_back(lp);
+        break;
+      }
+      MemoryPlan sub;
+      try {
+        sub = plan_longest(shorter, strategy, bytes, /*consider_hot=*/false);
+      } catch (const Error&) {
+        continue;  // batches of this length keep the plan of a longer one
+      }
+      lp.section = sub.section;
+      lp.predicted_peak = sub.predicted_peak;
+      lp.measured_peak = sub.measured_peak;
+      lp.predicted_step_ms = sub.predicted_step_ms;
+      lp.summary = sub.summary();
+      plan.by_length.push_back(lp);
+    }
+  }
   plan.profile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return plan;
+}
+
+int MemoryPlan::length_plan_for(int64_t longest) const {
+  for (int i = static_cast<int>(by_length.size()) - 1; i >= 0; --i)
+    if (by_length[static_cast<size_t>(i)].max_len >= longest) return i;
+  return -1;
+}
+
+std::string MemoryPlan::summary() const {
+  std::vector<std::pair<std::string, int>> counts;
+  std::string rest = "exact";
+  for (const auto& part : parts) {
+    if (part.part == "(rest)") {
+      rest = part.option.name();
+      continue;
+    }
+    const std::string n = part.option.name();
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == n; });
+    if (it == counts.end()) counts.emplace_back(n, 1);
+    else ++it->second;
+  }
+  std::string s;
+  for (const auto& [name, n] : counts) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+  return s + "; rest " + rest;
 }
 
 Config apply_memory_plan(Config config, const MemoryPlan& plan) {
@@ -424,6 +504,12 @@ std::string MemoryPlan::table() const {
     os << std::left << std::setw(static_cast<int>(w)) << p.part << std::setw(25) << p.option.name() << std::right
        << std::setw(10) << mb(p.kept_bytes) << std::setw(12) << mb(p.working_bytes) << std::setw(8)
        << std::setprecision(0) << p.added_ms << "  " << p.why << "\n";
+  if (!by_length.empty()) {
+    os << "\nshorter batches (every sequence at most N tokens; profiled at the batch size x N):\n";
+    for (const auto& l : by_length)
+      os << "  N = " << l.max_len << ": " << l.summary << "; peak " << mb(l.predicted_peak) << " MB predicted, "
+         << mb(l.measured_peak) << " MB measured; ~" << std::setprecision(0) << l.predicted_step_ms << " ms per step\n";
+  }
   return os.str();
 }
 
@@ -451,7 +537,18 @@ nlohmann::json MemoryPlan::to_json() const {
           {"profile_s", profile_s},
           {"parts", ps},
           {"memory", section.to_json()},
-          {"backward_rules", backward_rules}};
+          {"backward_rules", backward_rules},
+          {"by_length", [&] {
+             nlohmann::json a = nlohmann::json::array();
+             for (const auto& l : by_length)
+               a.push_back({{"max_len", l.max_len},
+                            {"memory", l.section.to_json()},
+                            {"predicted_peak_bytes", l.predicted_peak},
+                            {"measured_peak_bytes", l.measured_peak},
+                            {"predicted_step_ms", l.predicted_step_ms},
+                            {"summary", l.summary}});
+             return a;
+           }()}};
 }
 
 MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& source) {
@@ -484,6 +581,19 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
     p.backward_rules = j.value("backward_rules", nlohmann::json::array());
     LB_CHECK(p.backward_rules.is_array(), source, ": backward_rules is not a list");
     for (auto& r : p.section.codecs) r.must_match = false;  // the planner's rules
+    for (const auto& x : j.value("by_length", nlohmann::json::array())) {  // plans before them had none
+      LengthPlan l;
+      l.max_len = x.at("max_len").get<int64_t>();
+      l.section = MemorySection::from_json(x.at("memory"));
+      for (auto& r : l.section.codecs) r.must_match = false;
+      l.predicted_peak = x.at("predicted_peak_bytes").get<int64_t>();
+      l.measured_peak = x.at("measured_peak_bytes").get<int64_t>();
+      l.predicted_step_ms = x.at("predicted_step_ms").get<double>();
+      l.summary = x.at("summary").get<std::string>();
+      LB_CHECK(l.max_len > 0 && (p.by_length.empty() || l.max_len < p.by_length.back().max_len), source,
+               ": by_length: lengths must fall, got ", l.max_len);
+      p.by_length.push_back(l);
+    }
     return p;
   } catch (const nlohmann::json::exception& e) {
     throw Error(source + ": not a memory plan leanback wrote (" + e.what() + ")");

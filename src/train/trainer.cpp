@@ -22,6 +22,7 @@
 #include "lb/train/metrics_log.h"
 #include "lb/train/progress.h"
 #include "lb/train/run_info.h"
+#include "src/train/batch_length_plans.h"
 #include "src/train/calibration_schedule.h"
 #include "src/train/data_parallel.h"
 #include "src/train/eval_step.h"
@@ -179,6 +180,10 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   if (!config.memory.codecs.empty())
     step_options.codecs = std::make_shared<autograd::CodecRules>(config.memory.codecs);
   TrainStep train_step(module, *s.optimizer, step_options);
+  // A plan made per batch length: each step runs the one for its longest sequence.
+  std::optional<BatchLengthPlans> length_plans;
+  if (memory_plan && !memory_plan->by_length.empty())
+    length_plans.emplace(*memory_plan, module, train_step, step_options.codecs);
   // Same starting weights on every rank (they are initialised alike, and a resumed run loaded
   // the same checkpoint; the broadcast makes it so bitwise).
   GradientSync sync(pg, train_step.trainable(),
@@ -272,6 +277,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     }
     loader_next = last;
     const auto t_data = Clock::now();
+    const int length_plan = length_plans ? length_plans->apply(micro) : -1;
     StepResult r;
     std::optional<autograd::PeakWatch> watch;  // with a budget: where each step's peak is set
     if (memory_plan) watch.emplace(allocator_for(ranks.device), /*with_kept=*/false);
@@ -287,7 +293,12 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                   megabytes(r.activation_peak_bytes) + " of activations, " +
                   megabytes(r.activation_peak_bytes - memory_plan->budget_bytes) + " over memory.budget " +
                   memory_plan->budget_text + " (" + megabytes(memory_plan->budget_bytes) + "; planned peak " +
-                  megabytes(memory_plan->measured_peak) + ")" +
+                  (length_plan < 0 ? megabytes(memory_plan->measured_peak)
+                                   : megabytes(memory_plan->by_length[static_cast<size_t>(length_plan)].measured_peak) +
+                                         " for batches of sequences of at most " +
+                                         std::to_string(memory_plan->by_length[static_cast<size_t>(length_plan)].max_len) +
+                                         " tokens") +
+                  ")" +
                   (site ? ", set in " + site->phase + (site->op.empty() ? "" : " of " + site->op + " in " +
                                                        (site->module.empty() ? "(model)" : site->module))
                         : std::string()) +
@@ -343,6 +354,17 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
       const ExportSummary ex = export_checkpoint(dir.last_checkpoint(), dir.path() / "export", eo, "output.export");
       log.info("exported " + ex.checkpoint + " (" + ex.format + ") to " + (dir.path() / "export").string());
     }
+  }
+  if (length_plans) {
+    std::string counts;
+    for (const auto& [len, n] : length_plans->steps()) {
+      result.memory_plan_steps[len == 0 ? "longest" : std::to_string(len)] = n;
+      counts += (counts.empty() ? "" : ", ") + (len == 0 ? std::string("the longest batches' plan") :
+                                                           "at most " + std::to_string(len) + " tokens") +
+                ": " + std::to_string(n);
+    }
+    log.info("steps by memory plan (batch length): " + counts);
+    metrics.write({{"type", "memory_plan_steps"}, {"steps", result.memory_plan_steps}});
   }
   result.steps = st.step;
   result.best_eval = st.best_eval;

@@ -64,6 +64,18 @@ struct PlannedPart {
   std::string why;
 };
 
+// The plan for text batches whose sequences are all at most max_len tokens (profiled at
+// data.batch_size × max_len, nothing packed: an upper bound for any such batch). Made for
+// BERT where the plan for the longest batch compresses anything and puts no layer on HOT:
+// shorter batches keep less, so they get by with less compression (or none).
+struct LengthPlan {
+  int64_t max_len = 0;
+  MemorySection section;  // memory.codecs and memory.recompute for such batches
+  int64_t predicted_peak = 0, measured_peak = 0;
+  double predicted_step_ms = 0;
+  std::string summary;  // "exact", "3 recompute, 3 bf16; rest exact", ...
+};
+
 struct MemoryPlan {
   std::string budget_text;
   int64_t budget_bytes = 0;
@@ -78,8 +90,15 @@ struct MemoryPlan {
   MemorySection section;  // the memory.codecs and memory.recompute that carry the plan out
   // The backward rules that do ({"match": "BLOCK.*", "type": "hot"} per HOT block; empty: none).
   nlohmann::json backward_rules = nlohmann::json::array();
+  // Plans for shorter batches, longest first (empty: this plan serves every batch).
+  std::vector<LengthPlan> by_length;
+  // The plan for a batch whose longest sequence has `longest` tokens: an index into
+  // by_length (the one with the smallest max_len that covers it), or -1 for this plan.
+  int length_plan_for(int64_t longest) const;
+  const MemorySection& section_for(int index) const { return index < 0 ? section : by_length.at(index).section; }
 
   std::string table() const;  // plan.txt
+  std::string summary() const;  // blocks per choice, then the rest: "4 recompute + int8, 2 int8; rest bf16"
   nlohmann::json to_json() const;
   // A saved plan (plan.json), for resume; errors name `source`.
   static MemoryPlan from_json(const nlohmann::json& j, const std::string& source);
@@ -130,7 +149,7 @@ MemoryChoice choose_memory(const MemoryProfile& profile, int64_t budget, double 
 int64_t smallest_reachable_budget(const MemoryProfile& profile);
 
 // Plans `config` (its data, model and strategies; `strategy`: the --strategy override) for
-// `budget`, with lossy codecs weighed by `fidelity_weight` (the penalty, as a share of the
+// `budget` (BERT: shorter batches too, for the same bytes: MemoryPlan::by_length), with lossy codecs weighed by `fidelity_weight` (the penalty, as a share of the
 // exact step time, of a codec whose prior is 1 - cos = 1 on every block; config
 // memory.fidelity_weight). Errors name the config file and the smallest reachable budget.
 MemoryPlan plan_memory(const Config& config, const std::string& strategy, const MemoryBudget& budget);

@@ -103,6 +103,13 @@ class TrainStep {
   // Whether the kept-tensor codecs are on (config memory.codecs).
   bool has_codecs() const { return opt_.codecs && !opt_.codecs->rules().empty(); }
 
+  // Other kept-tensor codecs from the next step on (a memory plan for another batch length);
+  // their rules are checked after the first step that runs them, as the constructor's are.
+  void set_codecs(std::shared_ptr<const autograd::CodecRules> codecs) {
+    opt_.codecs = std::move(codecs);
+    codecs_checked_ = false;
+  }
+
   // Data-parallel: the gradients' all-reduce (built on trainable(), hence set afterwards).
   void set_gradient_sync(GradientSync* sync) { opt_.sync = sync; }
 

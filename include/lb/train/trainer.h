@@ -75,6 +75,9 @@ struct TrainResult {
   double train_runtime_s = 0;    // optimizer steps of this process only (no evaluation, saving)
   double train_samples_per_second = 0;
   nlohmann::json memory_plan;    // the plan this process carried out (memory.budget), else null
+  // Steps this process ran under each of its plans per batch length ({"32": n, ...,
+  // "longest": n}; empty without them).
+  nlohmann::json memory_plan_steps = nlohmann::json::object();
 };
 
 // Runs training to the end (or until interrupted). Throws lb::Error on bad input, Diverged on
