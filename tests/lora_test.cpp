@@ -188,6 +188,10 @@ TEST(Lora, FrozenBaseRunsInstantsGxPathFromTheGradientBasisAlone) {
   EXPECT_FALSE(all_close(low, exact, 1e-2, 1e-2));
   EXPECT_TRUE(s->summary().compressing);
   EXPECT_TRUE(s->report()["instant"]["frozen"].get<bool>());
+  // The paper metrics count the g_x path as it ran (channel axis: w projected once per batch
+  // of 2) and nothing kept of x.
+  EXPECT_DOUBLE_EQ(s->summary().paper.backward_flops, 2.0 * 4 * (64 * 48 / 2.0 + 32 * 64 + 32 * 48));
+  EXPECT_EQ(s->summary().paper.saved_bytes_fp32, 0.0);
   EXPECT_FALSE(lin.weight().grad().defined());
 }
 
@@ -253,6 +257,9 @@ TEST(Lora, EveryStrategysLosslessSettingPassesTheGradientCheck) {
         for (double v : expect[i].to_double_vector()) most = std::max(most, std::abs(v));
         EXPECT_TRUE(all_close(got[i], expect[i], 0, 1e-5 * most)) << spec.dump() << " input " << i;
       }
+      // HOT's paper metrics for the frozen base: its g_x path alone (L 3, I 6, O 5 padded to 16).
+      EXPECT_DOUBLE_EQ(s->summary().paper.backward_flops, 2.0 * 3 * 16 * 6 + 4.0 * (3 * 16 + 16 * 6));
+      EXPECT_EQ(s->summary().paper.saved_bytes_fp32, 0.0);
     }
     // The base ran on the strategy's own g_x path (vanilla's is the plain op).
     EXPECT_EQ(s->frozen(), spec["type"] != "vanilla") << spec.dump();

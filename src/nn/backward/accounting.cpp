@@ -11,8 +11,8 @@ PaperTotals paper_totals_last_call(const std::vector<std::shared_ptr<Strategy>>&
   PaperTotals t;
   for (const auto& s : strategies) {
     const LayerGeometry& g = s->last_geometry();
-    t.backward_flops += s->paper_backward_flops(g) * static_cast<double>(g.B);
-    t.saved_bytes_fp32 += s->paper_saved_bytes_fp32(g) * static_cast<double>(g.B);
+    t.backward_flops += s->paper_backward_flops_as_run(g) * static_cast<double>(g.B);
+    t.saved_bytes_fp32 += s->paper_saved_bytes_fp32_as_run(g) * static_cast<double>(g.B);
   }
   return t;
 }

@@ -565,6 +565,13 @@ double Hot::paper_backward_flops(const LayerGeometry& g) const {
   return 2.0 * L * O16 * I + 2.0 * (L * rn) * O * I + 4.0 * (L * O16 + O16 * I + L * I + L * O);
 }
 
+double Hot::paper_frozen_backward_flops(const LayerGeometry& g) const {
+  // The g_x path alone: the integer GEMM over the padded O and the transforms of g_y and w.
+  const double L = static_cast<double>(g.L), I = static_cast<double>(g.I);
+  const double O16 = static_cast<double>(round_up16(g.O));
+  return 2.0 * L * O16 * I + 4.0 * (L * O16 + O16 * I);
+}
+
 double Hot::paper_saved_bytes_fp32(const LayerGeometry& g) const {
   // X̂ of the (im2col) tokens: L·r/16 rows of I int8 values (f32 when quantize is off).
   const double rn = static_cast<double>(rows_.size()) / 16.0;

@@ -73,7 +73,13 @@ std::string projection_key(const Tensor& x, const Tensor& P, const Instant::Basi
   std::string key = "instant x̂ ";
   key += basis.token_axis ? "token " : "channel ";
   key += dtype_name(x.dtype());
-  key += " " + shape_str(x.shape()) + " " + shape_str(P.shape()) + " ";
+  // Appended piece by piece: GCC 12 takes `" " + shape_str(...)` for an overlapping copy
+  // (a false -Wrestrict once this is inlined).
+  for (const std::string& part : {shape_str(x.shape()), shape_str(P.shape())}) {
+    key += ' ';
+    key += part;
+  }
+  key += ' ';
   key.append(basis.proj_bytes.data(), basis.proj_bytes.size());
   return key;
 }
@@ -428,14 +434,23 @@ bool Instant::compresses(const LayerGeometry& g) const {
          !(settings_.exact_when_no_gain && no_gain(g));
 }
 
+// Per sample: projecting g_y (R L O), the product with w (R I O per sequence on the token
+// axis, once per batch on the channel axis) and expanding (R L I), in multiply-adds.
+double Instant::frozen_lowrank_macs(const LayerGeometry& g) const {
+  const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
+  const double per_w = g_basis_.token_axis ? sequences_per_sample(g) : 1.0 / static_cast<double>(std::max<int64_t>(g.B, 1));
+  return static_cast<double>(g_basis_.choice.rank) * (per_w * I * O + L * I + L * O);
+}
+
 bool Instant::compresses_frozen(const LayerGeometry& g) const {
   if (!basis_fits(g_basis_, g, g.O)) return false;
   if (!settings_.exact_when_no_gain) return true;
-  // Per sample: projecting g_y (R L O), the product with w (R I O per sequence on the token
-  // axis, once per batch on the channel axis) and expanding (R L I), against g_y w (L I O).
-  const double L = static_cast<double>(g.L), I = static_cast<double>(g.I), O = static_cast<double>(g.O);
-  const double per_w = g_basis_.token_axis ? sequences_per_sample(g) : 1.0 / static_cast<double>(std::max<int64_t>(g.B, 1));
-  return static_cast<double>(g_basis_.choice.rank) * (per_w * I * O + L * I + L * O) < L * I * O;
+  // Against g_y w (L I O).
+  return frozen_lowrank_macs(g) < static_cast<double>(g.L) * static_cast<double>(g.I) * static_cast<double>(g.O);
+}
+
+double Instant::paper_frozen_backward_flops(const LayerGeometry& g) const {
+  return compresses_frozen(g) ? 2.0 * frozen_lowrank_macs(g) : Strategy::paper_frozen_backward_flops(g);
 }
 
 SavedState Instant::save_frozen_impl(const LayerGeometry& g) {

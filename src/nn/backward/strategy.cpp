@@ -140,6 +140,10 @@ double Strategy::paper_backward_flops(const LayerGeometry& g) const {
   return 4.0 * static_cast<double>(g.L) * static_cast<double>(g.I) * static_cast<double>(g.O);
 }
 
+double Strategy::paper_frozen_backward_flops(const LayerGeometry& g) const {
+  return 2.0 * static_cast<double>(g.L) * static_cast<double>(g.I) * static_cast<double>(g.O);
+}
+
 double Strategy::paper_saved_bytes_fp32(const LayerGeometry& g) const {
   return 4.0 * static_cast<double>(g.L) * static_cast<double>(g.I);
 }
@@ -151,7 +155,7 @@ StrategySummary Strategy::summary() const {
   s.conv = conv_;
   if (fell_back_) s.fallback_reason = fallback_reason_;
   s.geometry = {last_geom_.B, last_geom_.L, last_geom_.I, last_geom_.O, last_geom_.sequences, last_geom_.longest};
-  s.paper = {paper_backward_flops(last_geom_), paper_saved_bytes_fp32(last_geom_)};
+  s.paper = {paper_backward_flops_as_run(last_geom_), paper_saved_bytes_fp32_as_run(last_geom_)};
   s.measured = {calls_, backward_ms_, last_saved_bytes_, calib_calls_, calib_backward_ms_};
   return s;  // exact: not compressing (strategies that compress say so)
 }

@@ -80,6 +80,7 @@ class Hot : public Strategy, public Calibratable {
   void on_calibration_end() override {}
 
   double paper_backward_flops(const LayerGeometry& g) const override;
+  double paper_frozen_backward_flops(const LayerGeometry& g) const override;
   double paper_saved_bytes_fp32(const LayerGeometry& g) const override;
   // The paper's bit-operation count (hot-notes.md §8.2, the reference counter's formula).
   double paper_backward_bops(const LayerGeometry& g) const;

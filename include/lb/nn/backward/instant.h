@@ -123,6 +123,7 @@ class Instant : public Strategy, public Calibratable {
   // 2(R_x + R_y)(I·O + L·I + L·O) FLOPs per sample (this includes the forward projection of
   // x), saved R_x·I·4 bytes per sample on the token axis, L·R_x·4 on the channel axis.
   double paper_backward_flops(const LayerGeometry& g) const override;
+  double paper_frozen_backward_flops(const LayerGeometry& g) const override;
   double paper_saved_bytes_fp32(const LayerGeometry& g) const override;
   // ranks: both bases; calibration: its cost
   StrategySummary summary() const override;
@@ -149,6 +150,8 @@ class Instant : public Strategy, public Calibratable {
   bool compresses(const LayerGeometry& g) const;
   // Whether a frozen call of geometry g runs its g_x low-rank (g_y's basis alone).
   bool compresses_frozen(const LayerGeometry& g) const;
+  // Its multiply-adds per sample, as it would run low-rank.
+  double frozen_lowrank_macs(const LayerGeometry& g) const;
   // Whether the current ranks, for geometry g, keep more than the exact backward, or cost at
   // least its FLOPs and keep more than half its bytes (the exact_when_no_gain test; false
   // without bases).

@@ -169,6 +169,15 @@ class Strategy {
   // bytes of saved input in fp32 terms.
   virtual double paper_backward_flops(const LayerGeometry& g) const;
   virtual double paper_saved_bytes_fp32(const LayerGeometry& g) const;
+  // On a frozen weight (LoRA's base): g_x only (g_y w: 2·L·I·O), nothing of x kept.
+  virtual double paper_frozen_backward_flops(const LayerGeometry& g) const;
+  // The metrics of the calls as they ran: frozen calls count their g_x path alone.
+  double paper_backward_flops_as_run(const LayerGeometry& g) const {
+    return frozen_ ? paper_frozen_backward_flops(g) : paper_backward_flops(g);
+  }
+  double paper_saved_bytes_fp32_as_run(const LayerGeometry& g) const {
+    return frozen_ ? 0.0 : paper_saved_bytes_fp32(g);
+  }
   // The geometry of the last call that saved for backward (B samples of L tokens).
   const LayerGeometry& last_geometry() const { return last_geom_; }
   // What report() shows as measured. A decorator that runs calls through this strategy on
