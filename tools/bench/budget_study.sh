@@ -17,11 +17,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 out="${1:-tools/bench/results/budget_study.jsonl}"
 lb="${LB:-build/leanback}"
-pin=()
-[ -n "${THREADS:-}" ] && export OMP_NUM_THREADS="$THREADS"
-[ -n "${CORE:-}" ] && pin=(taskset -c "$CORE")
-cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1) family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p')"
-commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+source tools/bench/run_env.sh  # pin, cpu, commit
 for seed in ${SEEDS:-1}; do
   for task in ${TASKS:-wnli mrpc cola stsb rte sst2}; do
     for budget in ${BUDGETS:-exact 115.2MB 288MB}; do
@@ -41,8 +37,13 @@ for seed in ${SEEDS:-1}; do
 import collections, json, os, statistics, sys
 d, task, budget, seed, cpu, threads, commit, wall = sys.argv[1:9]
 res = json.load(open(os.path.join(d, "eval_results.json")))
-steps = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
-steps = [s for s in steps if s.get("type") == "train"]
+lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
+steps = [s for s in lines if s.get("type") == "train"]
+by_length = {}  # steps per plan (batch length), summed over the run's parts
+for s in lines:
+    if s.get("type") == "memory_plan_steps":
+        for k, n in s["steps"].items():
+            by_length[k] = by_length.get(k, 0) + n
 plan = ""
 p = os.path.join(d, "memory_plan.json")
 if os.path.exists(p):
@@ -56,7 +57,7 @@ print(json.dumps({
     "value": res["final"][metric],
     "activation_peak_bytes": max(s["activation_peak_bytes"] for s in steps),
     "step_ms_median": statistics.median(s["step_ms"] for s in steps),
-    "steps": len(steps), "plan": plan, "wall_s": int(wall),
+    "steps": len(steps), "plan": plan, "steps_by_plan_length": by_length, "wall_s": int(wall),
     "cpu": cpu, "threads": threads, "commit": commit}))
 EOF
       echo "budget_study.sh: $task $budget seed $seed done"

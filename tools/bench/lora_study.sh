@@ -20,11 +20,8 @@ out="${1:-tools/bench/results/lora_study.jsonl}"
 lb="${LB:-build/leanback}"
 py="${PY:-python3}"
 threads="${THREADS:-2}"
-export OMP_NUM_THREADS="$threads"
-pin=()
-[ -n "${CORE:-}" ] && pin=(taskset -c "$CORE")
-cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1) family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p')"
-commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+THREADS="$threads"
+source tools/bench/run_env.sh  # OMP_NUM_THREADS, pin, cpu, commit
 
 # The row's config: the task's, with the LoRA recipe where the row has one.
 make_config() {  # task row file
