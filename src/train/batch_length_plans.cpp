@@ -36,10 +36,11 @@ void BatchLengthPlans::put_in_force(int index) {
   if (index == current_) return;
   step_.set_codecs(codecs_[static_cast<size_t>(index + 1)]);
   const std::vector<std::string>& recompute = plan_.section_for(index).recompute;
-  for (const auto& [name, m] : module_.named_modules()) {
-    if (dynamic_cast<nn::RecomputableBlock*>(m) == nullptr) continue;
+  for (const auto& named : module_.named_modules()) {
+    const std::string& name = named.first;  // not a structured binding: clang cannot capture one
+    if (dynamic_cast<nn::RecomputableBlock*>(named.second) == nullptr) continue;
     const bool on = std::any_of(recompute.begin(), recompute.end(), [&](const std::string& g) { return glob_match(g, name); });
-    m->set_recompute(on);
+    named.second->set_recompute(on);
   }
   current_ = index;
 }
