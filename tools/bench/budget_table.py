@@ -50,6 +50,14 @@ def main():
                     statistics.mean(exact[s]["step_ms_median"] for s in same))
             metric = got[next(iter(got))]["metric"].replace("eval_", "")
             plans = "; ".join(sorted({r["plan"] for r in got.values() if r["plan"]}))
+            # Steps per plan length (the planner's plans for shorter batches), where recorded.
+            lengths = collections.Counter()
+            for r in got.values():
+                lengths.update(r.get("steps_by_plan_length") or {})
+            if lengths and set(lengths) != {"longest"}:
+                plans += " (steps by longest sequence: " + ", ".join(
+                    f"{'≤' + k if k != 'longest' else 'longest'} {n}" for k, n in
+                    sorted(lengths.items(), key=lambda kv: 10**9 if kv[0] == "longest" else int(kv[0]))) + ")"
             print(f"| {t} ({metric}) | {b} | {mean:.1f}{std} | {len(vals)} | {peak:.1f} MB | {ms:.0f}{ratio} | {plans} |")
     common = [t for t in tasks if all(t in means[b] for b in budgets)]
     if common and len(budgets) > 1:
