@@ -146,6 +146,8 @@ int cmd_bench_tokenize(const std::vector<std::string>& args) {
   return 0;
 }
 
+bool is_config_path(const std::string& a) { return a.size() > 5 && a.compare(a.size() - 5, 5, ".json") == 0; }
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
@@ -153,7 +155,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (!args.empty() && (is_help(args[0]) ||
                         (args.size() > 1 && is_help(args[1]) && args[0] != "gemm" &&
                          args[0] != "tokenize" && args[0] != "codec" &&
-                         args[0].find(".json") == std::string::npos))) {
+                         !is_config_path(args[0])))) {
     std::cout << "usage: leanback bench WORKLOAD [--strategy S] [--rank N] [--iters N] "
                  "[--warmup N] [--precision f32|bf16|tf32] [--device cpu|cuda[:N]] [--json]\n"
                  "  --precision bf16                every float product on bf16 operands, f32 "
@@ -184,7 +186,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (name == "gemm") return cmd_bench_gemm(args);  // its own flags (bench_gemm.cpp)
   if (name == "tokenize") return cmd_bench_tokenize(args);
   if (name == "codec") return cmd_bench_codec(args);
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) return cmd_bench_config(args);
+  if (is_config_path(name)) return cmd_bench_config(args);
   for (const auto& w : bench_workloads()) {
     if (w.name != name) continue;
     const std::optional<BenchOptions> parsed = parse_options(args);

@@ -46,7 +46,7 @@ Loaded load(const std::string& config_path, const std::vector<std::string>& sets
     LB_CHECK(!m.pretrained.empty(), config_path, ": --checkpoint: required, as model.pretrained is not set "
              "(without either the model is untrained)");
     const auto& fresh = l.model->fresh_parameters();
-    LB_CHECK(fresh.empty(), config_path, ": --checkpoint: required, as ", m.adapter.empty() ? m.pretrained : m.adapter,
+    LB_CHECK(fresh.empty(), config_path, ": --checkpoint: required, as ", m.pretrained_as_given(),
              " has no trained ", fresh.front(), fresh.size() > 1 ? " (and " + std::to_string(fresh.size() - 1) +
              " more)" : std::string(), ", which would start at random: a pretrained encoder needs a fine-tuned "
              "checkpoint, or a directory exported from one");
@@ -60,7 +60,7 @@ Loaded load(const std::string& config_path, const std::vector<std::string>& sets
 // What the weights came from, for the printed result.
 nlohmann::json weights_source(const train::Config& c, const std::string& checkpoint) {
   if (!checkpoint.empty()) return {{"checkpoint", train::find_checkpoint(checkpoint, "--checkpoint")}};
-  return {{"checkpoint", nullptr}, {"pretrained", c.model.adapter.empty() ? c.model.pretrained : c.model.adapter}};
+  return {{"checkpoint", nullptr}, {"pretrained", c.model.pretrained_as_given()}};
 }
 
 void refuse_existing(const fs::path& p, bool overwrite) {

@@ -9,6 +9,10 @@
 
 namespace lb::nn {
 
+bool is_lora_factor_name(const std::string& name) {
+  return name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos;
+}
+
 bool lora_target_matches(const std::string& name, const std::vector<std::string>& targets, bool regex) {
   if (regex) return !targets.empty() && std::regex_match(name, std::regex(targets.front()));
   for (const auto& t : targets)

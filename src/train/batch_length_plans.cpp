@@ -17,6 +17,12 @@ BatchLengthPlans::BatchLengthPlans(const MemoryPlan& plan, nn::Module& module, T
 }
 
 int BatchLengthPlans::apply(const std::vector<data::Batch>& micro) {
+  const int index = put_in_force_for(micro);
+  ++steps_[index < 0 ? 0 : plan_.by_length[static_cast<size_t>(index)].max_len];
+  return index;
+}
+
+int BatchLengthPlans::put_in_force_for(const std::vector<data::Batch>& micro) {
   int64_t longest = 0;
   for (const auto& b : micro) {
     const auto it = b.inputs.find("input_ids");
@@ -28,7 +34,6 @@ int BatchLengthPlans::apply(const std::vector<data::Batch>& micro) {
   }
   const int index = longest < 0 ? -1 : plan_.length_plan_for(longest);
   put_in_force(index);
-  ++steps_[index < 0 ? 0 : plan_.by_length[static_cast<size_t>(index)].max_len];
   return index;
 }
 

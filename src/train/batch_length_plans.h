@@ -26,6 +26,8 @@ class BatchLengthPlans {
   // Puts in force the plan for these micro-batches; returns its index (MemoryPlan::
   // length_plan_for: -1 is the longest batch's plan) and counts the step under it.
   int apply(const std::vector<data::Batch>& micro);
+  // The same without counting a step (a calibration pass on its own batches).
+  int put_in_force_for(const std::vector<data::Batch>& micro);
   // Steps run under each plan so far, by its max_len (0: the longest batch's plan).
   const std::map<int64_t, int64_t>& steps() const { return steps_; }
 

@@ -32,6 +32,7 @@ void CalibrationSchedule::run_if_due(int64_t step, TrainerState& st, MetricsLog&
           loader_.start_epoch(c / batches_, c % batches_);
           LB_CHECK(loader_.next(b), "calibration loader ran dry");
         }
+        if (before_pass_) before_pass_(mb);
         step_.accumulate(micro_batches(model_, mb), "calibration example count");
       },
       [&] { step_.optimizer().zero_grad(); });

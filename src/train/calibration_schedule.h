@@ -5,6 +5,7 @@
 // losses weighted as in training, so accumulation leaves the statistics unchanged.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -33,6 +34,10 @@ class CalibrationSchedule {
   // failed (it runs the exact backward from then on).
   void run_if_due(int64_t step, TrainerState& state, MetricsLog& metrics, const Logger& log, Progress& progress);
 
+  // Called with each calibration pass's micro-batches before it runs (the trainer puts the
+  // memory plan for their length in force).
+  void set_before_pass(std::function<void(const std::vector<data::Batch>&)> f) { before_pass_ = std::move(f); }
+
   // The Calibrator's report: calibrations, their time and steps, per-layer ranks and costs.
   nlohmann::json report() const { return calibrator_.report(); }
 
@@ -42,6 +47,7 @@ class CalibrationSchedule {
   TrainStep& step_;
   data::BatchSource& loader_;
   int64_t batches_, grad_accum_;
+  std::function<void(const std::vector<data::Batch>&)> before_pass_;
 };
 
 }  // namespace lb::train

@@ -394,7 +394,7 @@ nlohmann::json Config::to_json() const {
     model_j["skip_padding"] = model.skip_padding == "auto" ? nlohmann::json("auto")
                                                             : nlohmann::json(model.skip_padding == "true");
   // An adapter reads back as given: its directory, whose adapter_config.json is the lora section.
-  if (!model.pretrained.empty()) model_j["pretrained"] = model.adapter.empty() ? model.pretrained : model.adapter;
+  if (!model.pretrained.empty()) model_j["pretrained"] = model.pretrained_as_given();
   else {
     nlohmann::json a = default_arch(model.type);
     // A BERT's vocabulary is its tokenizer's unless given: the default's would not round-trip.

@@ -10,6 +10,7 @@
 #include "lb/io/json_file.h"
 #include "lb/io/safetensors.h"
 #include "lb/nn/layers.h"
+#include "lb/nn/lora.h"
 #include "lb/train/checkpoint.h"
 #include "lb/train/output_dir.h"
 #include "lb/train/task_data.h"
@@ -108,10 +109,6 @@ std::vector<nn::Linear*> adapted_layers(nn::Module& root) {
   for (auto& [name, m] : root.named_modules())
     if (auto* l = dynamic_cast<nn::Linear*>(m); l && l->has_lora()) out.push_back(l);
   return out;
-}
-
-bool is_adapter_key(const std::string& k) {
-  return k.find(".lora_A.") != std::string::npos || k.find(".lora_B.") != std::string::npos;
 }
 
 std::string label_name(const TaskLabels& t, int64_t i) {
@@ -216,7 +213,7 @@ void write_preprocessing(Writer& w, const Source& s) {
 std::vector<std::pair<std::string, Tensor>> model_tensors(nn::Module& m) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (auto& [k, t] : m.state_dict())
-    if (!is_adapter_key(k)) out.emplace_back(k, t);
+    if (!nn::is_lora_factor_name(k)) out.emplace_back(k, t);
   return out;
 }
 
@@ -241,7 +238,7 @@ void write_peft(Writer& w, Source& s, ExportSummary& summary) {
     if (t.requires_grad()) trainable.insert(k);
   std::vector<std::pair<std::string, Tensor>> adapter;
   for (auto& [k, t] : s.model->module().state_dict())
-    if (is_adapter_key(k) || trainable.count(k) || fresh.count(k)) adapter.emplace_back("base_model.model." + k, t);
+    if (nn::is_lora_factor_name(k) || trainable.count(k) || fresh.count(k)) adapter.emplace_back("base_model.model." + k, t);
   const nn::LoraTargets targets = lora_targets(c);
   const nn::LoraSettings& ls = c.lora.settings;
   nlohmann::json target_modules = targets.regex ? nlohmann::json(targets.modules.at(0)) : nlohmann::json(targets.modules);

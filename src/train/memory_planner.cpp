@@ -417,14 +417,15 @@ std::vector<int64_t> shorter_lengths(int64_t max_len) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget) {
+MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
+                       bool shorter_batches) {
   const auto t0 = std::chrono::steady_clock::now();
   MemoryPlan plan = plan_longest(config_in, strategy, budget, /*consider_hot=*/true);
   // Shorter batches, BERT: a plan per shorter length for the same bytes, longest first, until
   // one runs exact (shorter ones then do too). Where the longest batch needs HOT the plans
   // would differ in backward strategies as well; those runs keep one plan.
   const bool compresses = !plan.section.codecs.empty() || !plan.section.recompute.empty();
-  if (config_in.model.type == "bert" && compresses && plan.backward_rules.empty()) {
+  if (shorter_batches && config_in.model.type == "bert" && compresses && plan.backward_rules.empty()) {
     const MemoryBudget bytes = MemoryBudget::parse(std::to_string(plan.budget_bytes), "memory.budget");
     for (const int64_t len : shorter_lengths(config_in.data.max_seq_len)) {
       Config shorter = config_in;

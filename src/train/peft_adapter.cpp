@@ -8,6 +8,7 @@
 #include "lb/core/error.h"
 #include "lb/io/json_file.h"
 #include "lb/io/safetensors.h"
+#include "lb/nn/lora.h"
 
 namespace lb::train {
 
@@ -94,7 +95,7 @@ std::vector<std::string> load_peft_adapter(nn::Module& model, const std::string&
   std::set<std::string> names;
   for (const auto& [name, p] : params) {
     names.insert(name);
-    const bool factor = name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos;
+    const bool factor = nn::is_lora_factor_name(name);
     LB_CHECK(!factor || weights.count(name), file, ": has no tensor for the adapter factor '", kPrefix, name,
              "' (adapter_config.json's target_modules adapt that layer)");
   }

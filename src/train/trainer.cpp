@@ -197,6 +197,9 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   const MatmulPrecisionScope precision(matmul_precision_from_name(tc.precision));
   CalibrationSchedule calibration(s.strategies, *s.model, train_step, *s.calib_loader, s.batches, tc.grad_accum,
                                   pg.size() > 1 ? &pg : nullptr);
+  // A calibration pass runs the plan for its own batches' length, not the last step's.
+  if (length_plans)
+    calibration.set_before_pass([&](const std::vector<data::Batch>& mb) { length_plans->put_in_force_for(mb); });
 
   // What `leanback export` needs besides the weights, kept with every checkpoint.
   TaskLabels task_labels;

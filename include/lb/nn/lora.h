@@ -40,6 +40,10 @@ class LoraFactor : public Module {
 // match (std::regex, ECMAScript: PEFT's patterns such as ".*\\.(query|value)" read the same).
 bool lora_target_matches(const std::string& name, const std::vector<std::string>& targets, bool regex);
 
+// Whether a parameter (or state-dict key) is one of an adapter's factors: "...lora_A..." or
+// "...lora_B..." as above, the names PEFT's adapter files hold.
+bool is_lora_factor_name(const std::string& name);
+
 // Which layers get adapters and what else trains (PEFT's LoraConfig).
 struct LoraTargets {
   std::vector<std::string> modules;  // target_modules: names/suffixes, or one regex

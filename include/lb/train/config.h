@@ -25,6 +25,8 @@ struct ModelSection {
   // A PEFT adapter directory given as `pretrained` (peft_adapter.h): pretrained is then its
   // base, and the lora section its adapter_config.json's.
   std::string adapter;
+  // The directory the user gave as `pretrained`: the adapter's where there is one.
+  const std::string& pretrained_as_given() const { return adapter.empty() ? pretrained : adapter; }
   int64_t num_labels = 0;        // 0 = the task's
   // BERT: run the token-wise layers on kept tokens only (lb/nn/token_packing.h).
   // "auto" | "true" | "false"; train() resolves "auto" (true unless INSTANT uses the token axis).

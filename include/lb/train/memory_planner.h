@@ -149,10 +149,12 @@ MemoryChoice choose_memory(const MemoryProfile& profile, int64_t budget, double 
 int64_t smallest_reachable_budget(const MemoryProfile& profile);
 
 // Plans `config` (its data, model and strategies; `strategy`: the --strategy override) for
-// `budget` (BERT: shorter batches too, for the same bytes: MemoryPlan::by_length), with lossy codecs weighed by `fidelity_weight` (the penalty, as a share of the
-// exact step time, of a codec whose prior is 1 - cos = 1 on every block; config
-// memory.fidelity_weight). Errors name the config file and the smallest reachable budget.
-MemoryPlan plan_memory(const Config& config, const std::string& strategy, const MemoryBudget& budget);
+// `budget` (BERT: shorter batches too, for the same bytes: MemoryPlan::by_length, unless
+// `shorter_batches` is false), with lossy codecs weighed by `fidelity_weight` (the penalty,
+// as a share of the exact step time, of a codec whose prior is 1 - cos = 1 on every block;
+// config memory.fidelity_weight). Errors name the config file and the smallest reachable budget.
+MemoryPlan plan_memory(const Config& config, const std::string& strategy, const MemoryBudget& budget,
+                       bool shorter_batches = true);
 
 // config with the plan's memory.codecs and memory.recompute in place of its own, and its
 // backward rules (HOT blocks) ahead of the config's.
