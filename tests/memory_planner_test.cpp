@@ -320,6 +320,44 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   EXPECT_NE(m.find("memory.budget: the planner chooses memory.codecs"), std::string::npos) << m;
 }
 
+// `j` trained as it is (tmp/plain) and at the budget 0.6x (tmp/run), fidelity weighed so that
+// the plan recomputes rather than compress; every step logged.
+struct PlainAndPlanned {
+  TrainResult plain, planned;
+  Config config;
+};
+PlainAndPlanned plain_and_planned(const TempDir& tmp, nlohmann::json j) {
+  j["train"]["log_every"] = 1;
+  PlainAndPlanned out;
+  out.plain = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("plain")));
+  j["memory"] = {{"budget", "0.6x"}, {"fidelity_weight", 1e9}};
+  out.config = Config::from_json(j, "tiny.json");
+  out.planned = train(out.config, quiet(tmp.sub("run")));
+  return out;
+}
+
+// A run of 8 steps with plans per batch shape: some steps ran under a plan whose label holds
+// `label_part` ("": any but the longest batch's), every step within the budget, the losses
+// those of the unplanned run (recomputation only); plan.txt shows `table_has`, and the saved
+// plan reads back the same.
+void expect_ran_plans_like(const TrainResult& r, const TrainResult& plain, const MemoryPlan& plan,
+                           const std::string& dir, const std::string& label_part, const std::string& table_has) {
+  int64_t steps = 0, matching = 0;
+  for (const auto& [label, n] : r.memory_plan_steps.items()) {
+    steps += n.get<int64_t>();
+    if (label != "longest" && label.find(label_part) != std::string::npos) matching += n.get<int64_t>();
+  }
+  EXPECT_EQ(steps, 8) << r.memory_plan_steps.dump();
+  EXPECT_GT(matching, 0) << r.memory_plan_steps.dump();
+  for (const auto& l : train_lines(dir)) EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
+  ASSERT_EQ(r.losses.size(), plain.losses.size());
+  for (size_t i = 0; i < r.losses.size(); ++i) EXPECT_EQ(r.losses[i], plain.losses[i]) << "step " << i + 1;
+  std::ifstream txt(dir + "/plan.txt");
+  const std::string table((std::istreambuf_iterator<char>(txt)), std::istreambuf_iterator<char>());
+  EXPECT_NE(table.find(table_has), std::string::npos) << table;
+  EXPECT_EQ(MemoryPlan::from_json(plan.to_json(), "again").to_json(), plan.to_json());
+}
+
 // Shorter batches get plans of their own (profiled at batch size x N), each within the
 // budget; a run with dynamic padding switches between them by its batches' longest sequence,
 // every step within the budget, and trains as the unplanned run does (recomputation only).
@@ -327,40 +365,79 @@ TEST(MemoryPlanner, ShorterBatchesRunPlansOfTheirOwn) {
   TempDir tmp("lb_planner");
   nlohmann::json j = lb::testing::tiny_bert_config(8);
   j["data"]["padding"] = "dynamic";
-  j["train"]["log_every"] = 1;
-  const TrainResult plain = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("plain")));
-  j["memory"] = {{"budget", "0.6x"}, {"fidelity_weight", 1e9}};
-  const Config c = Config::from_json(j, "tiny.json");
-  const TrainResult r = train(c, quiet(tmp.sub("run")));
+  const auto [plain, r, c] = plain_and_planned(tmp, j);
   const MemoryPlan plan = MemoryPlan::from_json(r.memory_plan, "plan");
   ASSERT_FALSE(plan.section.recompute.empty()) << r.memory_plan.dump();
   ASSERT_FALSE(plan.by_length.empty()) << r.memory_plan.dump();
   int64_t longer = c.data.max_seq_len;
-  for (const auto& l : plan.by_length) {
+  int last_by_length = -1;
+  for (size_t i = 0; i < plan.by_length.size(); ++i) {
+    const LengthPlan& l = plan.by_length[i];
+    EXPECT_LE(l.measured_peak, plan.budget_bytes) << l.label();
+    EXPECT_LE(l.section.recompute.size(), plan.section.recompute.size()) << l.label();
+    if (l.max_tokens > 0) continue;  // by real tokens: BatchesOfFewerTokensRunPlansOfTheirOwn
     EXPECT_LT(l.max_len, longer);
     longer = l.max_len;
-    EXPECT_LE(l.measured_peak, plan.budget_bytes) << l.max_len;
-    EXPECT_LE(l.section.recompute.size(), plan.section.recompute.size()) << l.max_len;
+    last_by_length = static_cast<int>(i);
   }
+  ASSERT_GE(last_by_length, 0) << r.memory_plan.dump();
   EXPECT_EQ(plan.length_plan_for(c.data.max_seq_len), -1);
-  EXPECT_EQ(plan.length_plan_for(plan.by_length.back().max_len), static_cast<int>(plan.by_length.size()) - 1);
-  EXPECT_EQ(plan.length_plan_for(1), static_cast<int>(plan.by_length.size()) - 1);
-  int64_t steps = 0, shorter = 0;
-  for (const auto& [len, n] : r.memory_plan_steps.items()) {
-    steps += n.get<int64_t>();
-    if (len != "longest") shorter += n.get<int64_t>();
+  EXPECT_EQ(plan.length_plan_for(plan.by_length[static_cast<size_t>(last_by_length)].max_len), last_by_length);
+  EXPECT_EQ(plan.length_plan_for(1), last_by_length);
+  expect_ran_plans_like(r, plain, plan, tmp.sub("run"), "", "shorter batches");
+}
+
+// Where padding is skipped, a batch of full-length rows with fewer real tokens keeps less
+// (token-wise layers see only its tokens): plans by real tokens, profiled at the full batch
+// with that many kept, serve them. Every batch here is padded to max_seq_len, so the plans by
+// longest sequence never apply; the run steps under plans by tokens, within the budget, and
+// trains as the unplanned run does.
+TEST(MemoryPlanner, BatchesOfFewerTokensRunPlansOfTheirOwn) {
+  TempDir tmp("lb_planner");
+  nlohmann::json j = lb::testing::tiny_bert_config(8);
+  j["data"]["padding"] = "max_length";
+  j["model"]["skip_padding"] = true;
+  const auto [plain, r, c] = plain_and_planned(tmp, j);
+  const MemoryPlan plan = MemoryPlan::from_json(r.memory_plan, "plan");
+  ASSERT_FALSE(plan.section.recompute.empty()) << r.memory_plan.dump();
+  int64_t more = c.data.batch_size * c.data.max_seq_len;
+  int by_tokens = 0;
+  for (const auto& l : plan.by_length) {
+    if (l.max_tokens == 0) continue;
+    ++by_tokens;
+    EXPECT_EQ(l.max_len, c.data.max_seq_len);
+    EXPECT_LT(l.max_tokens, more);
+    more = l.max_tokens;
+    EXPECT_LE(l.measured_peak, plan.budget_bytes) << l.label();
   }
-  EXPECT_EQ(steps, 8) << r.memory_plan_steps.dump();
-  EXPECT_GT(shorter, 0) << r.memory_plan_steps.dump();
-  for (const auto& l : train_lines(tmp.sub("run")))
-    EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
-  ASSERT_EQ(r.losses.size(), plain.losses.size());
-  for (size_t i = 0; i < r.losses.size(); ++i) EXPECT_EQ(r.losses[i], plain.losses[i]) << "step " << i + 1;
-  // plan.txt lists them; the saved plan reads back with them.
-  std::ifstream txt(tmp.sub("run") + "/plan.txt");
-  const std::string table((std::istreambuf_iterator<char>(txt)), std::istreambuf_iterator<char>());
-  EXPECT_NE(table.find("shorter batches"), std::string::npos) << table;
-  EXPECT_EQ(MemoryPlan::from_json(plan.to_json(), "again").to_json(), plan.to_json());
+  ASSERT_GT(by_tokens, 0) << r.memory_plan.dump();
+  expect_ran_plans_like(r, plain, plan, tmp.sub("run"), "real tokens",
+                        "T = " + std::to_string(plan.by_length.back().max_tokens));
+}
+
+// Which plan a batch runs: the covering plan of the shortest length or of the fewest real
+// tokens, of the two the one predicted faster; a batch neither covers runs the longest plan.
+TEST(MemoryPlanner, PicksThePlanThatCoversABatch) {
+  MemoryPlan plan;
+  const auto add = [&](int64_t len, int64_t tokens, double ms) {
+    LengthPlan l;
+    l.max_len = len;
+    l.max_tokens = tokens;
+    l.predicted_step_ms = ms;
+    plan.by_length.push_back(l);
+  };
+  add(96, 0, 60);     // 0
+  add(64, 0, 35);     // 1
+  add(128, 3072, 70); // 2
+  add(128, 2048, 45); // 3
+  EXPECT_EQ(plan.length_plan_for(128, 4096), -1);  // nothing covers it
+  EXPECT_EQ(plan.length_plan_for(128, 0), -1);     // tokens not known: length plans only
+  EXPECT_EQ(plan.length_plan_for(128, 3000), 2);
+  EXPECT_EQ(plan.length_plan_for(128, 2048), 3);
+  EXPECT_EQ(plan.length_plan_for(96, 2900), 0);    // 60 ms against 70
+  EXPECT_EQ(plan.length_plan_for(96, 2000), 3);    // 45 against 60
+  EXPECT_EQ(plan.length_plan_for(64, 2000), 1);    // 35 against 45
+  EXPECT_EQ(plan.length_plan_for(1, 0), 1);
 }
 
 }  // namespace

@@ -18,21 +18,28 @@ BatchLengthPlans::BatchLengthPlans(const MemoryPlan& plan, nn::Module& module, T
 
 int BatchLengthPlans::apply(const std::vector<data::Batch>& micro) {
   const int index = put_in_force_for(micro);
-  ++steps_[index < 0 ? 0 : plan_.by_length[static_cast<size_t>(index)].max_len];
+  ++steps_[index < 0 ? std::string("longest") : plan_.by_length[static_cast<size_t>(index)].label()];
   return index;
 }
 
 int BatchLengthPlans::put_in_force_for(const std::vector<data::Batch>& micro) {
-  int64_t longest = 0;
+  int64_t longest = 0, tokens = 0;  // over the micro-batches, each of which runs on its own
   for (const auto& b : micro) {
-    const auto it = b.inputs.find("input_ids");
-    if (it == b.inputs.end()) {  // no sequences: the longest batch's plan
-      longest = -1;
-      break;
+    const auto ids = b.inputs.find("input_ids");
+    if (ids == b.inputs.end()) {  // no sequences: the longest batch's plan
+      put_in_force(-1);
+      return -1;
     }
-    longest = std::max(longest, it->second.size(1));
+    longest = std::max(longest, ids->second.size(1));
+    const auto mask = b.inputs.find("attention_mask");
+    int64_t kept = ids->second.numel();
+    if (mask != b.inputs.end() && mask->second.dtype() == DType::F32 && mask->second.is_contiguous()) {
+      const float* m = mask->second.data<float>();
+      kept = std::count_if(m, m + mask->second.numel(), [](float v) { return v != 0.0f; });
+    }
+    tokens = std::max(tokens, kept);
   }
-  const int index = longest < 0 ? -1 : plan_.length_plan_for(longest);
+  const int index = plan_.length_plan_for(longest, tokens);
   put_in_force(index);
   return index;
 }

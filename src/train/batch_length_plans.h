@@ -1,5 +1,6 @@
 // Internal: carries out a memory plan made per batch length (MemoryPlan::by_length) during
-// training. Before each step, the plan for its longest sequence is put in force — the kept-
+// training. Before each step, the plan for its longest sequence (and its micro-batches' real
+// tokens) is put in force — the kept-
 // tensor codecs on the TrainStep, recomputation on the model's blocks — switching only when
 // it changes; a batch without sequences (images) or longer than every shorter plan runs the
 // plan of the longest batch, which set_up_training put in force at the start.
@@ -7,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lb/autograd/saved_codec.h"
@@ -28,8 +30,9 @@ class BatchLengthPlans {
   int apply(const std::vector<data::Batch>& micro);
   // The same without counting a step (a calibration pass on its own batches).
   int put_in_force_for(const std::vector<data::Batch>& micro);
-  // Steps run under each plan so far, by its max_len (0: the longest batch's plan).
-  const std::map<int64_t, int64_t>& steps() const { return steps_; }
+  // Steps run under each plan so far, by its LengthPlan::label() ("longest": the longest
+  // batch's plan).
+  const std::map<std::string, int64_t>& steps() const { return steps_; }
 
  private:
   void put_in_force(int index);
@@ -38,7 +41,7 @@ class BatchLengthPlans {
   TrainStep& step_;
   std::vector<std::shared_ptr<const autograd::CodecRules>> codecs_;  // [index + 1]
   int current_ = -1;
-  std::map<int64_t, int64_t> steps_;
+  std::map<std::string, int64_t> steps_;
 };
 
 }  // namespace lb::train

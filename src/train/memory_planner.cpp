@@ -202,10 +202,10 @@ int64_t smallest_reachable_budget(const MemoryProfile& p) {
   return hi;
 }
 
-Config worst_case_batch(Config c) {
+Config worst_case_batch(Config c, int64_t real_tokens) {
   if (c.model.type == "bert") {
     c.data.padding = "max_length";
-    c.model.skip_padding = "false";
+    c.model.skip_padding = real_tokens > 0 ? "true" : "false";
   }
   return c;
 }
@@ -224,7 +224,7 @@ using Reports = std::map<std::pair<std::string, bool>, MemoryReport>;  // by (co
 
 // One attributed and two timed steps per option of `options` on `config`.
 Reports profile_options(const Config& config, const std::string& strategy, const std::vector<KeepOption>& options,
-                        std::vector<std::string>& blocks) {
+                        std::vector<std::string>& blocks, int64_t real_tokens = 0) {
   Reports reports;
   for (const KeepOption& o : options) {
     std::vector<autograd::CodecRule> codecs;
@@ -233,7 +233,7 @@ Reports profile_options(const Config& config, const std::string& strategy, const
       throw Error(config.source + ": memory.budget: this model has no block that can be recomputed, so the "
                   "planner has nothing to choose from but codecs; give memory.codecs instead");
     MemoryReport r = memory_report(with_memory(config, codecs, o.recompute ? blocks : std::vector<std::string>{}),
-                                   strategy, 2);
+                                   strategy, 2, real_tokens);
     if (blocks.empty()) blocks = r.blocks;
     reports[{o.codec, o.recompute}] = std::move(r);
   }
@@ -280,11 +280,11 @@ void add_columns(MemoryProfile& p, const std::vector<KeepOption>& options, const
 
 }  // namespace
 
-MemoryProfile profile_memory(const Config& config_in, const std::string& strategy) {
-  const Config config = worst_case_batch(config_in);
+MemoryProfile profile_memory(const Config& config_in, const std::string& strategy, int64_t real_tokens) {
+  const Config config = worst_case_batch(config_in, real_tokens);
   MemoryProfile p;
   const std::vector<KeepOption> options = block_options();
-  const Reports reports = profile_options(config, strategy, options, p.blocks);
+  const Reports reports = profile_options(config, strategy, options, p.blocks, real_tokens);
   const MemoryReport& exact = reports.at({"f32", false});
   p.exact_ms = exact.step_ms;
   p.exact_peak = exact.activation_peak_bytes;
@@ -309,12 +309,12 @@ void profile_strategy(MemoryProfile& p, const Config& config_in, const std::stri
 
 namespace {
 
-// The plan for the config's largest batch (see plan_memory); HOT is a candidate only where
-// `consider_hot`.
+// The plan for the config's largest batch (see plan_memory), or with `real_tokens` for its
+// batches with that many real tokens; HOT is a candidate only where `consider_hot`.
 MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                        bool consider_hot) {
-  const Config config = worst_case_batch(config_in);
-  MemoryProfile p = profile_memory(config, strategy);
+                        bool consider_hot, int64_t real_tokens = 0) {
+  const Config config = worst_case_batch(config_in, real_tokens);
+  MemoryProfile p = profile_memory(config, strategy, real_tokens);
   const std::vector<std::string>& blocks = p.blocks;
   const size_t n = blocks.size();
   MemoryPlan plan;
@@ -325,7 +325,7 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
   // A fraction refers to the exact vanilla step: measured apart unless that is what ran.
   const bool vanilla = strategy == "vanilla" || (strategy.empty() && config.backward.source_json().empty());
   if (budget.is_fraction() && !vanilla)
-    plan.exact_vanilla_peak = memory_report(with_memory(config, {}, {}), "vanilla").activation_peak_bytes;
+    plan.exact_vanilla_peak = memory_report(with_memory(config, {}, {}), "vanilla", 0, real_tokens).activation_peak_bytes;
   plan.budget_bytes = budget.resolve(plan.exact_vanilla_peak);
   const double weight = config.memory.fidelity_weight;
   const bool hot = consider_hot && strategies_plannable(config, strategy);
@@ -357,7 +357,8 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
     plan.backward_rules = strategy_rules(hot_blocks, "hot");
     plan.predicted_peak = s.predicted_peak;
     const MemoryReport measured = memory_report(
-        with_backward_rules(with_memory(config, plan.section.codecs, plan.section.recompute), plan.backward_rules), strategy);
+        with_backward_rules(with_memory(config, plan.section.codecs, plan.section.recompute), plan.backward_rules), strategy,
+        0, real_tokens);
     plan.measured_peak = measured.activation_peak_bytes;
     plan.parts.clear();
     double ms = p.exact_ms;
@@ -415,6 +416,17 @@ std::vector<int64_t> shorter_lengths(int64_t max_len) {
   return out;
 }
 
+// Numbers of real tokens worth a plan of their own where padding is skipped: 3/4, 1/2 and
+// 1/4 of a full batch's, most first.
+std::vector<int64_t> fewer_tokens(int64_t batch, int64_t max_len) {
+  std::vector<int64_t> out;
+  for (int64_t quarters : {3, 2, 1}) {
+    const int64_t tokens = batch * max_len * quarters / 4;
+    if (tokens >= batch && (out.empty() || tokens < out.back())) out.push_back(tokens);
+  }
+  return out;
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
@@ -422,29 +434,32 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
   const auto t0 = std::chrono::steady_clock::now();
   MemoryPlan plan = plan_longest(config_in, strategy, budget, /*consider_hot=*/true);
   // Shorter batches, BERT: a plan per shorter length for the same bytes, longest first, until
-  // one runs exact (shorter ones then do too). Where the longest batch needs HOT the plans
-  // would differ in backward strategies as well; those runs keep one plan.
+  // one runs exact (shorter ones then do too); where padding is skipped, the same per number
+  // of real tokens. Where the longest batch needs HOT the plans would differ in backward
+  // strategies as well; those runs keep one plan.
   const bool compresses = !plan.section.codecs.empty() || !plan.section.recompute.empty();
   if (shorter_batches && config_in.model.type == "bert" && compresses && plan.backward_rules.empty()) {
     const MemoryBudget bytes = MemoryBudget::parse(std::to_string(plan.budget_bytes), "memory.budget");
-    for (const int64_t len : shorter_lengths(config_in.data.max_seq_len)) {
-      Config shorter = config_in;
-      shorter.data.max_seq_len = len;
+    // The plan for batches of `shape`'s max_seq_len (and `tokens` real tokens, if > 0);
+    // true where it runs exact.
+    const auto plan_shape = [&](const Config& shape, int64_t tokens) {
       LengthPlan lp;
-      lp.max_len = len;
-      const MemoryReport exact = memory_report(with_memory(worst_case_batch(shorter), {}, {}), strategy, 2);
+      lp.max_len = shape.data.max_seq_len;
+      lp.max_tokens = tokens;
+      const MemoryReport exact =
+          memory_report(with_memory(worst_case_batch(shape, tokens), {}, {}), strategy, 2, tokens);
       if (exact.activation_peak_bytes <= plan.budget_bytes) {
         lp.predicted_peak = lp.measured_peak = exact.activation_peak_bytes;
         lp.predicted_step_ms = exact.step_ms;
         lp.summary = "exact";
         plan.by_length.push_back(lp);
-        break;
+        return true;
       }
       MemoryPlan sub;
       try {
-        sub = plan_longest(shorter, strategy, bytes, /*consider_hot=*/false);
+        sub = plan_longest(shape, strategy, bytes, /*consider_hot=*/false, tokens);
       } catch (const Error&) {
-        continue;  // batches of this length keep the plan of a longer one
+        return false;  // such batches keep the plan of a larger shape
       }
       lp.section = sub.section;
       lp.predicted_peak = sub.predicted_peak;
@@ -452,16 +467,42 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
       lp.predicted_step_ms = sub.predicted_step_ms;
       lp.summary = sub.summary();
       plan.by_length.push_back(lp);
+      return false;
+    };
+    for (const int64_t len : shorter_lengths(config_in.data.max_seq_len)) {
+      Config shorter = config_in;
+      shorter.data.max_seq_len = len;
+      if (plan_shape(shorter, 0)) break;
     }
+    if (config_in.model.skip_padding != "false")
+      for (const int64_t tokens : fewer_tokens(config_in.data.batch_size, config_in.data.max_seq_len))
+        if (plan_shape(config_in, tokens)) break;
   }
   plan.profile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }
 
-int MemoryPlan::length_plan_for(int64_t longest) const {
-  for (int i = static_cast<int>(by_length.size()) - 1; i >= 0; --i)
-    if (by_length[static_cast<size_t>(i)].max_len >= longest) return i;
-  return -1;
+int MemoryPlan::length_plan_for(int64_t longest, int64_t tokens) const {
+  // The covering plan of the shortest length, the covering plan of the fewest tokens, and of
+  // those two the one predicted faster on its own profile.
+  int by_len = -1, by_tokens = -1;
+  for (int i = 0; i < static_cast<int>(by_length.size()); ++i) {
+    const LengthPlan& l = by_length[static_cast<size_t>(i)];
+    if (l.max_len < longest) continue;
+    if (l.max_tokens == 0) {
+      if (by_len < 0 || l.max_len < by_length[static_cast<size_t>(by_len)].max_len) by_len = i;
+    } else if (tokens > 0 && l.max_tokens >= tokens) {
+      if (by_tokens < 0 || l.max_tokens < by_length[static_cast<size_t>(by_tokens)].max_tokens) by_tokens = i;
+    }
+  }
+  if (by_len < 0 || by_tokens < 0) return std::max(by_len, by_tokens);
+  return by_length[static_cast<size_t>(by_tokens)].predicted_step_ms < by_length[static_cast<size_t>(by_len)].predicted_step_ms
+             ? by_tokens
+             : by_len;
+}
+
+std::string LengthPlan::label() const {
+  return max_tokens > 0 ? std::to_string(max_tokens) + " real tokens" : std::to_string(max_len);
 }
 
 std::string MemoryPlan::summary() const {
@@ -506,9 +547,11 @@ std::string MemoryPlan::table() const {
        << std::setw(10) << mb(p.kept_bytes) << std::setw(12) << mb(p.working_bytes) << std::setw(8)
        << std::setprecision(0) << p.added_ms << "  " << p.why << "\n";
   if (!by_length.empty()) {
-    os << "\nshorter batches (every sequence at most N tokens; profiled at the batch size x N):\n";
+    os << "\nshorter batches (every sequence at most N tokens; profiled at the batch size x N;\n"
+          "  with padding skipped, also batches of at most T real tokens, profiled at the full size with T kept):\n";
     for (const auto& l : by_length)
-      os << "  N = " << l.max_len << ": " << l.summary << "; peak " << mb(l.predicted_peak) << " MB predicted, "
+      os << "  " << (l.max_tokens > 0 ? "T = " + std::to_string(l.max_tokens) : "N = " + std::to_string(l.max_len))
+         << ": " << l.summary << "; peak " << mb(l.predicted_peak) << " MB predicted, "
          << mb(l.measured_peak) << " MB measured; ~" << std::setprecision(0) << l.predicted_step_ms << " ms per step\n";
   }
   return os.str();
@@ -543,6 +586,7 @@ nlohmann::json MemoryPlan::to_json() const {
              nlohmann::json a = nlohmann::json::array();
              for (const auto& l : by_length)
                a.push_back({{"max_len", l.max_len},
+                            {"max_tokens", l.max_tokens},
                             {"memory", l.section.to_json()},
                             {"predicted_peak_bytes", l.predicted_peak},
                             {"measured_peak_bytes", l.measured_peak},
@@ -585,14 +629,15 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
     for (const auto& x : j.value("by_length", nlohmann::json::array())) {  // plans before them had none
       LengthPlan l;
       l.max_len = x.at("max_len").get<int64_t>();
+      l.max_tokens = x.value("max_tokens", int64_t{0});  // plans before them had none
       l.section = MemorySection::from_json(x.at("memory"));
       for (auto& r : l.section.codecs) r.must_match = false;
       l.predicted_peak = x.at("predicted_peak_bytes").get<int64_t>();
       l.measured_peak = x.at("measured_peak_bytes").get<int64_t>();
       l.predicted_step_ms = x.at("predicted_step_ms").get<double>();
       l.summary = x.at("summary").get<std::string>();
-      LB_CHECK(l.max_len > 0 && (p.by_length.empty() || l.max_len < p.by_length.back().max_len), source,
-               ": by_length: lengths must fall, got ", l.max_len);
+      LB_CHECK(l.max_len > 0 && l.max_tokens >= 0, source, ": by_length: max_len ", l.max_len, ", max_tokens ",
+               l.max_tokens, " (expected max_len > 0, max_tokens >= 0)");
       p.by_length.push_back(l);
     }
     return p;

@@ -138,7 +138,31 @@ nlohmann::json MemoryReport::to_json() const {
           {"tensors", tensors}};
 }
 
-MemoryReport memory_report(Config config, const std::string& strategy, int timed_steps) {
+namespace {
+
+// Keeps `tokens` of the batch's (B, T) attention mask: rows filled whole in order, then one
+// part-filled, every row keeping at least its first token.
+void keep_tokens(data::Batch& batch, int64_t tokens, const std::string& source) {
+  const auto it = batch.inputs.find("attention_mask");
+  LB_CHECK(it != batch.inputs.end() && it->second.dim() == 2 && it->second.dtype() == DType::F32, source,
+           ": a profile with a number of real tokens needs text batches");
+  Tensor& mask = it->second;
+  const int64_t rows = mask.size(0), len = mask.size(1);
+  LB_CHECK(tokens >= rows && tokens <= rows * len, source, ": cannot keep ", tokens, " tokens of a ", rows, " x ",
+           len, " batch");
+  float* m = mask.data<float>();
+  int64_t left = tokens;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t keep = std::clamp<int64_t>(left - (rows - 1 - r), 1, len);
+    std::fill(m + r * len, m + r * len + keep, 1.0f);
+    std::fill(m + r * len + keep, m + (r + 1) * len, 0.0f);
+    left -= keep;
+  }
+}
+
+}  // namespace
+
+MemoryReport memory_report(Config config, const std::string& strategy, int timed_steps, int64_t real_tokens) {
   dist::ProcessGroup& pg = dist::single_process();  // one process: the step as rank 0 of a run sees it
   TrainingSetup s = set_up_training(config, strategy, Device::cpu(), pg);
   TrainStepOptions options;
@@ -167,6 +191,7 @@ MemoryReport memory_report(Config config, const std::string& strategy, int timed
   data::Batch batch;
   s.train_loader->start_epoch(0, 0);
   LB_CHECK(s.train_loader->next(batch), config.source, ": the training data has no batch");
+  if (real_tokens > 0) keep_tokens(batch, real_tokens, config.source);
   MemoryReport r;
   r.strategy = strategy;
   r.examples = batch.size();

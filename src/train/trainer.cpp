@@ -296,11 +296,12 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                   megabytes(r.activation_peak_bytes) + " of activations, " +
                   megabytes(r.activation_peak_bytes - memory_plan->budget_bytes) + " over memory.budget " +
                   memory_plan->budget_text + " (" + megabytes(memory_plan->budget_bytes) + "; planned peak " +
-                  (length_plan < 0 ? megabytes(memory_plan->measured_peak)
-                                   : megabytes(memory_plan->by_length[static_cast<size_t>(length_plan)].measured_peak) +
-                                         " for batches of sequences of at most " +
-                                         std::to_string(memory_plan->by_length[static_cast<size_t>(length_plan)].max_len) +
-                                         " tokens") +
+                  (length_plan < 0 ? megabytes(memory_plan->measured_peak) : [&] {
+                    const LengthPlan& l = memory_plan->by_length[static_cast<size_t>(length_plan)];
+                    return megabytes(l.measured_peak) + " for batches of " +
+                           (l.max_tokens > 0 ? "at most " + std::to_string(l.max_tokens) + " real tokens"
+                                             : "sequences of at most " + std::to_string(l.max_len) + " tokens");
+                  }()) +
                   ")" +
                   (site ? ", set in " + site->phase + (site->op.empty() ? "" : " of " + site->op + " in " +
                                                        (site->module.empty() ? "(model)" : site->module))
@@ -360,10 +361,11 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   }
   if (length_plans) {
     std::string counts;
-    for (const auto& [len, n] : length_plans->steps()) {
-      result.memory_plan_steps[len == 0 ? "longest" : std::to_string(len)] = n;
-      counts += (counts.empty() ? "" : ", ") + (len == 0 ? std::string("the longest batches' plan") :
-                                                           "at most " + std::to_string(len) + " tokens") +
+    for (const auto& [label, n] : length_plans->steps()) {
+      result.memory_plan_steps[label] = n;
+      counts += (counts.empty() ? "" : ", ") +
+                (label == "longest" ? std::string("the longest batches' plan") : "at most " + label +
+                                      (label.find(' ') == std::string::npos ? " tokens" : "")) +
                 ": " + std::to_string(n);
     }
     log.info("steps by memory plan (batch length): " + counts);

@@ -55,9 +55,11 @@ def main():
             for r in got.values():
                 lengths.update(r.get("steps_by_plan_length") or {})
             if lengths and set(lengths) != {"longest"}:
-                plans += " (steps by longest sequence: " + ", ".join(
+                # Keys: "96" (longest sequence ≤ 96), "2048 real tokens", "longest".
+                order = lambda k: (2, 0) if k == "longest" else (1, int(k.split()[0])) if " " in k else (0, int(k))
+                plans += " (steps by plan: " + ", ".join(
                     f"{'≤' + k if k != 'longest' else 'longest'} {n}" for k, n in
-                    sorted(lengths.items(), key=lambda kv: 10**9 if kv[0] == "longest" else int(kv[0]))) + ")"
+                    sorted(lengths.items(), key=lambda kv: order(kv[0]))) + ")"
             print(f"| {t} ({metric}) | {b} | {mean:.1f}{std} | {len(vals)} | {peak:.1f} MB | {ms:.0f}{ratio} | {plans} |")
     common = [t for t in tasks if all(t in means[b] for b in budgets)]
     if common and len(budgets) > 1:

@@ -68,12 +68,19 @@ struct PlannedPart {
 // data.batch_size × max_len, nothing packed: an upper bound for any such batch). Made for
 // BERT where the plan for the longest batch compresses anything and puts no layer on HOT:
 // shorter batches keep less, so they get by with less compression (or none).
+//
+// Where padding is skipped, token-wise layers keep bytes by real tokens while attention runs
+// on the padded layout: plans keyed by `max_tokens` serve batches of any length (up to
+// max_seq_len) with at most that many real tokens (profiled at batch × max_seq_len with that
+// many kept: whole sequences first, the rest padding).
 struct LengthPlan {
   int64_t max_len = 0;
+  int64_t max_tokens = 0;  // 0: any number (at most batch × max_len)
   MemorySection section;  // memory.codecs and memory.recompute for such batches
   int64_t predicted_peak = 0, measured_peak = 0;
   double predicted_step_ms = 0;
   std::string summary;  // "exact", "3 recompute, 3 bf16; rest exact", ...
+  std::string label() const;  // "96" (max_len), "2048 real tokens" (max_tokens)
 };
 
 struct MemoryPlan {
@@ -90,11 +97,13 @@ struct MemoryPlan {
   MemorySection section;  // the memory.codecs and memory.recompute that carry the plan out
   // The backward rules that do ({"match": "BLOCK.*", "type": "hot"} per HOT block; empty: none).
   nlohmann::json backward_rules = nlohmann::json::array();
-  // Plans for shorter batches, longest first (empty: this plan serves every batch).
+  // Plans for shorter batches: by longest sequence, longest first, then by real tokens, most
+  // first (empty: this plan serves every batch).
   std::vector<LengthPlan> by_length;
-  // The plan for a batch whose longest sequence has `longest` tokens: an index into
-  // by_length (the one with the smallest max_len that covers it), or -1 for this plan.
-  int length_plan_for(int64_t longest) const;
+  // The plan for a batch whose longest sequence has `longest` tokens and whose micro-batches
+  // hold at most `tokens` real tokens each (0: not known): an index into by_length (of the
+  // plans that cover it, the one predicted fastest on its own profile), or -1 for this plan.
+  int length_plan_for(int64_t longest, int64_t tokens = 0) const;
   const MemorySection& section_for(int index) const { return index < 0 ? section : by_length.at(index).section; }
 
   std::string table() const;  // plan.txt
@@ -127,9 +136,11 @@ const std::vector<std::string>& rest_codecs();
 
 // The batch the planner profiles: text at its largest (every sequence max_seq_len long, no
 // padding skipped: an upper bound for any batch of the run); images have one shape.
-Config worst_case_batch(Config c);
-// One attributed and two timed steps per uniform setting (see above).
-MemoryProfile profile_memory(const Config& config, const std::string& strategy);
+// With `real_tokens` > 0 (BERT): padding skipped, the batch as memory_report keeps it.
+Config worst_case_batch(Config c, int64_t real_tokens = 0);
+// One attributed and two timed steps per uniform setting (see above), on the worst-case batch
+// (with `real_tokens`: that many real tokens).
+MemoryProfile profile_memory(const Config& config, const std::string& strategy, int64_t real_tokens = 0);
 // Adds block_options(candidate) to `p`: six more settings, every block's layers on `candidate`
 // (backward rules "BLOCK.*"), the rest of the model as the config has it.
 void profile_strategy(MemoryProfile& p, const Config& config, const std::string& strategy, const std::string& candidate);

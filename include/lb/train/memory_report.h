@@ -46,7 +46,10 @@ struct MemoryReport {
 
 // `config` as `leanback train` would run it (strategy: the --strategy override), one step on
 // its first training batch, on the CPU, then `timed_steps` more on the same batch, timed.
-// Errors name the config file.
-MemoryReport memory_report(Config config, const std::string& strategy, int timed_steps = 0);
+// `real_tokens` > 0 (text): the batch's attention mask keeps that many tokens in all, whole
+// sequences first, the rest padding (the memory planner's profile of batches with at most so
+// many real tokens). Errors name the config file.
+MemoryReport memory_report(Config config, const std::string& strategy, int timed_steps = 0,
+                           int64_t real_tokens = 0);
 
 }  // namespace lb::train
