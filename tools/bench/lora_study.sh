@@ -2,13 +2,15 @@
 # The LoRA study: MiniLM on GLUE tasks, per seed, full fine-tuning against LoRA (r 8, alpha
 # 16, dropout 0.1, lr 5e-4 as configs/minilm_mrpc_lora.json) on query/value ("lora") and on
 # every encoder Linear ("lora_all"), and LoRA under HOT / INSTANT ("lora_hot",
-# "lora_instant"); with TWIN=1 also the PyTorch + PEFT twin (tools/bench/glue_twin.py, same
+# "lora_instant"), and LoRA on query/value at a memory budget ("lora_budget": BUDGET, default
+# 115.2MB, a tenth of the activations PyTorch keeps for full fine-tuning on the 32 x 128
+# batch); with TWIN=1 also the PyTorch + PEFT twin (tools/bench/glue_twin.py, same
 # generated config) of full, lora and lora_all. One JSON line per run appended to OUT: the
 # final dev metric, examples/s, median step time, the largest measured activation peak and the
 # memory tags of the step with it, the most bytes kept for backward at the end of a forward
 # (the twin: the same through saved_tensors_hooks, and its parameter, gradient and optimizer
 # bytes), the CPU and thread count.
-#   TASKS="mrpc rte" SEEDS="1 2 3" ROWS="full lora lora_all lora_hot lora_instant" TWIN=1 \
+#   TASKS="mrpc rte" SEEDS="1 2 3" ROWS="full lora lora_all lora_hot lora_instant lora_budget" TWIN=1 \
 #     tools/bench/lora_study.sh [OUT]
 # THREADS=N and CORE=C pin both frameworks (OMP_NUM_THREADS / --threads, taskset); LB picks
 # the leanback binary, PY the Python with torch, transformers and peft. Runs go to
@@ -71,13 +73,17 @@ EOF
 
 for seed in ${SEEDS:-1}; do
   for task in ${TASKS:-mrpc sst2 rte cola stsb}; do
-    for row in ${ROWS:-full lora lora_all lora_hot lora_instant}; do
+    for row in ${ROWS:-full lora lora_all lora_hot lora_instant lora_budget}; do
       base="runs/lora_study/$task/$row/seed$seed"
       mkdir -p "$base"
       cfg="$base/config.in.json"
-      case "$row" in lora_hot|lora_instant) make_config "$task" lora "$cfg" ;; *) make_config "$task" "$row" "$cfg" ;; esac
-      strategy=()
-      case "$row" in lora_hot) strategy=(--strategy hot) ;; lora_instant) strategy=(--strategy instant) ;; esac
+      case "$row" in lora_hot|lora_instant|lora_budget) make_config "$task" lora "$cfg" ;; *) make_config "$task" "$row" "$cfg" ;; esac
+      strategy=()  # the row's flags
+      case "$row" in
+        lora_hot) strategy=(--strategy hot) ;;
+        lora_instant) strategy=(--strategy instant) ;;
+        lora_budget) strategy=(--memory-budget "${BUDGET:-115.2MB}") ;;
+      esac
       if [ ! -f "$base/lb/eval_results.json" ]; then
         start=$(date +%s)
         if "${pin[@]}" "$lb" train "$cfg" --seed "$seed" "${strategy[@]}" --out "$base/lb" --overwrite --no-progress \

@@ -19,7 +19,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROWS = {"full": "full fine-tuning", "lora": "LoRA q,v", "lora_all": "LoRA all Linear",
-        "lora_hot": "LoRA q,v + HOT", "lora_instant": "LoRA q,v + INSTANT"}
+        "lora_hot": "LoRA q,v + HOT", "lora_instant": "LoRA q,v + INSTANT",
+        "lora_budget": "LoRA q,v at a budget"}
 
 
 def mean_std(vals, scale=1.0):
