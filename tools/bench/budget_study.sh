@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # The memory-budget accuracy study: for each GLUE task, seed and budget,
-# `leanback train configs/minilm_TASK.json --seed S [--memory-budget B]` and one JSON line
+# `leanback train configs/minilm_TASK.json --seed S [--memory-budget B]` (a TASK with no such
+# config names one of its own: vit_tiny_cifar10, resnet18_cifar10) and one JSON line
 # appended to OUT: the final dev metric, the largest measured activation peak of any training
 # step, the median step time, the plan (blocks per choice), the CPU and thread count.
 #   TASKS="wnli mrpc" SEEDS="1 2 3" BUDGETS="exact 288MB 115.2MB" tools/bench/budget_study.sh [OUT]
 # "exact" is vanilla with no budget (every kept tensor exact; leanback's backward keeps the
 # lean set, numerically identical to keeping every input). 288MB and 115.2MB are a quarter
 # and a tenth of the 1152 MB PyTorch + transformers keeps on the same 32 x 128 batch
-# (tools/bench/minilm_step_torch.py). Run directories are runs/budget_study/TASK/BUDGET/seedS
+# (tools/bench/minilm_step_torch.py); for ViT-tiny at batch 128, 311MB and 124.4MB of PyTorch's
+# 1244 MB (tools/bench/vit_tiny.py --batch 128). Run directories are runs/budget_study/TASK/BUDGET/seedS
 # (outside git); a finished one is skipped, an interrupted one resumed, so the study runs in
 # parts. THREADS=N and CORE=C pin the runs (OMP_NUM_THREADS=N, taskset -c C) to share the
-# machine; LB picks the binary (copy it elsewhere first when rebuilding meanwhile).
+# machine; SETS="train.epochs=3 ..." passes --set for each (recorded with the line, whose task and
+# run directory are then TASK-SETS: runs/budget_study/vit_tiny_cifar10-train.epochs-3/...); LB picks
+# the binary (copy it elsewhere first when rebuilding meanwhile).
 # tools/bench/budget_table.py OUT prints the table.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -21,9 +25,14 @@ source tools/bench/run_env.sh  # pin, cpu, commit
 for seed in ${SEEDS:-1}; do
   for task in ${TASKS:-wnli mrpc cola stsb rte sst2}; do
     for budget in ${BUDGETS:-exact 115.2MB 288MB}; do
-      dir="runs/budget_study/$task/$budget/seed$seed"
+      name="$task"
+      [ -n "${SETS:-}" ] && name="$task-$(echo "$SETS" | tr ' =' '+-')"
+      dir="runs/budget_study/$name/$budget/seed$seed"
       [ -f "$dir/eval_results.json" ] && continue
-      args=(train "configs/minilm_$task.json" --seed "$seed" --no-progress)
+      config="configs/minilm_$task.json"
+      [ -f "$config" ] || config="configs/$task.json"
+      args=(train "$config" --seed "$seed" --no-progress)
+      for s in ${SETS:-}; do args+=(--set "$s"); done
       [ "$budget" != exact ] && args+=(--memory-budget "$budget")
       # A run with a checkpoint resumes; one that stopped before any (a planner error) starts again.
       if compgen -G "$dir/checkpoint-*" > /dev/null; then args+=(--resume "$dir")
@@ -33,9 +42,9 @@ for seed in ${SEEDS:-1}; do
         echo "budget_study.sh: $task $budget seed $seed failed; see $dir.log" >&2
         continue
       fi
-      python3 - "$dir" "$task" "$budget" "$seed" "$cpu" "${OMP_NUM_THREADS:-all}" "$commit" "$(( $(date +%s) - start ))" >> "$out" <<'EOF'
+      python3 - "$dir" "$name" "$budget" "$seed" "$cpu" "${OMP_NUM_THREADS:-all}" "$commit" "$(( $(date +%s) - start ))" "${SETS:-}" >> "$out" <<'EOF'
 import collections, json, os, statistics, sys
-d, task, budget, seed, cpu, threads, commit, wall = sys.argv[1:9]
+d, task, budget, seed, cpu, threads, commit, wall, sets = sys.argv[1:10]
 res = json.load(open(os.path.join(d, "eval_results.json")))
 lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
 steps = [s for s in lines if s.get("type") == "train"]
@@ -58,7 +67,7 @@ print(json.dumps({
     "activation_peak_bytes": max(s["activation_peak_bytes"] for s in steps),
     "step_ms_median": statistics.median(s["step_ms"] for s in steps),
     "steps": len(steps), "plan": plan, "steps_by_plan_length": by_length, "wall_s": int(wall),
-    "cpu": cpu, "threads": threads, "commit": commit}))
+    "cpu": cpu, "threads": threads, "commit": commit, **({"sets": sets} if sets else {})}))
 EOF
       echo "budget_study.sh: $task $budget seed $seed done"
     done

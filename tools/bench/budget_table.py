@@ -61,10 +61,13 @@ def main():
                     f"{'≤' + k if k != 'longest' else 'longest'} {n}" for k, n in
                     sorted(lengths.items(), key=lambda kv: order(kv[0]))) + ")"
             print(f"| {t} ({metric}) | {b} | {mean:.1f}{std} | {len(vals)} | {peak:.1f} MB | {ms:.0f}{ratio} | {plans} |")
-    common = [t for t in tasks if all(t in means[b] for b in budgets)]
+    # The average compares like with like: per task, the seeds run at every budget.
+    seeds = {t: set.intersection(*(set(by.get((t, b), {})) for b in budgets)) for t in tasks}
+    common = [t for t in tasks if seeds[t]]
     if common and len(budgets) > 1:
-        row = ", ".join(f"{b} {statistics.mean(means[b][t] for t in common):.1f}" for b in budgets)
-        print(f"\nAverage over {', '.join(common)}: {row}")
+        task_mean = lambda t, b: statistics.mean(100 * by[(t, b)][s]["value"] for s in seeds[t])
+        row = ", ".join(f"{b} {statistics.mean(task_mean(t, b) for t in common):.1f}" for b in budgets)
+        print(f"\nAverage over {', '.join(f'{t} (seeds {sorted(seeds[t])})' for t in common)}: {row}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch twin of `leanback bench vit_tiny`: transformers ViTForImageClassification (depth 12,
 dim 192, 3 heads, FFN 768, patch 4 on 32x32x3, 10 classes, no dropout), one fixed batch of 64
-N(0, 1) images, AdamW (lr 1e-4, weight decay 0.01); full training steps, medians per phase,
+(--batch: configs/vit_tiny_cifar10.json trains with 128) N(0, 1) images, AdamW (lr 1e-4, weight decay 0.01); full training steps, medians per phase,
 one JSON line with the C++ bench's fields.
 
-Usage: python tools/bench/vit_tiny.py [--iters N] [--warmup N] [--threads N] [--json]
+Usage: python tools/bench/vit_tiny.py [--batch N] [--iters N] [--warmup N] [--threads N] [--json]
 """
 import sys
 
@@ -13,9 +13,9 @@ import torch
 
 
 def main():
-    a = common.parse_args(__doc__)
+    a = common.parse_args(__doc__, lambda p: p.add_argument("--batch", type=int, default=64))
     from transformers import ViTConfig, ViTForImageClassification
-    B = 64
+    B = a.batch
     cfg = ViTConfig(image_size=32, patch_size=4, num_channels=3, hidden_size=192,
                     num_hidden_layers=12, num_attention_heads=3, intermediate_size=768,
                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=10)
