@@ -415,6 +415,27 @@ TEST(MemoryPlanner, BatchesOfFewerTokensRunPlansOfTheirOwn) {
                         "T = " + std::to_string(plan.by_length.back().max_tokens));
 }
 
+// Ctrl-C or SIGTERM while the planner profiles (minutes on a CPU) stops it before the next
+// profiling step: an error that says so, and no run directory.
+TEST(MemoryPlanner, StopsWhenAskedWhilePlanning) {
+  TempDir tmp("lb_planner");
+  nlohmann::json j = lb::testing::tiny_bert_config(4);
+  j["memory"] = {{"budget", "0.6x"}};
+  struct Asked {  // the flag a signal sets, cleared again whatever happens
+    Asked() { stop_requested() = true; }
+    ~Asked() { stop_requested() = false; }
+  };
+  {
+    const Asked asked;
+    EXPECT_THROW(train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("run"))), PlanInterrupted);
+    const std::string m =
+        lb::testing::error_message([&] { train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("run"))); });
+    EXPECT_NE(m.find("tiny.json: memory.budget: interrupted while planning; nothing was written"), std::string::npos)
+        << m;
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp.sub("run")));
+}
+
 // Which plan a batch runs: the covering plan of the shortest length or of the fewest real
 // tokens, of the two the one predicted faster; a batch neither covers runs the longest plan.
 TEST(MemoryPlanner, PicksThePlanThatCoversABatch) {

@@ -5,6 +5,7 @@
 
 #include "lb/io/atomic_file.h"
 #include "lb/train/compare.h"
+#include "lb/train/memory_planner.h"
 #include "lb/train/plots.h"
 #include "lb/train/trainer.h"
 #include "src/cli/cli_parse.h"
@@ -65,7 +66,12 @@ int cmd_compare(const std::vector<std::string>& args) {
   apply_memory_budget_flag(config, budget);
   train::CompareResult r;
   StopSignals signals;
-  r = train::compare(config, opt);
+  try {
+    r = train::compare(config, opt);
+  } catch (const train::PlanInterrupted& e) {
+    std::cerr << "leanback compare: " << e.what() << " for the run being planned; finished runs are kept\n";
+    return StopSignals::exit_code();
+  }
   if (r.interrupted) {
     std::cerr << "leanback compare: interrupted; finished runs are kept and the interrupted one has a "
                  "checkpoint.\n  continue: the same command again (compare reuses "

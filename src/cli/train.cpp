@@ -18,6 +18,7 @@
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/dist/process_group.h"
 #include "lb/nn/backward/factory.h"
+#include "lb/train/memory_planner.h"
 #include "lb/train/trainer.h"
 #include "src/cli/cli_parse.h"
 #include "src/cli/stop_signals.h"
@@ -185,7 +186,12 @@ int cmd_train(const std::vector<std::string>& args) {
   apply_memory_budget_flag(config, budget);
   train::TrainResult r;
   StopSignals signals;
-  r = train::train(config, opt);
+  try {
+    r = train::train(config, opt);
+  } catch (const train::PlanInterrupted& e) {
+    std::cerr << "leanback train: " << e.what() << "\n";
+    return StopSignals::exit_code();
+  }
   if (!dist::world().is_main()) return r.interrupted ? StopSignals::exit_code() : 0;  // rank 0 reports
   if (r.interrupted) {
     std::cerr << "leanback train: interrupted at step " << r.steps << "; checkpoint "

@@ -223,10 +223,16 @@ namespace {
 using Reports = std::map<std::pair<std::string, bool>, MemoryReport>;  // by (codec, recompute)
 
 // One attributed and two timed steps per option of `options` on `config`.
+void stop_if_asked(const StopCheck& stop, const Config& config) {
+  if (stop && stop())
+    throw PlanInterrupted(config.source + ": memory.budget: interrupted while planning; nothing was written");
+}
+
 Reports profile_options(const Config& config, const std::string& strategy, const std::vector<KeepOption>& options,
-                        std::vector<std::string>& blocks, int64_t real_tokens = 0) {
+                        std::vector<std::string>& blocks, int64_t real_tokens, const StopCheck& stop) {
   Reports reports;
   for (const KeepOption& o : options) {
+    stop_if_asked(stop, config);
     std::vector<autograd::CodecRule> codecs;
     if (o.codec != "f32") codecs.push_back(rule("*", o.codec));
     if (o.recompute && blocks.empty())
@@ -280,11 +286,12 @@ void add_columns(MemoryProfile& p, const std::vector<KeepOption>& options, const
 
 }  // namespace
 
-MemoryProfile profile_memory(const Config& config_in, const std::string& strategy, int64_t real_tokens) {
+MemoryProfile profile_memory(const Config& config_in, const std::string& strategy, int64_t real_tokens,
+                             const StopCheck& stop) {
   const Config config = worst_case_batch(config_in, real_tokens);
   MemoryProfile p;
   const std::vector<KeepOption> options = block_options();
-  const Reports reports = profile_options(config, strategy, options, p.blocks, real_tokens);
+  const Reports reports = profile_options(config, strategy, options, p.blocks, real_tokens, stop);
   const MemoryReport& exact = reports.at({"f32", false});
   p.exact_ms = exact.step_ms;
   p.exact_peak = exact.activation_peak_bytes;
@@ -300,11 +307,11 @@ MemoryProfile profile_memory(const Config& config_in, const std::string& strateg
 }
 
 void profile_strategy(MemoryProfile& p, const Config& config_in, const std::string& strategy,
-                      const std::string& candidate) {
+                      const std::string& candidate, const StopCheck& stop) {
   const Config config = with_backward_rules(worst_case_batch(config_in), strategy_rules(p.blocks, candidate));
   const std::vector<KeepOption> options = block_options(candidate);
   std::vector<std::string> blocks = p.blocks;
-  add_columns(p, options, profile_options(config, strategy, options, blocks));
+  add_columns(p, options, profile_options(config, strategy, options, blocks, 0, stop));
 }
 
 namespace {
@@ -312,9 +319,9 @@ namespace {
 // The plan for the config's largest batch (see plan_memory), or with `real_tokens` for its
 // batches with that many real tokens; HOT is a candidate only where `consider_hot`.
 MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                        bool consider_hot, int64_t real_tokens = 0) {
+                        bool consider_hot, int64_t real_tokens, const StopCheck& stop) {
   const Config config = worst_case_batch(config_in, real_tokens);
-  MemoryProfile p = profile_memory(config, strategy, real_tokens);
+  MemoryProfile p = profile_memory(config, strategy, real_tokens, stop);
   const std::vector<std::string>& blocks = p.blocks;
   const size_t n = blocks.size();
   MemoryPlan plan;
@@ -330,7 +337,7 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
   const double weight = config.memory.fidelity_weight;
   const bool hot = consider_hot && strategies_plannable(config, strategy);
   if (hot && (!choose_memory(p, plan.budget_bytes, weight).feasible || could_pay(p, fidelity_prior({"f32", false, "hot"}), weight)))
-    profile_strategy(p, config, strategy, "hot");
+    profile_strategy(p, config, strategy, "hot", stop);
   plan.smallest_reachable = smallest_reachable_budget(p);
   const auto describe_budget = [&] {
     return "memory.budget " + budget.text + " (" + mb(plan.budget_bytes) + " MB of activation peak" +
@@ -430,9 +437,9 @@ std::vector<int64_t> fewer_tokens(int64_t batch, int64_t max_len) {
 }  // namespace
 
 MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                       bool shorter_batches) {
+                       bool shorter_batches, const StopCheck& stop) {
   const auto t0 = std::chrono::steady_clock::now();
-  MemoryPlan plan = plan_longest(config_in, strategy, budget, /*consider_hot=*/true);
+  MemoryPlan plan = plan_longest(config_in, strategy, budget, /*consider_hot=*/true, 0, stop);
   // Shorter batches, BERT: a plan per shorter length for the same bytes, longest first, until
   // one runs exact (shorter ones then do too); where padding is skipped, the same per number
   // of real tokens. Where the longest batch needs HOT the plans would differ in backward
@@ -443,6 +450,7 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
     // The plan for batches of `shape`'s max_seq_len (and `tokens` real tokens, if > 0);
     // true where it runs exact.
     const auto plan_shape = [&](const Config& shape, int64_t tokens) {
+      stop_if_asked(stop, config_in);
       LengthPlan lp;
       lp.max_len = shape.data.max_seq_len;
       lp.max_tokens = tokens;
@@ -457,7 +465,9 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
       }
       MemoryPlan sub;
       try {
-        sub = plan_longest(shape, strategy, bytes, /*consider_hot=*/false, tokens);
+        sub = plan_longest(shape, strategy, bytes, /*consider_hot=*/false, tokens, stop);
+      } catch (const PlanInterrupted&) {
+        throw;
       } catch (const Error&) {
         return false;  // such batches keep the plan of a larger shape
       }

@@ -144,7 +144,9 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                  config.memory.budget->text, " but the run being resumed was planned for ",
                  memory_plan->budget_text, " (", saved.string(), "); resume with the same budget, or start a new run");
       } else {
-        memory_plan = plan_memory(config, opt.strategy, *config.memory.budget);
+        // Ctrl-C while planning (minutes on a CPU) stops it: nothing has been written yet.
+        memory_plan = plan_memory(config, opt.strategy, *config.memory.budget, /*shorter_batches=*/true,
+                                  [] { return stop_requested().load(); });
       }
       if (pg.size() > 1) plan_text = memory_plan->to_json().dump();
     }

@@ -36,11 +36,13 @@
 // most three times). Errors name the smallest budget reachable.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "lb/core/error.h"
 #include "lb/train/config.h"
 #include "lb/train/memory_budget.h"
 
@@ -136,14 +138,23 @@ const std::vector<std::string>& rest_codecs();
 
 // The batch the planner profiles: text at its largest (every sequence max_seq_len long, no
 // padding skipped: an upper bound for any batch of the run); images have one shape.
+// Whether the user asked the run to stop (Ctrl-C, SIGTERM: train's stop flag). The planner
+// asks before each profiling step set and, asked to stop, throws PlanInterrupted.
+using StopCheck = std::function<bool()>;
+struct PlanInterrupted : Error {
+  using Error::Error;
+};
+
 // With `real_tokens` > 0 (BERT): padding skipped, the batch as memory_report keeps it.
 Config worst_case_batch(Config c, int64_t real_tokens = 0);
 // One attributed and two timed steps per uniform setting (see above), on the worst-case batch
 // (with `real_tokens`: that many real tokens).
-MemoryProfile profile_memory(const Config& config, const std::string& strategy, int64_t real_tokens = 0);
+MemoryProfile profile_memory(const Config& config, const std::string& strategy, int64_t real_tokens = 0,
+                             const StopCheck& stop = {});
 // Adds block_options(candidate) to `p`: six more settings, every block's layers on `candidate`
 // (backward rules "BLOCK.*"), the rest of the model as the config has it.
-void profile_strategy(MemoryProfile& p, const Config& config, const std::string& strategy, const std::string& candidate);
+void profile_strategy(MemoryProfile& p, const Config& config, const std::string& strategy, const std::string& candidate,
+                      const StopCheck& stop = {});
 
 // The knapsack on a profile: the least-cost choice per block (indices into profile.options)
 // and for the rest (into rest_codecs()) whose predicted peak fits `budget`; feasible = false
@@ -165,7 +176,7 @@ int64_t smallest_reachable_budget(const MemoryProfile& profile);
 // as a share of the exact step time, of a codec whose prior is 1 - cos = 1 on every block;
 // config memory.fidelity_weight). Errors name the config file and the smallest reachable budget.
 MemoryPlan plan_memory(const Config& config, const std::string& strategy, const MemoryBudget& budget,
-                       bool shorter_batches = true);
+                       bool shorter_batches = true, const StopCheck& stop = {});
 
 // config with the plan's memory.codecs and memory.recompute in place of its own, and its
 // backward rules (HOT blocks) ahead of the config's.
