@@ -415,6 +415,21 @@ TEST(MemoryPlanner, BatchesOfFewerTokensRunPlansOfTheirOwn) {
                         "T = " + std::to_string(plan.by_length.back().max_tokens));
 }
 
+// A data set smaller than one batch: the profiles by real tokens take what its one batch has
+// (no error for asking more tokens than it holds), and the run keeps to the budget.
+TEST(MemoryPlanner, PlansADataSetSmallerThanABatch) {
+  TempDir tmp("lb_planner");
+  nlohmann::json j = lb::testing::tiny_bert_config(2);
+  j["data"]["synthetic_train"] = 5;
+  j["data"]["padding"] = "max_length";
+  j["train"]["log_every"] = 1;
+  j["memory"] = {{"budget", "0.6x"}, {"fidelity_weight", 1e9}};
+  const TrainResult r = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("run")));
+  const MemoryPlan plan = MemoryPlan::from_json(r.memory_plan, "plan");
+  for (const auto& l : train_lines(tmp.sub("run")))
+    EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
+}
+
 // Ctrl-C or SIGTERM while the planner profiles (minutes on a CPU) stops it before the next
 // profiling step: an error that says so, and no run directory.
 TEST(MemoryPlanner, StopsWhenAskedWhilePlanning) {
