@@ -143,5 +143,26 @@ TEST(Recompute, TheOpKeepsOnlyItsInputAndPassesItsGradientOn) {
   EXPECT_FALSE(autograd::recomputing());
 }
 
+// The block's input gradient is an activation gradient: the inner backward delivers it to a
+// leaf, but it must not be accounted as a model gradient (the activation peak excludes those).
+TEST(Recompute, TheInputGradientCountsAsActivationMemory) {
+  Tensor a = testing::randn({64}, 4, DType::F32).set_requires_grad(true);
+  Tensor w = testing::randn({64}, 5, DType::F32).set_requires_grad(true);
+  const auto block = [w](const Tensor& x) { return tanh(mul(x, w)); };
+  Tensor x = mul_scalar(a.detach(), 3.0);
+  MemTag seen = MemTag::Gradient;
+  int calls = 0;
+  autograd::record("probe", x, {a}, {}, [&](const Tensor& g, std::vector<Tensor>&, const std::vector<bool>&) {
+    seen = g.storage()->tag();
+    ++calls;
+    return std::vector<Tensor>{mul_scalar(g, 3.0)};
+  });
+  sum(autograd::recompute_in_backward(block, x)).backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, MemTag::Other);
+  EXPECT_EQ(w.grad().storage()->tag(), MemTag::Gradient);  // the block's parameters' are the model's
+  EXPECT_EQ(a.grad().storage()->tag(), MemTag::Gradient);
+}
+
 }  // namespace
 }  // namespace lb

@@ -58,7 +58,12 @@ Tensor recompute_in_backward(const std::function<Tensor(const Tensor&)>& fn, con
              gen.set_state(now);
            }
            if (y2.requires_grad()) y2.backward(g);
-           return std::vector<Tensor>{need[0] ? xi.grad() : Tensor()};
+           Tensor gx = need[0] ? xi.grad() : Tensor();
+           // xi is a leaf for this inner backward only, and the engine accounts leaf gradients
+           // as the model's; the block's input gradient is activation memory (it counts toward
+           // the activation peak a budget bounds). Nothing else holds its storage.
+           if (gx.defined()) gx.storage()->set_tag(MemTag::Other);
+           return std::vector<Tensor>{gx};
          });
   return y;
 }
