@@ -6,8 +6,14 @@
 # and appends a summary line to OUT. Differences that grow fast, or a jump at one step, point at
 # a real difference in the recipe (schedule, clipping, optimizer, loss, batching).
 #   TASK=mrpc STEPS=40 SEED=1 tools/bench/glue_lockstep.sh [OUT]
-# STEPS=0 runs the whole recipe and compares the final dev metrics too.
-# Needs tools/fetch_pretrained.sh done, ../shared/data/glue, and a Python with torch and
+# STEPS=0 runs the whole recipe and compares the final dev metrics too. CONFIG=FILE takes
+# another recipe than configs/minilm_TASK.json (its data.task names the task): one with a lora
+# section trains PEFT's LoRA in the twin, whose saved adapter (A at random, B zero, the fresh
+# classifier) leanback starts from, LoRA dropout off as well. LORA="query value" adds the LoRA
+# study's recipe to the task's config (tools/bench/lora_study.sh: r 8, alpha 16, lr 5e-4, on the
+# Linear layers named).
+# THREADS=N and CORE=C pin both (tools/bench/run_env.sh). Needs tools/fetch_pretrained.sh
+# done, ../shared/data/glue, and a Python with torch and
 # transformers (PYTHON, default python3).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -15,29 +21,39 @@ cd "$root"
 out="${1:-tools/bench/results/glue_lockstep.jsonl}"
 python="${PYTHON:-python3}"
 lb="${LB:-build/leanback}"
-task="${TASK:-mrpc}"
+cfg="${CONFIG:-configs/minilm_${TASK:-mrpc}.json}"
+task="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["data"]["task"])' "$cfg")"
 steps="${STEPS:-40}"
 seed="${SEED:-1}"
 tmp="$(mktemp -d)"
 trap 'rc=$?; if (( rc != 0 )); then echo "glue_lockstep: failed (status $rc); logs:" >&2; tail -n 20 "$tmp"/*.log >&2; fi; rm -rf "$tmp"' EXIT
-cfg="configs/minilm_$task.json"
-python3 - "$cfg" "$tmp/twin.json" <<'PY'
+# Both without dropout; leanback's config is the twin's but for its start: the twin's saved
+# model, or its saved adapter, which brings the lora section with it.
+python3 - "$cfg" "$tmp/twin.json" "$tmp/lb.json" "$tmp/init" "${LORA:-}" <<'PY'
 import json, sys
-c = json.load(open(sys.argv[1]))
+src, twin, lb, init, lora = sys.argv[1:]
+c = json.load(open(src))
+if lora:
+    c["optimizer"]["lr"] = 5e-4
+    c["lora"] = {"r": 8, "alpha": 16, "target_modules": lora.split()}
 c["model"].update({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
-json.dump(c, open(sys.argv[2], "w"))
+if "lora" in c:
+    c["lora"]["dropout"] = 0.0
+c.pop("output", None)
+json.dump(c, open(twin, "w"))
+c["model"]["pretrained"] = init
+c.pop("lora", None)
+json.dump(c, open(lb, "w"))
 PY
+source tools/bench/run_env.sh  # THREADS, CORE: pin; cpu
 twin_steps=(); lb_steps=()
 if (( steps > 0 )); then twin_steps=(--max-steps "$steps"); lb_steps=(--set train.max_steps="$steps"); fi
-"$python" tools/bench/glue_twin.py "$tmp/twin.json" --seed "$seed" --order leanback --save-init "$tmp/init" \
+"${pin[@]}" "$python" tools/bench/glue_twin.py "$tmp/twin.json" --seed "$seed" --threads "${THREADS:-2}" --order leanback --save-init "$tmp/init" \
   --log-steps "${twin_steps[@]}" > "$tmp/twin.jsonl" 2> "$tmp/twin.log"
-"$lb" train "$cfg" --seed "$seed" --out "$tmp/lb" --no-progress --set model.pretrained="$tmp/init" \
-  --set model.hidden_dropout_prob=0 --set model.attention_probs_dropout_prob=0 \
-  "${lb_steps[@]}" --set train.log_every=1 > "$tmp/lb.log" 2>&1
-cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-python3 - "$tmp/lb/metrics.jsonl" "$tmp/twin.jsonl" "$task" "$seed" "$steps" "$cpu" "$out" <<'PY'
+"${pin[@]}" "$lb" train "$tmp/lb.json" --seed "$seed" --out "$tmp/lb" --no-progress "${lb_steps[@]}" --set train.log_every=1 > "$tmp/lb.log" 2>&1
+python3 - "$tmp/lb/metrics.jsonl" "$tmp/twin.jsonl" "$task" "$seed" "$steps" "$cpu" "$out" "$cfg" "${LORA:-}" <<'PY'
 import json, os, sys
-lb_path, twin_path, task, seed, steps, cpu, out = sys.argv[1:]
+lb_path, twin_path, task, seed, steps, cpu, out, cfg, lora = sys.argv[1:]
 lb = {r["step"]: r for r in map(json.loads, open(lb_path)) if r.get("type") == "train"}
 tw = {r["step"]: r for r in map(json.loads, open(twin_path)) if "loss" in r and "step" in r}
 print(f"{'step':>4} {'leanback loss':>14} {'PyTorch loss':>14} {'rel diff':>9} {'lr leanback':>12} {'lr PyTorch':>12}")
@@ -48,7 +64,7 @@ for s in sorted(set(lb) & set(tw)):
     print(f"{s:4d} {a:14.8f} {b:14.8f} {rel[-1]:9.2e} {lb[s]['lr']:12.4e} {tw[s]['lr']:12.4e}")
 if not rel:
     sys.exit("glue_lockstep: no common steps (see the logs)")
-summary = {"task": task, "seed": int(seed), "steps": len(rel), "first_step_rel_diff": rel[0],
+summary = {"task": task, "config": cfg, "lora": lora or None, "seed": int(seed), "steps": len(rel), "first_step_rel_diff": rel[0],
            "max_rel_diff_first_10": max(rel[:10]), "max_rel_diff": max(rel), "final_rel_diff": rel[-1], "cpu": cpu}
 # Whole-recipe runs: the final dev metrics of both.
 twin_evals = [r for r in map(json.loads, open(twin_path)) if "epoch" in r]
