@@ -320,6 +320,66 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   EXPECT_NE(m.find("memory.budget: the planner chooses memory.codecs"), std::string::npos) << m;
 }
 
+// A plan made once (leanback plan --json, or a run's memory_plan.json) trains other runs of
+// the same inputs without planning again (train --memory-plan), another seed included; made
+// for other inputs or another budget, it is an error naming the file and what differs.
+TEST(MemoryPlanner, ASavedPlanServesRunsOfItsInputsOnly) {
+  TempDir tmp("lb_planner");
+  nlohmann::json j = lb::testing::tiny_bert_config(4);
+  j["train"]["log_every"] = 1;
+  j["memory"] = {{"fidelity_weight", 1e9}};
+  nlohmann::json budgeted = j;
+  budgeted["memory"]["budget"] = "0.75x";
+  const Config with_budget = Config::from_json(budgeted, "tiny.json");
+  const MemoryPlan plan = plan_memory(with_budget, "", *with_budget.memory.budget);
+  ASSERT_TRUE(plan.profiled_on.is_object());
+  nlohmann::json saved = plan.to_json();
+  saved["profile_s"] = 12345.0;  // a marker: a plan made again would not carry it
+  const std::string file = tmp.sub("plan.json");
+  std::ofstream(file) << saved.dump(2);
+
+  // No budget in the config: the plan's is the run's; another seed; nothing planned again.
+  j["train"]["seed"] = 7;
+  TrainOptions o = quiet(tmp.sub("run"));
+  o.memory_plan = file;
+  const TrainResult r = train(Config::from_json(j, "tiny.json"), o);
+  EXPECT_EQ(r.steps, 4);
+  const nlohmann::json used = io::read_json_file(tmp.sub("run") + "/memory_plan.json");
+  EXPECT_EQ(used, saved);
+  EXPECT_EQ(io::read_json_file(tmp.sub("run") + "/config.json")["memory"]["budget"], "0.75x");
+  for (const auto& l : train_lines(tmp.sub("run")))
+    EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
+  // The same budget given as well: the same.
+  o.out_dir = tmp.sub("run2");
+  EXPECT_EQ(train(Config::from_json(budgeted, "tiny.json"), o).steps, 4);
+
+  // Another batch, another strategy, another budget, a plan without its inputs: errors.
+  nlohmann::json other = j;
+  other["data"]["batch_size"] = 4;
+  o.out_dir = tmp.sub("bad");
+  std::string m = lb::testing::error_message([&] { train(Config::from_json(other, "tiny.json"), o); });
+  EXPECT_NE(m.find(file + ": planned for data.batch_size 8, this run has 4; make one for this run: leanback plan "
+                   "tiny.json --memory-budget 0.75x --json > FILE"),
+            std::string::npos)
+      << m;
+  TrainOptions hot = o;
+  hot.strategy = "hot";
+  m = lb::testing::error_message([&] { train(Config::from_json(j, "tiny.json"), hot); });
+  EXPECT_NE(m.find(file + ": planned for strategy \"\", this run has \"hot\""), std::string::npos) << m;
+  other = budgeted;
+  other["memory"]["budget"] = "0.8x";
+  m = lb::testing::error_message([&] { train(Config::from_json(other, "tiny.json"), o); });
+  EXPECT_NE(m.find(file + ": planned for memory.budget 0.75x, this run asks for 0.8x"), std::string::npos) << m;
+  saved.erase("profiled_on");
+  std::ofstream(file) << saved.dump(2);
+  m = lb::testing::error_message([&] { train(Config::from_json(j, "tiny.json"), o); });
+  EXPECT_NE(m.find(file + ": records no inputs it was planned for"), std::string::npos) << m;
+  EXPECT_FALSE(fs::exists(tmp.sub("bad")));  // nothing written for a run that could not start
+  o.memory_plan = tmp.sub("missing.json");
+  m = lb::testing::error_message([&] { train(Config::from_json(j, "tiny.json"), o); });
+  EXPECT_NE(m.find(tmp.sub("missing.json") + ": no such file"), std::string::npos) << m;
+}
+
 // `j` trained as it is (tmp/plain) and at the budget 0.6x (tmp/run), fidelity weighed so that
 // the plan recomputes rather than compress; every step logged.
 struct PlainAndPlanned {

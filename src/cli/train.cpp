@@ -150,6 +150,9 @@ int cmd_train(const std::vector<std::string>& args) {
   app.add_option("--set", sets, "override a config key, e.g. --set optimizer.lr=3e-5 (repeatable)")
       ->allow_extra_args(false);
   app.add_option("--memory-budget", budget, kMemoryBudgetHelp);
+  app.add_option("--memory-plan", opt.memory_plan,
+                 "train under a saved memory plan instead of planning (leanback plan CONFIG --memory-budget SIZE "
+                 "--json > FILE, or a run's memory_plan.json): made once for a config, it serves every seed");
   app.add_option("--out", opt.out_dir, "run directory (default: output.dir, else runs/<config name>)");
   app.add_option("--resume", opt.resume, "continue from a run directory or one of its checkpoints");
   app.add_option("--seed", seed, "seed of every random stream (overrides train.seed)")

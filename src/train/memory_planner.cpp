@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "lb/core/error.h"
+#include "lb/io/json_file.h"
 #include "lb/train/memory_report.h"
 
 namespace lb::train {
@@ -440,6 +441,7 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
                        bool shorter_batches, const StopCheck& stop) {
   const auto t0 = std::chrono::steady_clock::now();
   MemoryPlan plan = plan_longest(config_in, strategy, budget, /*consider_hot=*/true, 0, stop);
+  plan.profiled_on = plan_inputs(config_in, strategy);
   // Shorter batches, BERT: a plan per shorter length for the same bytes, longest first, until
   // one runs exact (shorter ones then do too); where padding is skipped, the same per number
   // of real tokens. Where the longest batch needs HOT the plans would differ in backward
@@ -515,6 +517,11 @@ std::string LengthPlan::label() const {
   return max_tokens > 0 ? std::to_string(max_tokens) + " real tokens" : std::to_string(max_len);
 }
 
+std::string LengthPlan::batches() const {
+  return max_tokens > 0 ? "at most " + std::to_string(max_tokens) + " real tokens"
+                        : "sequences of at most " + std::to_string(max_len) + " tokens";
+}
+
 std::string MemoryPlan::summary() const {
   std::vector<std::pair<std::string, int>> counts;
   std::string rest = "exact";
@@ -531,6 +538,47 @@ std::string MemoryPlan::summary() const {
   std::string s;
   for (const auto& [name, n] : counts) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + name;
   return s + "; rest " + rest;
+}
+
+nlohmann::json plan_inputs(const Config& config, const std::string& strategy) {
+  const nlohmann::json c = config.to_json();
+  nlohmann::json in = {{"model", c.at("model")},
+                       {"backward", config.backward.resolved_json()},
+                       {"strategy", strategy},
+                       {"freeze", c.value("freeze", nlohmann::json())},
+                       {"lora", c.value("lora", nlohmann::json())},
+                       {"precision", config.train.precision}};
+  const nlohmann::json& d = c.at("data");
+  for (const char* k : {"task", "batch_size", "max_seq_len", "padding", "vocab"})
+    in["data"][k] = d.value(k, nlohmann::json());
+  return in;
+}
+
+MemoryPlan load_memory_plan(const std::string& file, const Config& config, const std::string& strategy) {
+  MemoryPlan plan = MemoryPlan::from_json(io::read_json_file(file), file);
+  const std::string again = "; make one for this run: leanback plan " + config.source + " --memory-budget " +
+                            (config.memory.budget ? config.memory.budget->text : plan.budget_text) + " --json > FILE";
+  LB_CHECK(!plan.profiled_on.is_null(), file, ": records no inputs it was planned for (written by an older "
+           "leanback, or a run's plan from before them)", again);
+  const nlohmann::json here = plan_inputs(config, strategy);
+  for (const auto& [key, value] : here.items()) {
+    const nlohmann::json there = plan.profiled_on.value(key, nlohmann::json());
+    if (there == value) continue;
+    std::string what = key, a = there.dump(), b = value.dump();
+    if (value.is_object() && there.is_object())  // name the first differing entry
+      for (const auto& [k, v] : value.items())
+        if (there.value(k, nlohmann::json()) != v) {
+          what += "." + k;
+          a = there.value(k, nlohmann::json()).dump();
+          b = v.dump();
+          break;
+        }
+    const auto cut = [](std::string x) { return x.size() > 120 ? x.substr(0, 117) + "..." : x; };
+    LB_FAIL(file, ": planned for ", what, " ", cut(a), ", this run has ", cut(b), again);
+  }
+  LB_CHECK(!config.memory.budget || config.memory.budget->text == plan.budget_text, file, ": planned for memory.budget ",
+           plan.budget_text, ", this run asks for ", config.memory.budget ? config.memory.budget->text : "", again);
+  return plan;
 }
 
 Config apply_memory_plan(Config config, const MemoryPlan& plan) {
@@ -592,6 +640,7 @@ nlohmann::json MemoryPlan::to_json() const {
           {"parts", ps},
           {"memory", section.to_json()},
           {"backward_rules", backward_rules},
+          {"profiled_on", profiled_on},
           {"by_length", [&] {
              nlohmann::json a = nlohmann::json::array();
              for (const auto& l : by_length)
@@ -634,6 +683,7 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
     }
     p.section = MemorySection::from_json(j.at("memory"));
     p.backward_rules = j.value("backward_rules", nlohmann::json::array());
+    p.profiled_on = j.value("profiled_on", nlohmann::json());  // plans before them had none
     LB_CHECK(p.backward_rules.is_array(), source, ": backward_rules is not a list");
     for (auto& r : p.section.codecs) r.must_match = false;  // the planner's rules
     for (const auto& x : j.value("by_length", nlohmann::json::array())) {  // plans before them had none

@@ -133,7 +133,11 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   // Data-parallel: rank 0 plans (each rank's batch is data.batch_size, the batch the planner
   // profiles, and the budget bounds each rank's peak) and every rank carries out its plan:
   // plans made apart could differ, as they rest on measured step times.
-  std::optional<MemoryPlan> memory_plan;
+  std::optional<MemoryPlan> memory_plan, given_plan;
+  if (!opt.memory_plan.empty()) {  // every rank reads it: the same file, the same errors
+    given_plan = load_memory_plan(opt.memory_plan, config, opt.strategy);
+    if (!config.memory.budget) config.memory.budget = MemoryBudget::parse(given_plan->budget_text, opt.memory_plan);
+  }
   if (config.memory.budget) {
     const fs::path saved = dir.path() / "memory_plan.json";
     std::string plan_text;
@@ -143,6 +147,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
         LB_CHECK(memory_plan->budget_text == config.memory.budget->text, config.source, ": memory.budget is ",
                  config.memory.budget->text, " but the run being resumed was planned for ",
                  memory_plan->budget_text, " (", saved.string(), "); resume with the same budget, or start a new run");
+      } else if (given_plan) {
+        memory_plan = std::move(given_plan);
       } else {
         // Ctrl-C while planning (minutes on a CPU) stops it: nothing has been written yet.
         memory_plan = plan_memory(config, opt.strategy, *config.memory.budget, /*shorter_batches=*/true,
@@ -300,9 +306,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
                   memory_plan->budget_text + " (" + megabytes(memory_plan->budget_bytes) + "; planned peak " +
                   (length_plan < 0 ? megabytes(memory_plan->measured_peak) : [&] {
                     const LengthPlan& l = memory_plan->by_length[static_cast<size_t>(length_plan)];
-                    return megabytes(l.measured_peak) + " for batches of " +
-                           (l.max_tokens > 0 ? "at most " + std::to_string(l.max_tokens) + " real tokens"
-                                             : "sequences of at most " + std::to_string(l.max_len) + " tokens");
+                    return megabytes(l.measured_peak) + " for batches of " + l.batches();
                   }()) +
                   ")" +
                   (site ? ", set in " + site->phase + (site->op.empty() ? "" : " of " + site->op + " in " +

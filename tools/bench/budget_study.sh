@@ -11,7 +11,9 @@
 # (tools/bench/minilm_step_torch.py); for ViT-tiny at batch 128, 311MB and 124.4MB of PyTorch's
 # 1244 MB (tools/bench/vit_tiny.py --batch 128). Run directories are runs/budget_study/TASK/BUDGET/seedS
 # (outside git); a finished one is skipped, an interrupted one resumed, so the study runs in
-# parts. THREADS=N and CORE=C pin the runs (OMP_NUM_THREADS=N, taskset -c C) to share the
+# parts. Each budget is planned once per task (`leanback plan --json` into
+# runs/budget_study/TASK/BUDGET/plan.json) and every seed trains under that plan
+# (--memory-plan). THREADS=N and CORE=C pin the runs (OMP_NUM_THREADS=N, taskset -c C) to share the
 # machine; SETS="train.epochs=3 ..." passes --set for each (recorded with the line, whose task and
 # run directory are then TASK-SETS: runs/budget_study/vit_tiny_cifar10-train.epochs-3/...); LB picks
 # the binary (copy it elsewhere first when rebuilding meanwhile).
@@ -21,7 +23,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 out="${1:-tools/bench/results/budget_study.jsonl}"
 lb="${LB:-build/leanback}"
-source tools/bench/run_env.sh  # pin, cpu, commit
+source tools/bench/run_env.sh  # pin, cpu, commit, plan_once
 for seed in ${SEEDS:-1}; do
   for task in ${TASKS:-wnli mrpc cola stsb rte sst2}; do
     for budget in ${BUDGETS:-exact 115.2MB 288MB}; do
@@ -33,7 +35,16 @@ for seed in ${SEEDS:-1}; do
       [ -f "$config" ] || config="configs/$task.json"
       args=(train "$config" --seed "$seed" --no-progress)
       for s in ${SETS:-}; do args+=(--set "$s"); done
-      [ "$budget" != exact ] && args+=(--memory-budget "$budget")
+      if [ "$budget" != exact ]; then
+        plan="runs/budget_study/$name/$budget/plan.json"
+        sets=()
+        for s in ${SETS:-}; do sets+=(--set "$s"); done
+        if ! plan_once "$plan" "$dir.log" "$config" "$budget" "${sets[@]}"; then
+          echo "budget_study.sh: planning $task $budget failed; see $dir.log" >&2
+          continue
+        fi
+        args+=(--memory-plan "$plan")
+      fi
       # A run with a checkpoint resumes; one that stopped before any (a planner error) starts again.
       if compgen -G "$dir/checkpoint-*" > /dev/null; then args+=(--resume "$dir")
       else mkdir -p "$(dirname "$dir")"; args+=(--out "$dir" --overwrite); fi

@@ -4,7 +4,8 @@
 # every encoder Linear ("lora_all"), and LoRA under HOT / INSTANT ("lora_hot",
 # "lora_instant"), and LoRA on query/value at a memory budget ("lora_budget": BUDGET, default
 # 115.2MB, a tenth of the activations PyTorch keeps for full fine-tuning on the 32 x 128
-# batch); with TWIN=1 also the PyTorch + PEFT twin (tools/bench/glue_twin.py, same
+# batch; planned once per task into runs/lora_study/TASK/lora_budget/plan.json, every seed
+# trained under it); with TWIN=1 also the PyTorch + PEFT twin (tools/bench/glue_twin.py, same
 # generated config) of full, lora and lora_all. One JSON line per run appended to OUT: the
 # final dev metric, examples/s, median step time, the largest measured activation peak and the
 # memory tags of the step with it, the most bytes kept for backward at the end of a forward
@@ -23,7 +24,7 @@ lb="${LB:-build/leanback}"
 py="${PY:-python3}"
 threads="${THREADS:-2}"
 THREADS="$threads"
-source tools/bench/run_env.sh  # OMP_NUM_THREADS, pin, cpu, commit
+source tools/bench/run_env.sh  # OMP_NUM_THREADS, pin, cpu, commit, plan_once
 
 # The row's config: the task's, with the LoRA recipe where the row has one.
 make_config() {  # task row file
@@ -82,7 +83,13 @@ for seed in ${SEEDS:-1}; do
       case "$row" in
         lora_hot) strategy=(--strategy hot) ;;
         lora_instant) strategy=(--strategy instant) ;;
-        lora_budget) strategy=(--memory-budget "${BUDGET:-115.2MB}") ;;
+        lora_budget)  # planned once per task, every seed under that plan
+          plan="runs/lora_study/$task/$row/plan.json"
+          if ! plan_once "$plan" "$base/lb.log" "$cfg" "${BUDGET:-115.2MB}"; then
+            echo "lora_study.sh: planning $task $row failed; see $base/lb.log" >&2
+            continue
+          fi
+          strategy=(--memory-plan "$plan") ;;
       esac
       if [ ! -f "$base/lb/eval_results.json" ]; then
         start=$(date +%s)

@@ -83,6 +83,8 @@ struct LengthPlan {
   double predicted_step_ms = 0;
   std::string summary;  // "exact", "3 recompute, 3 bf16; rest exact", ...
   std::string label() const;  // "96" (max_len), "2048 real tokens" (max_tokens)
+  // The batches it serves: "sequences of at most 96 tokens", "at most 2048 real tokens".
+  std::string batches() const;
 };
 
 struct MemoryPlan {
@@ -102,6 +104,9 @@ struct MemoryPlan {
   // Plans for shorter batches: by longest sequence, longest first, then by real tokens, most
   // first (empty: this plan serves every batch).
   std::vector<LengthPlan> by_length;
+  // plan_inputs() of the config it was made for (null: a plan written before they were
+  // recorded); a saved plan serves another run only where they are equal (load_memory_plan).
+  nlohmann::json profiled_on;
   // The plan for a batch whose longest sequence has `longest` tokens and whose micro-batches
   // hold at most `tokens` real tokens each (0: not known): an index into by_length (of the
   // plans that cover it, the one predicted fastest on its own profile), or -1 for this plan.
@@ -177,6 +182,17 @@ int64_t smallest_reachable_budget(const MemoryProfile& profile);
 // config memory.fidelity_weight). Errors name the config file and the smallest reachable budget.
 MemoryPlan plan_memory(const Config& config, const std::string& strategy, const MemoryBudget& budget,
                        bool shorter_batches = true, const StopCheck& stop = {});
+
+// What a plan rests on: the model, its layers' strategies (and `strategy`, the --strategy
+// override), frozen parameters, LoRA, the batch's shape and padding, the precision. Another
+// model, batch or precision keeps other bytes; optimizer, schedule, seed and epochs do not.
+nlohmann::json plan_inputs(const Config& config, const std::string& strategy);
+
+// A plan saved by `leanback plan --json` or by a run (memory_plan.json), for a run of
+// `config` with `strategy` (train --memory-plan: planned once, it serves every seed). Errors
+// name `file`: not a plan, made for other inputs (the first that differs, both values), or
+// for another budget than config's memory.budget where that is set.
+MemoryPlan load_memory_plan(const std::string& file, const Config& config, const std::string& strategy);
 
 // config with the plan's memory.codecs and memory.recompute in place of its own, and its
 // backward rules (HOT blocks) ahead of the config's.

@@ -47,6 +47,9 @@ struct TrainOptions {
   std::string out_dir;           // "" = config.output.dir, else runs/<config stem>
   std::string resume;            // a run directory (its latest checkpoint) or a checkpoint
   std::optional<uint64_t> seed;  // overrides train.seed
+  // A saved memory plan (load_memory_plan) to train under instead of planning; sets
+  // memory.budget to its budget where the config has none.
+  std::string memory_plan;
   bool overwrite = false;        // allow reusing an existing, non-empty run directory
   int progress = -1;             // -1: progress bar when stderr is a terminal; 0 off; 1 on
   bool quiet = false;            // no per-step log lines (tests)
