@@ -9,7 +9,8 @@
 # lean set, numerically identical to keeping every input). 288MB and 115.2MB are a quarter
 # and a tenth of the 1152 MB PyTorch + transformers keeps on the same 32 x 128 batch
 # (tools/bench/minilm_step_torch.py); for ViT-tiny at batch 128, 311MB and 124.4MB of PyTorch's
-# 1244 MB (tools/bench/vit_tiny.py --batch 128). Run directories are runs/budget_study/TASK/BUDGET/seedS
+# 1244 MB (tools/bench/vit_tiny.py --batch 128), for ResNet-18 150.4MB and 60.2MB of its 601.7 MB
+# (tools/bench/resnet18.py --batch 128). Run directories are runs/budget_study/TASK/BUDGET/seedS
 # (outside git); a finished one is skipped, an interrupted one resumed, so the study runs in
 # parts. Each budget is planned once per task (`leanback plan --json` into
 # runs/budget_study/TASK/BUDGET/plan.json) and every seed trains under that plan

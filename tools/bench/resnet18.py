@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch twin of `leanback bench resnet18`: torchvision resnet18 (10 classes) with the CIFAR
 stem (conv1 3x3 stride 1 padding 1, maxpool Identity), BatchNorm in training mode, one fixed
-batch of 64 N(0, 1) 32x32x3 images, SGD (lr 0.1, momentum 0.9, weight decay 5e-4); full
+batch of 64 (--batch: configs/resnet18_cifar10.json trains with 128) N(0, 1) 32x32x3 images, SGD (lr 0.1, momentum 0.9, weight decay 5e-4); full
 training steps, medians per phase, one JSON line with the C++ bench's fields.
 
-Usage: python tools/bench/resnet18.py [--iters N] [--warmup N] [--threads N] [--json]
+Usage: python tools/bench/resnet18.py [--batch N] [--iters N] [--warmup N] [--threads N] [--json]
 
 A torchvision built for another torch aborts the interpreter on import, so the import is
 probed in a child process first; without a usable torchvision the same network is built from
@@ -81,8 +81,8 @@ def torchvision_usable():
 
 
 def main():
-    a = common.parse_args(__doc__)
-    B = 64
+    a = common.parse_args(__doc__, lambda p: p.add_argument("--batch", type=int, default=64))
+    B = a.batch
     if torchvision_usable():
         import torchvision
         model = torchvision.models.resnet18(num_classes=10)
