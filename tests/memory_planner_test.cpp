@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "lb/core/error.h"
 #include "lb/io/json_file.h"
@@ -519,7 +520,7 @@ TEST(MemoryPlanner, PicksThePlanThatCoversABatch) {
     LengthPlan l;
     l.max_len = len;
     l.max_tokens = tokens;
-    l.predicted_step_ms = ms;
+    l.predicted_step_ms = ms;  // no exact_step_ms: a plan from before it, compared by time
     plan.by_length.push_back(l);
   };
   add(96, 0, 60);     // 0
@@ -534,6 +535,29 @@ TEST(MemoryPlanner, PicksThePlanThatCoversABatch) {
   EXPECT_EQ(plan.length_plan_for(96, 2000), 3);    // 45 against 60
   EXPECT_EQ(plan.length_plan_for(64, 2000), 1);    // 35 against 45
   EXPECT_EQ(plan.length_plan_for(1, 0), 1);
+
+  // With each profile's exact step known: the smaller share added to it wins. STS-B at
+  // 115.2MB: N = 64 adds 25% to its 32 x 64 profile (1 block recomputed), T = 1024 adds 35%
+  // to its 32 x 128 one (2 recomputed) though its predicted time is lower.
+  MemoryPlan stsb;
+  for (auto [len, tokens, ms, exact] : {std::tuple<int64_t, int64_t, double, double>{64, 0, 2375, 1900},
+                                        {128, 1024, 2026, 1500}, {128, 2048, 3406, 2100}}) {
+    LengthPlan l;
+    l.max_len = len;
+    l.max_tokens = tokens;
+    l.predicted_step_ms = ms;
+    l.exact_step_ms = exact;
+    stsb.by_length.push_back(l);
+  }
+  EXPECT_EQ(stsb.length_plan_for(50, 900), 0);
+  EXPECT_EQ(stsb.length_plan_for(100, 900), 1);  // no length plan covers it
+  stsb.by_length[1].predicted_step_ms = 1800;    // adds 20%
+  EXPECT_EQ(stsb.length_plan_for(50, 900), 1);
+  // The JSON keeps it; a plan without it reads back as 0 (compared by time).
+  nlohmann::json j = stsb.to_json();
+  EXPECT_EQ(MemoryPlan::from_json(j, "plan").by_length[0].exact_step_ms, 1900);
+  j["by_length"][0].erase("exact_step_ms");
+  EXPECT_EQ(MemoryPlan::from_json(j, "plan").by_length[0].exact_step_ms, 0);
 }
 
 }  // namespace

@@ -460,7 +460,7 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
           memory_report(with_memory(worst_case_batch(shape, tokens), {}, {}), strategy, 2, tokens);
       if (exact.activation_peak_bytes <= plan.budget_bytes) {
         lp.predicted_peak = lp.measured_peak = exact.activation_peak_bytes;
-        lp.predicted_step_ms = exact.step_ms;
+        lp.predicted_step_ms = lp.exact_step_ms = exact.step_ms;
         lp.summary = "exact";
         plan.by_length.push_back(lp);
         return true;
@@ -477,6 +477,7 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
       lp.predicted_peak = sub.predicted_peak;
       lp.measured_peak = sub.measured_peak;
       lp.predicted_step_ms = sub.predicted_step_ms;
+      lp.exact_step_ms = sub.exact_step_ms;
       lp.summary = sub.summary();
       plan.by_length.push_back(lp);
       return false;
@@ -495,8 +496,6 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
 }
 
 int MemoryPlan::length_plan_for(int64_t longest, int64_t tokens) const {
-  // The covering plan of the shortest length, the covering plan of the fewest tokens, and of
-  // those two the one predicted faster on its own profile.
   int by_len = -1, by_tokens = -1;
   for (int i = 0; i < static_cast<int>(by_length.size()); ++i) {
     const LengthPlan& l = by_length[static_cast<size_t>(i)];
@@ -508,9 +507,10 @@ int MemoryPlan::length_plan_for(int64_t longest, int64_t tokens) const {
     }
   }
   if (by_len < 0 || by_tokens < 0) return std::max(by_len, by_tokens);
-  return by_length[static_cast<size_t>(by_tokens)].predicted_step_ms < by_length[static_cast<size_t>(by_len)].predicted_step_ms
-             ? by_tokens
-             : by_len;
+  const LengthPlan &l = by_length[static_cast<size_t>(by_len)], &t = by_length[static_cast<size_t>(by_tokens)];
+  if (l.exact_step_ms <= 0 || t.exact_step_ms <= 0)  // plans from before exact_step_ms: their times
+    return t.predicted_step_ms < l.predicted_step_ms ? by_tokens : by_len;
+  return t.predicted_step_ms / t.exact_step_ms < l.predicted_step_ms / l.exact_step_ms ? by_tokens : by_len;
 }
 
 std::string LengthPlan::label() const {
@@ -610,7 +610,11 @@ std::string MemoryPlan::table() const {
     for (const auto& l : by_length)
       os << "  " << (l.max_tokens > 0 ? "T = " + std::to_string(l.max_tokens) : "N = " + std::to_string(l.max_len))
          << ": " << l.summary << "; peak " << mb(l.predicted_peak) << " MB predicted, "
-         << mb(l.measured_peak) << " MB measured; ~" << std::setprecision(0) << l.predicted_step_ms << " ms per step\n";
+         << mb(l.measured_peak) << " MB measured; ~" << std::setprecision(0) << l.predicted_step_ms << " ms per step"
+         << (l.exact_step_ms > 0 && l.summary != "exact"
+                 ? " (exact ~" + std::to_string(static_cast<int64_t>(std::lround(l.exact_step_ms))) + ")"
+                 : std::string())
+         << "\n";
   }
   return os.str();
 }
@@ -650,6 +654,7 @@ nlohmann::json MemoryPlan::to_json() const {
                             {"predicted_peak_bytes", l.predicted_peak},
                             {"measured_peak_bytes", l.measured_peak},
                             {"predicted_step_ms", l.predicted_step_ms},
+                            {"exact_step_ms", l.exact_step_ms},
                             {"summary", l.summary}});
              return a;
            }()}};
@@ -695,6 +700,7 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
       l.predicted_peak = x.at("predicted_peak_bytes").get<int64_t>();
       l.measured_peak = x.at("measured_peak_bytes").get<int64_t>();
       l.predicted_step_ms = x.at("predicted_step_ms").get<double>();
+      l.exact_step_ms = x.value("exact_step_ms", 0.0);  // plans before it had none
       l.summary = x.at("summary").get<std::string>();
       LB_CHECK(l.max_len > 0 && l.max_tokens >= 0, source, ": by_length: max_len ", l.max_len, ", max_tokens ",
                l.max_tokens, " (expected max_len > 0, max_tokens >= 0)");

@@ -81,6 +81,7 @@ struct LengthPlan {
   MemorySection section;  // memory.codecs and memory.recompute for such batches
   int64_t predicted_peak = 0, measured_peak = 0;
   double predicted_step_ms = 0;
+  double exact_step_ms = 0;  // its profile's step with nothing planned (0: a plan from before it)
   std::string summary;  // "exact", "3 recompute, 3 bf16; rest exact", ...
   std::string label() const;  // "96" (max_len), "2048 real tokens" (max_tokens)
   // The batches it serves: "sequences of at most 96 tokens", "at most 2048 real tokens".
@@ -108,8 +109,11 @@ struct MemoryPlan {
   // recorded); a saved plan serves another run only where they are equal (load_memory_plan).
   nlohmann::json profiled_on;
   // The plan for a batch whose longest sequence has `longest` tokens and whose micro-batches
-  // hold at most `tokens` real tokens each (0: not known): an index into by_length (of the
-  // plans that cover it, the one predicted fastest on its own profile), or -1 for this plan.
+  // hold at most `tokens` real tokens each (0: not known): an index into by_length, or -1 for
+  // this plan. Of the covering plan of the shortest length and that of the fewest tokens, the
+  // one that adds the smaller share to its own profile's exact step: what a plan adds to a
+  // batch scales with that batch, while the two profiles' shapes differ (32 x 64 against
+  // 32 x 128 with fewer tokens kept), so their predicted times do not compare.
   int length_plan_for(int64_t longest, int64_t tokens = 0) const;
   const MemorySection& section_for(int index) const { return index < 0 ? section : by_length.at(index).section; }
 
