@@ -18,8 +18,10 @@ modules_to_save and bias) with the optimizer over the trainable parameters only.
 For a lockstep comparison with leanback (tools/bench/glue_lockstep.sh): --order leanback takes
 leanback's own epoch permutations (tools/bench/lb_philox.py), --save-init DIR writes the model
 as initialised (classifier included) for leanback to start from, --log-steps prints each
-step's training loss, and the config's model.hidden_dropout_prob /
-attention_probs_dropout_prob override the pretrained model's.
+step's training loss (and time), and the config's model.hidden_dropout_prob /
+attention_probs_dropout_prob override the pretrained model's. --gradient-checkpointing
+recomputes every encoder layer in backward (the memory budget's anchor; the summary's
+step_ms_median compares with leanback's metrics.jsonl step_ms).
 """
 import argparse
 import csv
@@ -102,6 +104,9 @@ def main():
                     help="epoch permutations: torch.randperm (default) or leanback's Philox ones")
     ap.add_argument("--save-init", default="", help="write the initialised model (HF format) to this directory")
     ap.add_argument("--log-steps", action="store_true", help="print one JSON line per optimizer step")
+    ap.add_argument("--gradient-checkpointing", action="store_true",
+                    help="recompute every encoder layer in backward (transformers' gradient_checkpointing_enable, "
+                         "non-reentrant torch.utils.checkpoint): the memory budget study's anchor")
     args = ap.parse_args()
     extra = os.environ.get("LB_BENCH_EXTRA_PATH")
     if extra:
@@ -138,6 +143,12 @@ def main():
             task_type="SEQ_CLS", r=lora.get("r", 8), lora_alpha=lora.get("alpha", 8),
             lora_dropout=lora.get("dropout", 0.0), target_modules=lora.get("target_modules", ["query", "value"]),
             modules_to_save=lora.get("modules_to_save", ["classifier"]), bias=lora.get("bias", "none")))
+    if args.gradient_checkpointing:
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers 5's name; 4's is deprecated there
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if args.save_init:
         model.save_pretrained(args.save_init, safe_serialization=True)
         import shutil  # the same vocabulary files leanback reads
@@ -212,6 +223,7 @@ def main():
 
     model.train()
     step, train_time, examples = 0, 0.0, 0
+    step_ms = []
     g = torch.Generator().manual_seed(seed)
     epoch = 0
     evals = []
@@ -238,11 +250,12 @@ def main():
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
-            train_time += time.perf_counter() - t0
+            step_ms.append((time.perf_counter() - t0) * 1000)
+            train_time += step_ms[-1] / 1000
             examples += len(idx)
             step += 1
             if args.log_steps:
-                print(json.dumps({"step": step, "loss": out.loss.item(), "lr": lr_used}), flush=True)
+                print(json.dumps({"step": step, "loss": out.loss.item(), "lr": lr_used, "ms": step_ms[-1]}), flush=True)
         epoch += 1
         if not args.max_steps:
             e = evaluate()
@@ -251,11 +264,14 @@ def main():
             evals.append(e)
     summary = {"framework": "pytorch", "torch": torch.__version__, "task": task, "seed": seed, "steps": step,
                "examples_per_s": examples / train_time, "train_s": train_time,
+               "step_ms_median": float(np.median(step_ms)), "gradient_checkpointing": args.gradient_checkpointing,
                "minutes_per_epoch": train_time / 60 * steps_per_epoch / step, "threads": args.threads,
                "lora": lora is not None,
                "optimizer_mb": sum(v.numel() * v.element_size() for st in opt.state.values()
                                    for v in st.values() if torch.is_tensor(v)) / mb,
                **memory,
+               # Under checkpointing the checkpoint's own hooks take what a layer saves, not ours:
+               # kept_mb then counts only what is saved outside the layers (embeddings, pooler, head).
                "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if evals:
         summary["final"] = evals[-1]
