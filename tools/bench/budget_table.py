@@ -3,7 +3,8 @@
 dev metric (mean ± std over seeds, x100), the largest measured activation peak of any training
 step, the median step time and its ratio to the exact run of the same task and seeds on the
 same CPU and thread count; then the
-average over the tasks every budget has.
+average over the tasks every budget has, and each budget against exact over the seeds both
+have (the mean change and the task that changed most).
 
     tools/bench/budget_table.py [tools/bench/results/budget_study.jsonl]
 """
@@ -68,6 +69,22 @@ def main():
         task_mean = lambda t, b: statistics.mean(100 * by[(t, b)][s]["value"] for s in seeds[t])
         row = ", ".join(f"{b} {statistics.mean(task_mean(t, b) for t in common):.1f}" for b in budgets)
         print(f"\nAverage over {', '.join(f'{t} (seeds {sorted(seeds[t])})' for t in common)}: {row}")
+    # Each budget against exact alone, over the seeds both have: more seeds than the row above.
+    for b in budgets:
+        if b == "exact":
+            continue
+        pair = {t: sorted(set(by.get((t, b), {})) & set(by.get((t, "exact"), {}))) for t in tasks}
+        pair = {t: s for t, s in pair.items() if s}
+        if not pair:
+            continue
+        diff = {t: statistics.mean(100 * (by[(t, b)][s]["value"] - by[(t, "exact")][s]["value"]) for s in ss)
+                for t, ss in pair.items()}
+        mean = lambda bb: statistics.mean(statistics.mean(100 * by[(t, bb)][s]["value"] for s in ss)
+                                          for t, ss in pair.items())
+        worst = min(diff, key=diff.get)
+        print(f"\n{b} against exact over {', '.join(f'{t} (seeds {ss})' for t, ss in pair.items())}: "
+              f"exact {mean('exact'):.2f}, {b} {mean(b):.2f} ({mean(b) - mean('exact'):+.2f}); "
+              f"largest task change {diff[worst]:+.2f} ({worst})")
 
 
 if __name__ == "__main__":
