@@ -5,7 +5,8 @@
 # one after the other in ROUNDS rounds with the order turned each round, so that a change in
 # what else the machine runs weighs on both. Per run the median step time over its steps after
 # the first WARMUP; one JSON line per (task, budget, round) appended to OUT with both medians and
-# their ratio; the table: per task and budget, the median of the rounds' ratios and their range.
+# their ratio; the table (tools/bench/budget_table.py --speed OUT): per task and budget, the
+# median of the rounds' ratios and their range.
 #   TASKS="mrpc rte" BUDGETS="115.2MB 288MB" ROUNDS=3 STEPS=40 tools/bench/budget_speed.sh [OUT]
 # TWIN=1 adds, in each round, PyTorch + transformers with every encoder layer checkpointed
 # (tools/bench/glue_twin.py --gradient-checkpointing, PY: a Python with torch and transformers)
@@ -94,22 +95,4 @@ PY
     done
   done
 done
-python3 - "$out" <<'PY'
-import collections, json, statistics, sys
-rows = collections.defaultdict(list)
-for l in open(sys.argv[1]):
-    d = json.loads(l)
-    rows[(d["task"], d["budget"], d["cpu"], d["threads"])].append(d)
-def ratio(ds, key):  # the median of the rounds' ratios and their range
-    q = sorted(d[key] for d in ds if key in d)
-    return f"{statistics.median(q):.2f}x ({q[0]:.2f}-{q[-1]:.2f})" if q else "-"
-def ms(ds, key):
-    q = [d[key] for d in ds if key in d]
-    return f"{statistics.median(q):.0f}" if q else "-"
-print("| task | budget | CPU, threads | rounds | exact ms | planned ms | planned / exact | "
-      "PyTorch checkpointed ms | planned / PyTorch checkpointed |")
-print("|---|---|---|---:|---:|---:|---|---:|---|")
-for (task, budget, cpu, threads), ds in rows.items():
-    print(f"| {task} | {budget} | {cpu}, {threads} | {len(ds)} | {ms(ds, 'exact_step_ms')} | {ms(ds, 'planned_step_ms')} | "
-          f"{ratio(ds, 'ratio')} | {ms(ds, 'torch_checkpointed_step_ms')} | {ratio(ds, 'ratio_to_torch')} |")
-PY
+python3 tools/bench/budget_table.py --speed "$out"

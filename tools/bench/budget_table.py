@@ -7,6 +7,11 @@ average over the tasks every budget has, and each budget against exact over the 
 have (the mean change and the task that changed most).
 
     tools/bench/budget_table.py [tools/bench/results/budget_study.jsonl]
+    tools/bench/budget_table.py --speed [tools/bench/results/budget_speed.jsonl]
+
+--speed: the paired step times of tools/bench/budget_speed.sh instead, per task and budget:
+the rounds' median exact and planned step (and PyTorch's with every encoder layer
+checkpointed, where run), the median of the rounds' ratios and their range.
 """
 import collections
 import json
@@ -17,8 +22,35 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def speed_table(path):
+    rows = collections.defaultdict(list)
+    for line in open(path):
+        if line.strip():
+            d = json.loads(line)
+            rows[(d["task"], d["budget"], d["cpu"], d["threads"])].append(d)
+
+    def ms(ds, key):
+        q = [d[key] for d in ds if key in d]
+        return f"{statistics.median(q):.0f}" if q else "-"
+
+    def ratio(ds, key):  # the median of the rounds' ratios and their range
+        q = sorted(d[key] for d in ds if key in d)
+        return f"{statistics.median(q):.2f}x ({q[0]:.2f}-{q[-1]:.2f})" if q else "-"
+
+    print("| task | budget | CPU, threads | rounds | exact ms | planned ms | planned / exact | "
+          "PyTorch checkpointed ms | planned / PyTorch checkpointed |")
+    print("|---|---|---|---:|---:|---:|---|---:|---|")
+    for (task, budget, cpu, threads), ds in rows.items():
+        print(f"| {task} | {budget} | {cpu}, {threads} | {len(ds)} | {ms(ds, 'exact_step_ms')} | "
+              f"{ms(ds, 'planned_step_ms')} | {ratio(ds, 'ratio')} | {ms(ds, 'torch_checkpointed_step_ms')} | "
+              f"{ratio(ds, 'ratio_to_torch')} |")
+
+
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "results/budget_study.jsonl")
+    args = sys.argv[1:]
+    if args[:1] == ["--speed"]:
+        return speed_table(args[1] if len(args) > 1 else os.path.join(HERE, "results/budget_speed.jsonl"))
+    path = args[0] if args else os.path.join(HERE, "results/budget_study.jsonl")
     runs = [json.loads(l) for l in open(path) if l.strip()]
     by = collections.defaultdict(dict)  # (task, budget) -> seed -> run (the latest line wins)
     for r in runs:
