@@ -105,7 +105,7 @@ def main():
     ap.add_argument("--save-init", default="", help="write the initialised model (HF format) to this directory")
     ap.add_argument("--log-steps", action="store_true", help="print one JSON line per optimizer step")
     ap.add_argument("--gradient-checkpointing", action="store_true",
-                    help="recompute every encoder layer in backward (transformers' gradient_checkpointing_enable, "
+                    help="recompute every encoder layer in backward (transformers' activation checkpointing, "
                          "non-reentrant torch.utils.checkpoint): the memory budget study's anchor")
     args = ap.parse_args()
     extra = os.environ.get("LB_BENCH_EXTRA_PATH")
