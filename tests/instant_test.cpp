@@ -716,6 +716,47 @@ TEST(Instant, CalibrationSchedule) {
   EXPECT_EQ(hot_cal.num_batches(5), hot->calibration()->needs_calibration(5) ? 1 : 0);
 }
 
+// A layer whose backward no calibration pass reaches (LoRA's frozen layer-0 query reading the
+// frozen embeddings) stays uncalibrated; it used to ask for a calibration before every step
+// (5 extra passes per step under LoRA + INSTANT, 1 under LoRA + HOT). Now it only joins the
+// scheduled ones, and calibrates once its backward runs.
+TEST(Instant, LayersNoPassReachesStartNoCalibration) {
+  auto used = instant({{"calib_every", 10}, {"calib_batches", 2}, {"rank", 2}});
+  auto unreached = instant({{"calib_every", 10}, {"calib_batches", 2}, {"rank", 2}});
+  std::shared_ptr<Strategy> hot = make_strategy({{"type", "hot"}}, "test");
+  used->set_layer("encoder.used", 0);
+  unreached->set_layer("encoder.unreached", 1);
+  hot->set_layer("encoder.hot", 2);
+  Calibrator cal(std::vector<std::shared_ptr<Strategy>>{used, unreached, hot});
+  const Tensor w = testing::randn({6, 5}, 1, DType::F32), b = testing::randn({6}, 2, DType::F32);
+  auto pass = [&](const std::vector<std::shared_ptr<Strategy>>& run) {
+    return [&, run](int64_t i) {
+      for (const auto& s : run)
+        run_linear(s, testing::randn({2, 4, 5}, 10 + i, DType::F32), w, b, testing::randn({2, 4, 6}, 20 + i, DType::F32));
+    };
+  };
+  ASSERT_TRUE(cal.calibrate(0, pass({used}), [] {}));
+  EXPECT_EQ(used->calibrations(), 1);
+  EXPECT_EQ(unreached->calibrations(), 0);
+  EXPECT_FALSE(used->calibration_idle());
+  EXPECT_TRUE(unreached->calibration_idle());
+  EXPECT_TRUE(hot->calibration_idle());
+  EXPECT_TRUE(unreached->calibration()->needs_calibration(1));  // it still has no bases...
+  for (int64_t step : {1, 2, 9}) EXPECT_FALSE(cal.needs_calibration(step)) << step;  // ...but asks for no pass
+  // The scheduled calibration takes it along; once its backward runs it calibrates.
+  ASSERT_TRUE(cal.needs_calibration(10));
+  EXPECT_EQ(cal.num_batches(10), 2);
+  cal.begin(10);
+  EXPECT_TRUE(unreached->calibrating());
+  EXPECT_TRUE(hot->calibrating());
+  for (int64_t i = 0; i < cal.num_batches(); ++i) pass({used, unreached, hot})(i);
+  cal.finish();
+  EXPECT_EQ(unreached->calibrations(), 1);
+  EXPECT_FALSE(unreached->calibration_idle());
+  EXPECT_FALSE(hot->calibration()->needs_calibration(11));  // its LQS choice is made
+  EXPECT_FALSE(cal.needs_calibration(11));
+}
+
 TEST(Instant, ExactBeforeCalibrationAndOnZeroEnergy) {
   std::shared_ptr<Strategy> vanilla = make_strategy({{"type", "vanilla"}}, "test");
   auto s = instant({{"rank", 2}});

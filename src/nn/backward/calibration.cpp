@@ -23,10 +23,11 @@ const Calibratable* wants_calibration(const Strategy& s, int64_t step) {
 }
 }  // namespace
 
+// Only layers that are not idle start a calibration; idle ones join it (begin()).
 int64_t Calibrator::num_batches(int64_t step) const {
   int64_t n = 0;
   for (const auto& s : all_)
-    if (const Calibratable* c = wants_calibration(*s, step))
+    if (const Calibratable* c = wants_calibration(*s, step); c && !s->calibration_idle())
       n = std::max<int64_t>(n, std::max<int64_t>(1, c->calibration_batches()));
   return n;
 }
@@ -46,6 +47,12 @@ void Calibrator::begin(int64_t step) {
 
 void Calibrator::finish() {
   const bool dp = group_ && group_->size() > 1;
+  // Which layers' backward the passes reached, on any rank (so that every rank agrees on
+  // which layers start the next calibration).
+  std::vector<double> reached;
+  for (const auto& s : active_) reached.push_back(static_cast<double>(s->calibration_pass_calls()));
+  if (dp && !reached.empty()) group_->all_reduce_sum(reached, "calibration backward calls");
+  for (size_t i = 0; i < active_.size(); ++i) active_[i]->set_calibration_idle(reached[i] == 0);
   for (const auto& s : active_) {
     try {
       if (dp) s->calibration()->reduce_calibration(*group_);

@@ -127,6 +127,7 @@ void Strategy::begin_calibration() {
   Calibratable* c = calibration();
   if (!c) return;
   calibrating_ = true;
+  calib_calls_at_begin_ = calib_calls_;
   c->on_calibration_begin();
 }
 

@@ -22,7 +22,9 @@
 // begin / passes / finish / zero_grad in that order.
 //
 // Layers that do not need calibration at `step` keep running their normal strategy during the
-// passes. The cost (wall time of the whole calibration, passes included) is reported apart
+// passes. A layer whose backward no pass reached (a frozen layer reading frozen inputs: nothing
+// asks for its g_x) stays uncalibrated but idle: it starts no calibration of its own (it would
+// ask for one before every step), it joins those the others start. The cost (wall time of the whole calibration, passes included) is reported apart
 // from training time by report() and by each strategy's report()["calibration"].
 #pragma once
 #include <chrono>

@@ -143,6 +143,14 @@ class Strategy {
   void begin_calibration();
   void finish_calibration();
   bool calibrating() const { return calibrating_; }
+  // Backward calls of this layer since begin_calibration() (0: the pass never reached its
+  // backward, e.g. a frozen layer that reads frozen inputs, whose g_x nothing asks for).
+  int64_t calibration_pass_calls() const { return calib_calls_ - calib_calls_at_begin_; }
+  // A layer whose last calibration pass never reached its backward stays uncalibrated, yet
+  // has nothing to calibrate for: it must not start a calibration of its own (that was one
+  // pass before every step), it joins the ones others start (the Calibrator sets this).
+  void set_calibration_idle(bool idle) { calibration_idle_ = idle; }
+  bool calibration_idle() const { return calibration_idle_; }
 
   // ---- failure fallback ----
   // After a failed calibration (e.g. the eigendecomposition did not converge, or saw NaN)
@@ -261,6 +269,7 @@ class Strategy {
   int64_t layer_id_ = 0;
   bool conv_ = false;
   bool calibrating_ = false;
+  bool calibration_idle_ = false;
   bool fell_back_ = false;
   bool frozen_ = false;
   std::string fallback_reason_;
@@ -270,6 +279,7 @@ class Strategy {
   int64_t calls_ = 0;
   double backward_ms_ = 0;
   int64_t calib_calls_ = 0;
+  int64_t calib_calls_at_begin_ = 0;
   double calib_backward_ms_ = 0;
   LayerGeometry last_geom_;
   int64_t last_saved_bytes_ = 0;
