@@ -7,7 +7,9 @@
 #   PY=$VENV/bin/python BUDGETS="261MB 115.2MB" THREADS=1 CORE=0 tools/bench/budget_anchor.sh [OUT]
 # 261MB is PyTorch's checkpointed peak: leanback at the memory PyTorch's leanest standard
 # setting reaches. THREADS=N and CORE=C pin the runs; LB picks the binary; ITERS (4) timed
-# steps after one warm-up.
+# steps after one warm-up. COMPILED="1.0 0.05" adds PyTorch compiled (torch.compile) with
+# torch._functorch.config.activation_memory_budget at each fraction (minutes of compilation
+# each; on the CPU the model's dropout cannot be recomputed, so the fraction moves little).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -50,6 +52,7 @@ run_lb() {  # name [--memory-budget B]
 }
 
 run_torch pytorch_checkpointed --checkpoint
+for f in ${COMPILED:-}; do run_torch "pytorch_compiled_$f" --activation-memory-budget "$f"; done
 run_lb leanback_exact
 for b in ${BUDGETS:-261MB 115.2MB}; do run_lb "leanback_$b" --memory-budget "$b"; done
 run_torch pytorch

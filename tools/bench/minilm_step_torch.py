@@ -14,6 +14,12 @@ over --iters timed steps after --warmup, one JSON line with the C++ bench's fiel
 saved_bytes counts what the issue's table counts: the bytes autograd keeps for backward after
 forward (saved_tensors_hooks, unique storages, parameters excluded). --checkpoint wraps each encoder layer in
 torch.utils.checkpoint (use_reentrant=False), so only the layers' inputs stay saved.
+--activation-memory-budget F compiles the model (torch.compile, inductor) with
+torch._functorch.config.activation_memory_budget = F: PyTorch's own planner, which recomputes
+what it chooses inside the compiled graph so that it saves about F of what it otherwise would
+(1.0: save as the compiler does by default; 0.0: recompute all it can). The first steps pay the
+compilation (minutes on a CPU; --warmup covers it). saved_bytes is not counted then (the
+compiled graph's saved tensors are its own); activation_peak_bytes is.
 
     python3 -m venv /tmp/venv_torch && /tmp/venv_torch/bin/pip install torch transformers
     /tmp/venv_torch/bin/python tools/bench/minilm_step_torch.py [CONFIG] [--checkpoint] --iters 3 --json
@@ -37,6 +43,10 @@ BATCH, SEQ = 32, 128
 def add_arguments(p):
     p.add_argument("config", nargs="?", default=os.path.join(ROOT, "configs/minilm_mrpc.json"))
     p.add_argument("--checkpoint", action="store_true", help="checkpoint each encoder layer")
+    p.add_argument("--activation-memory-budget", type=float, metavar="F",
+                   help="torch.compile the model with this activation_memory_budget (0..1)")
+    p.add_argument("--no-dropout", action="store_true",
+                   help="hidden and attention dropout 0 (what the compiled budget can recompute)")
 
 
 def main():
@@ -54,18 +64,28 @@ def main():
     y = torch.tensor(labels[:BATCH], dtype=torch.long)
     assert tuple(batch["input_ids"].shape) == (BATCH, SEQ)
 
-    model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=2, dtype=torch.float32)
+    drop = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0} if a.no_dropout else {}
+    model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=2, dtype=torch.float32, **drop)
     if a.checkpoint:
         kw = {"use_reentrant": False}  # transformers >= 5.25 renamed gradient_ to activation_checkpointing
         if hasattr(model, "activation_checkpointing_enable"):
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
+    compiled = a.activation_memory_budget is not None
+    if compiled:
+        if a.checkpoint:
+            sys.exit("minilm_step_torch.py: --checkpoint and --activation-memory-budget are two anchors; pick one")
+        from torch._functorch import config as functorch_config
+        functorch_config.activation_memory_budget = a.activation_memory_budget
+        model = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["optimizer"].get("lr", 5e-5),
                             weight_decay=cfg["optimizer"].get("weight_decay", 0.0))
     return run("minilm_mrpc_step", a, model, opt, lambda: model(**batch, labels=y).loss,
-               {"checkpoint": a.checkpoint, "batch": {"B": BATCH, "T": SEQ},
-                "transformers": transformers.__version__})
+               {"checkpoint": a.checkpoint, "activation_memory_budget": a.activation_memory_budget,
+                "dropout": not a.no_dropout,
+                "batch": {"B": BATCH, "T": SEQ}, "transformers": transformers.__version__},
+               count_saved=not compiled)
 
 
 if __name__ == "__main__":

@@ -85,8 +85,9 @@ def activation_peak(model, optimizer, forward):
     return peak
 
 
-def run(name, a, model, optimizer, forward, extra):
-    """forward() returns the scalar loss of the fixed batch."""
+def run(name, a, model, optimizer, forward, extra, count_saved=True):
+    """forward() returns the scalar loss of the fixed batch. count_saved=False leaves
+    saved_bytes None (a compiled model: the hooks would change the graph it runs)."""
     model.train()
     params = {p.data_ptr() for p in model.parameters()}
     saved_storages = {}
@@ -112,7 +113,7 @@ def run(name, a, model, optimizer, forward, extra):
         last = it == a.warmup + a.iters - 1
         saved_storages.clear()
         t0 = time.perf_counter()
-        if last:  # the hook costs a little; use it on the last step only
+        if last and count_saved:  # the hook costs a little; use it on the last step only
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                 loss = forward()
         else:
@@ -120,7 +121,7 @@ def run(name, a, model, optimizer, forward, extra):
         sync()
         t1 = time.perf_counter()
         if last:
-            saved = sum(saved_storages.values())
+            saved = sum(saved_storages.values()) if count_saved else None
         t2 = time.perf_counter()
         loss.backward()
         del loss
@@ -162,7 +163,7 @@ def run(name, a, model, optimizer, forward, extra):
     else:
         print(f"{name} [vanilla, {r['framework']}]: {r['ms_per_step']:.2f} ms/step (forward "
               f"{r['forward_ms']:.2f} ms, backward {r['backward_ms']:.2f} ms, optimizer "
-              f"{r['optimizer_ms']:.2f} ms), saved {saved / 2**20:.2f} MiB, activation peak "
+              f"{r['optimizer_ms']:.2f} ms), saved {(saved or 0) / 2**20:.2f} MiB, activation peak "
               f"{(r['activation_peak_bytes'] or 0) / 2**20:.2f} MiB, peak RSS "
               f"{r['peak_rss_bytes'] / 2**20:.1f} MiB, median of {a.iters} iters, "
               f"{torch.get_num_threads()} threads")
