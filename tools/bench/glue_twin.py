@@ -15,6 +15,9 @@ modules_to_save and bias) with the optimizer over the trainable parameters only.
 
     python tools/bench/glue_twin.py configs/minilm_mrpc.json --seed 1 [--threads 2] [--max-steps N]
 
+Needs torch, transformers, numpy, scipy and scikit-learn (the metrics), and peft for LoRA:
+    python3 -m venv $VENV && $VENV/bin/pip install torch transformers peft scipy scikit-learn
+
 For a lockstep comparison with leanback (tools/bench/glue_lockstep.sh): --order leanback takes
 leanback's own epoch permutations (tools/bench/lb_philox.py), --save-init DIR writes the model
 as initialised (classifier included) for leanback to start from, --log-steps prints each
