@@ -24,8 +24,10 @@
 // Layers that do not need calibration at `step` keep running their normal strategy during the
 // passes. A layer whose backward no pass reached (a frozen layer reading frozen inputs: nothing
 // asks for its g_x) stays uncalibrated but idle: it starts no calibration of its own (it would
-// ask for one before every step), it joins those the others start. The cost (wall time of the whole calibration, passes included) is reported apart
-// from training time by report() and by each strategy's report()["calibration"].
+// ask for one before every step), it joins those the others start. (Not checkpointed: a
+// resumed run finds it idle again after its first calibration.) The cost (wall time of the
+// whole calibration, passes included) is reported apart from training time by report() and
+// by each strategy's report()["calibration"].
 #pragma once
 #include <chrono>
 #include <functional>
