@@ -51,6 +51,9 @@ def add_arguments(p):
 
 def main():
     a = parse_args(__doc__, add_arguments)
+    compiled = a.activation_memory_budget is not None
+    if compiled and a.checkpoint:
+        sys.exit("minilm_step_torch.py: --checkpoint and --activation-memory-budget are two anchors; pick one")
     cfg = json.load(open(a.config))
     model_dir = expand(cfg["model"]["pretrained"])
     data_dir = cfg["data"]["dir"]
@@ -72,10 +75,7 @@ def main():
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
-    compiled = a.activation_memory_budget is not None
     if compiled:
-        if a.checkpoint:
-            sys.exit("minilm_step_torch.py: --checkpoint and --activation-memory-budget are two anchors; pick one")
         from torch._functorch import config as functorch_config
         functorch_config.activation_memory_budget = a.activation_memory_budget
         model = torch.compile(model)
