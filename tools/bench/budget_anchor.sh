@@ -35,21 +35,15 @@ PY
   echo "budget_anchor.sh: $1: $(tail -1 "$out")"
 }
 
-run_torch() {  # name [--checkpoint]
+run() {  # name command...: one timed step set, its JSON recorded
   local name="$1"
   shift
-  if "${pin[@]}" "$py" tools/bench/minilm_step_torch.py "$@" --iters "$iters" --warmup 1 --threads "$THREADS" --json \
+  if "${pin[@]}" "$@" --iters "$iters" --warmup 1 --threads "$THREADS" --json \
        > "$tmp/$name.json" 2> "$tmp/$name.err"; then record "$name" "$tmp/$name.json"
   else echo "budget_anchor.sh: $name failed:" >&2; tail -5 "$tmp/$name.err" >&2; fi
 }
-
-run_lb() {  # name [--memory-budget B]
-  local name="$1"
-  shift
-  if "${pin[@]}" "$lb" bench configs/minilm_mrpc.json "$@" --iters "$iters" --warmup 1 --threads "$THREADS" --json \
-       > "$tmp/$name.json" 2> "$tmp/$name.err"; then record "$name" "$tmp/$name.json"
-  else echo "budget_anchor.sh: $name failed:" >&2; tail -5 "$tmp/$name.err" >&2; fi
-}
+run_torch() { local name="$1"; shift; run "$name" "$py" tools/bench/minilm_step_torch.py "$@"; }  # [--checkpoint]
+run_lb() { local name="$1"; shift; run "$name" "$lb" bench configs/minilm_mrpc.json "$@"; }  # [--memory-budget B]
 
 run_torch pytorch_checkpointed --checkpoint
 for f in ${COMPILED:-}; do run_torch "pytorch_compiled_$f" --activation-memory-budget "$f"; done
