@@ -93,6 +93,49 @@ TEST(MemoryPlanner, PrefersExactAndTradesRecomputationAgainstCodecsByFidelity) {
   EXPECT_LT(least, 100);  // recomputed int8 blocks: 3 + 28 + 20 + 8 = 59 and so
 }
 
+// Recomputation in bf16 (input in int8) added to the toy: it keeps what recomputation + int8
+// keeps and costs less time, at its fidelity prior. At a budget only recomputation + int8
+// reaches, it replaces recomputing in f32 where the weight lets time count, not where fidelity
+// weighs everything; a plan's parts carry it through plan.json.
+TEST(MemoryPlanner, RecomputesInBf16WhereItPaysAndCarriesItThroughThePlanFile) {
+  MemoryProfile p = toy_profile();
+  const KeepOption o = bf16_recompute_option();
+  EXPECT_TRUE(o.recompute && o.bf16_products);
+  EXPECT_EQ(o.name(), "recompute in bf16 + int8");
+  p.options.push_back(o);
+  for (int b = 0; b < 2; ++b) {
+    p.kept[b].push_back(3);
+    p.working[b].push_back(28);
+  }
+  p.added_ms.push_back(2);
+  p.in_flight.push_back(20);
+  // 60: block 0 recomputed and kept in int8, block 1 in int8, the rest in int8 fits (0 + 28 +
+  // 20 + 8, then 3 + 25 + 20 + 8); recomputing in bf16 saves 4 ms for a penalty 3 ms above
+  // recompute + int8's: 500 * (6e-4 + 1.2e-4) * 100 / 2 against 500 * 6e-4 * 100 / 2.
+  const MemoryChoice fast = choose_memory(p, 60, 500);
+  ASSERT_TRUE(fast.feasible);
+  EXPECT_EQ(names(fast, p), (std::vector<std::string>{"recompute in bf16 + int8", "int8", "rest int8"}));
+  const MemoryChoice faithful = choose_memory(p, 60, 1e9);
+  ASSERT_TRUE(faithful.feasible);
+  EXPECT_EQ(names(faithful, p), (std::vector<std::string>{"recompute + int8", "int8", "rest int8"}));
+  // Exact still wins where it fits.
+  EXPECT_EQ(names(choose_memory(p, 250, 500), p), (std::vector<std::string>{"exact", "exact", "rest f32"}));
+
+  MemoryPlan plan;
+  plan.budget_text = "60";
+  PlannedPart part;
+  part.part = "enc.0";
+  part.option = p.options.back();
+  plan.parts.push_back(part);
+  plan.section.recompute_bf16 = {"enc.0"};
+  const MemoryPlan back = MemoryPlan::from_json(plan.to_json(), "plan.json");
+  ASSERT_EQ(back.parts.size(), 1u);
+  EXPECT_TRUE(back.parts[0].option.bf16_products);
+  EXPECT_EQ(back.parts[0].option.name(), "recompute in bf16 + int8");
+  EXPECT_EQ(back.section.recompute_bf16, (std::vector<std::string>{"enc.0"}));
+  EXPECT_EQ(back.summary(), "1 recompute in bf16 + int8; rest exact");
+}
+
 // HOT's six settings added to the toy: each keeps less than its exact-strategy twin and runs
 // faster, at HOT's fidelity prior. The knapsack takes HOT only where nothing else fits, unless
 // the fidelity weight says speed matters more.
@@ -184,6 +227,26 @@ std::string line_of(const std::string& text, const std::string& head) {
   for (std::string l; std::getline(in, l);)
     if (l.rfind(head, 0) == 0) return l;
   return "";
+}
+
+// Recomputation in bf16 profiled on a small BERT (on any CPU; the planner offers it only where
+// bf16 products are faster): one more column, keeping and holding what recomputation + int8
+// keeps and holds.
+TEST(MemoryPlanner, ProfilesRecomputationInBf16LikeRecomputation) {
+  const Config c = Config::from_json(lb::testing::tiny_bert_config(2), "tiny.json");
+  MemoryProfile p = profile_memory(c, "");
+  ASSERT_EQ(p.options.size(), 6u);
+  profile_bf16_recompute(p, c, "");
+  ASSERT_EQ(p.options.size(), 7u);
+  EXPECT_EQ(p.options[6].name(), "recompute in bf16 + int8");
+  ASSERT_GE(p.blocks.size(), 2u);
+  for (size_t b = 0; b < p.blocks.size(); ++b) {
+    EXPECT_EQ(p.kept[b][6], p.kept[b][5]) << p.blocks[b];
+    EXPECT_EQ(p.working[b][6], p.working[b][5]) << p.blocks[b];
+    EXPECT_EQ(p.keeps_inner[b][6], p.keeps_inner[b][5]) << p.blocks[b];
+  }
+  EXPECT_EQ(p.in_flight.size(), 7u);
+  EXPECT_EQ(p.added_ms.size(), 7u);
 }
 
 // HOT candidates on a small BERT: six more profiled settings, and a plan with a HOT block is carried
@@ -319,6 +382,10 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   j["memory"]["codecs"] = {{{"codec", "int8"}}};
   m = lb::testing::error_message([&] { Config::from_json(j, "tiny.json"); });
   EXPECT_NE(m.find("memory.budget: the planner chooses memory.codecs"), std::string::npos) << m;
+  j["memory"].erase("codecs");
+  j["memory"]["recompute_bf16"] = {"*"};
+  m = lb::testing::error_message([&] { Config::from_json(j, "tiny.json"); });
+  EXPECT_NE(m.find("memory.recompute_bf16 itself; give the budget or those"), std::string::npos) << m;
 }
 
 // A plan made once (leanback plan --json, or a run's memory_plan.json) trains other runs of

@@ -3,12 +3,18 @@
 // gradients bit for bit as without — dropout on, so the recomputation must draw the same
 // masks — keep fewer bytes on the tape, leave the random stream and BatchNorm's running
 // statistics where one forward leaves them; with the op alone, x's gradient flows on to x's
-// producer.
+// producer. Recomputed in bf16 (memory.recompute_bf16): the same loss and random stream,
+// gradients close to but not equal to exact ones, exact again inside ExactRecomputeScope.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "lb/autograd/node.h"
 #include "lb/autograd/recompute.h"
 #include "lb/core/random.h"
+#include "lb/nn/recomputable_block.h"
 #include "lb/ops.h"
 #include "models/bert.h"
 #include "models/resnet.h"
@@ -34,11 +40,14 @@ struct Pass {
 // Builds a model with fixed weights, sets every block to recompute or not, runs one training
 // forward + backward from a fixed generator position.
 template <typename M, typename Forward>
-Pass run(const std::function<std::shared_ptr<M>()>& build, bool recompute, Forward&& forward) {
+Pass run(const std::function<std::shared_ptr<M>()>& build, bool recompute, Forward&& forward, bool bf16 = false) {
   manual_seed(5);
   std::shared_ptr<M> m = build();
   int64_t blocks = 0;
-  for (const auto& [name, mod] : m->named_modules()) blocks += mod->set_recompute(recompute);
+  for (const auto& [name, mod] : m->named_modules()) {
+    blocks += mod->set_recompute(recompute);
+    if (auto* b = dynamic_cast<nn::RecomputableBlock*>(mod)) b->set_recompute_bf16(bf16);
+  }
   EXPECT_GT(blocks, 1);
   m->train();
   manual_seed(9);
@@ -122,6 +131,59 @@ TEST(Recompute, ResNetGradientsAndRunningStatisticsEqualBitForBit) {
   const Tensor labels = labels_of(4);
   const std::function<std::shared_ptr<models::ResNet>()> build = [&] { return std::make_shared<models::ResNet>(c); };
   expect_same(build, [&](models::ResNet& m) { return m.forward(images, labels).loss; }, "resnet");
+}
+
+// The second forward on bf16 products: the first forward (loss, random stream) untouched, the
+// gradients those of slightly different activations — close (cosine over 0.999 per tensor)
+// but not equal — and under ExactRecomputeScope (the probe's reference) equal again.
+TEST(Recompute, InBf16GradientsAreCloseAndExactInTheExactScope) {
+  models::ViTConfig c;
+  c.image_size = 8;
+  c.patch_size = 4;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 64;
+  c.hidden_dropout_prob = 0.1;
+  c.attention_probs_dropout_prob = 0.1;
+  c.num_labels = 3;
+  const Tensor pixels = testing::randn({4, 3, 8, 8}, 1, DType::F32);
+  const Tensor labels = labels_of(4);
+  const std::function<std::shared_ptr<models::ViTForImageClassification>()> build = [&] {
+    return std::make_shared<models::ViTForImageClassification>(c);
+  };
+  const auto forward = [&](models::ViTForImageClassification& m) { return m.forward(pixels, labels).loss; };
+  const Pass plain = run<models::ViTForImageClassification>(build, false, forward);
+  const Pass bf16 = run<models::ViTForImageClassification>(build, true, forward, true);
+  EXPECT_EQ(bf16.loss, plain.loss);
+  EXPECT_EQ(bf16.rng_offset, plain.rng_offset);
+  EXPECT_LT(bf16.saved, plain.saved / 2);
+  // Per tensor, where the gradient is not zero up to rounding (the key biases' is: softmax
+  // ignores a shift shared by a row's scores).
+  double largest = 0;
+  for (const auto& [n, g] : plain.grads)
+    for (double v : g) largest = std::max(largest, std::abs(v));
+  int differ = 0;
+  for (const auto& [n, g] : plain.grads) {
+    const std::vector<double>& h = bf16.grads.at(n);
+    ASSERT_EQ(h.size(), g.size()) << n;
+    double dot = 0, gg = 0, hh = 0, top = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      dot += g[i] * h[i];
+      gg += g[i] * g[i];
+      hh += h[i] * h[i];
+      top = std::max(top, std::abs(g[i]));
+    }
+    if (top > 1e-4 * largest) EXPECT_GT(dot / std::sqrt(gg * hh), 0.999) << n;
+    differ += h != g;
+  }
+  EXPECT_GT(differ, 0) << "bf16 products changed no gradient";
+  Pass exact;
+  {
+    const autograd::ExactRecomputeScope scope;
+    exact = run<models::ViTForImageClassification>(build, true, forward, true);
+  }
+  for (const auto& [n, g] : plain.grads) EXPECT_EQ(exact.grads.at(n), g) << n;
 }
 
 TEST(Recompute, TheOpKeepsOnlyItsInputAndPassesItsGradientOn) {

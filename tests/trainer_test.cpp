@@ -554,6 +554,19 @@ TEST(Trainer, CodecsAndRecomputationKeepLessResumeExactlyAndRulesMustMatch) {
                    "'bert.encoder.layer.0', 'bert.encoder.layer.1')"),
             std::string::npos)
       << m;
+
+  // Recomputed in bf16: the first step's loss as exact (its forward is untouched), the rest
+  // near the exact run's, as few bytes kept as recomputation keeps; globs must match too.
+  j["memory"] = {{"recompute_bf16", {"bert.encoder.layer.*"}}};
+  const TrainResult bf16 = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("bf16")));
+  ASSERT_EQ(bf16.losses.size(), plain.losses.size());
+  EXPECT_EQ(bf16.losses[0], plain.losses[0]);
+  EXPECT_NE(bf16.losses, plain.losses);
+  for (size_t i = 0; i < bf16.losses.size(); ++i) EXPECT_NEAR(bf16.losses[i], plain.losses[i], 0.05) << i;
+  EXPECT_LT(saved("bf16"), 0.5 * saved("plain"));
+  j["memory"] = {{"recompute_bf16", {"*.attention"}}};
+  m = testing::error_message([&] { train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("nobf16"))); });
+  EXPECT_NE(m.find("tiny.json: memory.recompute_bf16[0] '*.attention' matches no block"), std::string::npos) << m;
 }
 
 class TrainerByStrategy : public ::testing::TestWithParam<std::string> {};

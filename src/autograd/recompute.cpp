@@ -1,13 +1,18 @@
 // Recomputation (contract in lb/autograd/recompute.h).
 #include "lb/autograd/recompute.h"
 
+#include <optional>
+
 #include "lb/autograd/node.h"
+#include "lb/autograd/saved_operand.h"
+#include "lb/core/precision.h"
 #include "lb/core/random.h"
 
 namespace lb::autograd {
 
 namespace {
 thread_local int t_recomputing = 0;
+thread_local int t_exact = 0;
 
 // Recording on, and recomputing() true, for its scope.
 class RecomputeScope {
@@ -30,8 +35,11 @@ class RecomputeScope {
 
 bool recomputing() { return t_recomputing > 0; }
 
+ExactRecomputeScope::ExactRecomputeScope() { ++t_exact; }
+ExactRecomputeScope::~ExactRecomputeScope() { --t_exact; }
+
 Tensor recompute_in_backward(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x,
-                             const std::string& name) {
+                             const std::string& name, bool bf16_products) {
   if (!grad_enabled()) return fn(x);
   const PhiloxStream::State rng_at = default_generator().state();
   Tensor y;
@@ -39,8 +47,10 @@ Tensor recompute_in_backward(const std::function<Tensor(const Tensor&)>& fn, con
     NoGradGuard no_grad;
     y = fn(x);
   }
+  // Asked when the node is made: the probe's exact pass runs its backward inside the scope too.
+  const bool bf16 = bf16_products && t_exact == 0;
   record(name, y, {x}, {x},
-         [fn, rng_at](const Tensor& g, const std::vector<Tensor>& saved, const std::vector<bool>& need) {
+         [fn, rng_at, bf16](const Tensor& g, const std::vector<Tensor>& saved, const std::vector<bool>& need) {
            PhiloxStream& gen = default_generator();
            const PhiloxStream::State now = gen.state();
            Tensor xi = saved[0].detach();
@@ -48,6 +58,14 @@ Tensor recompute_in_backward(const std::function<Tensor(const Tensor&)>& fn, con
            Tensor y2;
            {
              const RecomputeScope recompute;
+             // bf16 products for the second forward only; what it keeps stays f32, and the
+             // block's backward runs in the step's own precision.
+             std::optional<MatmulPrecisionScope> precision;
+             std::optional<Bf16SavingScope> saving;
+             if (bf16) {
+               precision.emplace(MatmulPrecision::BF16);
+               saving.emplace(false);
+             }
              gen.set_state(rng_at);
              try {
                y2 = fn(xi);

@@ -15,5 +15,7 @@ struct CpuKernelInfo {
 CpuKernelInfo cpu_kernel_info();
 // Which kernel runs a bf16 run's products on this CPU, in words.
 std::string bf16_products_note();
+// Whether a bf16 run's products out-run f32 ones on this CPU (the bf16 kernel is used).
+bool bf16_products_faster();
 
 }  // namespace lb::backend

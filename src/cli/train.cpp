@@ -50,6 +50,7 @@ void apply_memory_budget_flag(train::Config& config, const std::string& budget) 
   }
   config.memory.codecs.clear();  // the planner's choice replaces the config's
   config.memory.recompute.clear();
+  config.memory.recompute_bf16.clear();
 }
 
 void apply_threads_flag(int threads) {

@@ -20,4 +20,6 @@ std::string bf16_products_note() {
              : "rounded operands through the f32 kernel (this CPU has no AVX512-BF16: same numbers, no speed-up)";
 }
 
+bool bf16_products_faster() { return cpu::sgemm_bf16_preferred(); }
+
 }  // namespace lb::backend

@@ -47,12 +47,16 @@ int BatchLengthPlans::put_in_force_for(const std::vector<data::Batch>& micro) {
 void BatchLengthPlans::put_in_force(int index) {
   if (index == current_) return;
   step_.set_codecs(codecs_[static_cast<size_t>(index + 1)]);
-  const std::vector<std::string>& recompute = plan_.section_for(index).recompute;
-  for (const auto& named : module_.named_modules()) {
-    const std::string& name = named.first;  // not a structured binding: clang cannot capture one
-    if (dynamic_cast<nn::RecomputableBlock*>(named.second) == nullptr) continue;
-    const bool on = std::any_of(recompute.begin(), recompute.end(), [&](const std::string& g) { return glob_match(g, name); });
-    named.second->set_recompute(on);
+  const MemorySection& section = plan_.section_for(index);
+  const auto matches = [](const std::vector<std::string>& globs, const std::string& name) {
+    return std::any_of(globs.begin(), globs.end(), [&](const std::string& g) { return glob_match(g, name); });
+  };
+  for (const auto& [name, m] : module_.named_modules()) {
+    auto* block = dynamic_cast<nn::RecomputableBlock*>(m);
+    if (block == nullptr) continue;
+    const bool bf16 = matches(section.recompute_bf16, name);
+    block->set_recompute(bf16 || matches(section.recompute, name));
+    block->set_recompute_bf16(bf16);
   }
   current_ = index;
 }

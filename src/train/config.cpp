@@ -272,14 +272,16 @@ MemorySection MemorySection::from_json(const nlohmann::json& j) {
     }
   }
   m.recompute = string_list(r, "recompute", {});
+  m.recompute_bf16 = string_list(r, "recompute_bf16", {});
   if (const auto& b = r.raw("budget"); !b.is_null()) {
     LB_CHECK(b.is_string() || (b.is_number() && b.get<double>() > 0), "memory.budget: a size such as \"120MB\", "
              "\"1.5GiB\" or \"0.1x\" (a fraction of the exact vanilla activation peak), or a number of bytes; got ",
              b.dump());
     m.budget = MemoryBudget::parse(b.is_string() ? b.get<std::string>() : std::to_string(b.get<int64_t>()),
                                    "memory.budget");
-    LB_CHECK(m.codecs.empty() && m.recompute.empty(), "memory.budget: the planner chooses memory.codecs and "
-             "memory.recompute itself; give the budget or those, not both");
+    LB_CHECK(m.codecs.empty() && m.recompute.empty() && m.recompute_bf16.empty(),
+             "memory.budget: the planner chooses memory.codecs, memory.recompute and memory.recompute_bf16 itself; "
+             "give the budget or those, not both");
   }
   m.fidelity_weight = r.number("fidelity_weight", 500, 0, 1e9);
   r.finish();
@@ -300,7 +302,9 @@ nlohmann::json MemorySection::to_json() const {
   // With a budget the codecs and recompute lists are the planner's (plan.json of the run), not
   // the config's: the section reads back as it was written.
   if (budget) return {{"budget", budget->text}, {"fidelity_weight", fidelity_weight}};
-  return {{"codecs", rules}, {"recompute", recompute}};
+  nlohmann::json out = {{"codecs", rules}, {"recompute", recompute}};
+  if (!recompute_bf16.empty()) out["recompute_bf16"] = recompute_bf16;
+  return out;
 }
 
 LoraSection LoraSection::from_json(const nlohmann::json& j) {
@@ -457,7 +461,8 @@ nlohmann::json Config::to_json() const {
           {"output", {{"dir", output.dir},
                       {"export", output.export_merged ? nlohmann::json("merged") : nlohmann::json(output.export_model)}}}};
   // Written only when set, so the config of a run without codecs reads as before.
-  if (!memory.codecs.empty() || !memory.recompute.empty() || memory.budget) out["memory"] = memory.to_json();
+  if (!memory.codecs.empty() || !memory.recompute.empty() || !memory.recompute_bf16.empty() || memory.budget)
+    out["memory"] = memory.to_json();
   if (lora.enabled && model.adapter.empty()) out["lora"] = lora.to_json();
   return out;
 }

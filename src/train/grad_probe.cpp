@@ -8,6 +8,7 @@
 #include "lb/core/error.h"
 #include "lb/nn/backward/probe.h"
 #include "lb/nn/layers.h"
+#include "lb/nn/recomputable_block.h"
 
 namespace lb::train {
 
@@ -22,12 +23,13 @@ nlohmann::json closeness(double dot, double ee, double aa, double dd) {
 
 // The gradient-fidelity probe (train.grad_probe_every) on one held training batch, in eval
 // mode (no dropout draws, BatchNorm statistics untouched), with every compressed layer (with
-// codecs: every layer) wrapped in a ProbedStrategy (nn/backward/probe.h), which draws from the
-// probe's own stream. Pass 1, without the kept-tensor codecs, compares each layer's g_w and
-// g_x with the exact ones from the same (exact) g_y ("local") and passes the exact ones on;
-// pass 2 runs the ordinary backward (compressed strategies, codecs), whose g_w and g_x are
-// compared with pass 1's exact ones ("end to end"). Training is unchanged by it: its draws, the strategies' state and figures
-// are as before.
+// codecs or blocks recomputed in bf16: every layer) wrapped in a ProbedStrategy
+// (nn/backward/probe.h), which draws from the probe's own stream. Pass 1, without the
+// kept-tensor codecs and with exact recomputation, compares each layer's g_w and g_x with the
+// exact ones from the same (exact) g_y ("local") and passes the exact ones on; pass 2 runs the
+// ordinary backward (compressed strategies, codecs), whose g_w and g_x are compared with pass
+// 1's exact ones ("end to end"). Training is unchanged by it: its draws, the strategies' state
+// and figures are as before.
 nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
                               const std::vector<std::shared_ptr<nn::backward::Strategy>>& strategies,
                               data::BatchSource& loader, int64_t step) {
@@ -37,7 +39,11 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
   for (auto& [name, m] : module.named_modules()) modules[name] = m;
   // The compressed layers, with their modules (a strategy not set on a layer is not probed);
   // with kept-tensor codecs every layer, vanilla ones too (the codecs make them lossy).
-  const bool codecs = train_step.has_codecs();
+  bool codecs = train_step.has_codecs();
+  for (const auto& [name, m] : module.named_modules()) {  // recomputation in bf16 is lossy as codecs are
+    const auto* block = dynamic_cast<const nn::RecomputableBlock*>(m);
+    codecs = codecs || (block != nullptr && block->recomputes_bf16());
+  }
   std::vector<std::pair<std::shared_ptr<nn::backward::Strategy>, nn::Module*>> probed;
   for (const auto& s : strategies)
     if (s->type() != "vanilla" || codecs)

@@ -8,14 +8,20 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "lb/core/error.h"
 #include "lb/io/json_file.h"
 #include "lb/train/memory_report.h"
+#include "src/backend/kernel_info.h"
 
 namespace lb::train {
 
 namespace {
+
+// Recomputation in bf16 on every encoder layer (same probe, tools/bench/probe_grid.sh's last
+// vanilla row): g_w 0.99997, g_x 0.99979, the bf16 codec's order.
+constexpr double kBf16RecomputePrior = 1.2e-4;
 
 // The codecs' fidelity priors: 1 - the mean of the end-to-end g_w and g_x cosines the
 // gradient probe measured with the codec on every kept tensor of the pretrained MiniLM, MRPC,
@@ -24,6 +30,7 @@ namespace {
 // every encoder Linear (same probe, f32): g_w 0.8420, g_x 0.9965; its codecs add their own.
 double fidelity_prior(const KeepOption& o) {
   double f = 0;
+  if (o.recompute && o.bf16_products) f += kBf16RecomputePrior;
   if (o.codec == "bf16") f += 1e-4;
   if (o.codec == "int8") f += 6e-4;
   if (o.strategy == "hot") f += 0.0808;
@@ -90,11 +97,17 @@ bool could_pay(const MemoryProfile& p, double prior, double weight) {
   return weight * prior * share - share < most;
 }
 
-Config with_memory(Config c, const std::vector<autograd::CodecRule>& codecs, std::vector<std::string> recompute) {
+Config with_memory(Config c, const std::vector<autograd::CodecRule>& codecs, std::vector<std::string> recompute,
+                   std::vector<std::string> recompute_bf16 = {}) {
   c.memory.budget.reset();
   c.memory.codecs = codecs;
   c.memory.recompute = std::move(recompute);
+  c.memory.recompute_bf16 = std::move(recompute_bf16);
   return c;
+}
+
+Config with_memory(Config c, const MemorySection& m) {
+  return with_memory(std::move(c), m.codecs, m.recompute, m.recompute_bf16);
 }
 
 // The rules that carry a choice out: per block, one for its own scope and one for its
@@ -111,7 +124,7 @@ MemorySection section_of(const MemoryChoice& s, const MemoryProfile& p) {
       if (p.keeps_own[b][oi]) m.codecs.push_back(rule(blocks[b], o.codec));
       if (p.keeps_inner[b][oi]) m.codecs.push_back(rule(blocks[b] + ".*", o.codec));
     }
-    if (o.recompute) m.recompute.push_back(blocks[b]);
+    if (o.recompute) (o.bf16_products ? m.recompute_bf16 : m.recompute).push_back(blocks[b]);
   }
   if (rest_coded) m.codecs.push_back(rule("*", rest));
   return m;
@@ -131,6 +144,7 @@ std::vector<KeepOption> block_options(const std::string& strategy) {
     for (const char* codec : {"f32", "bf16", "int8"}) o.push_back({codec, recompute, strategy});
   return o;
 }
+KeepOption bf16_recompute_option() { return {"int8", true, "", true}; }
 const std::vector<std::string>& rest_codecs() {
   static const std::vector<std::string> c = {"f32", "bf16", "int8"};
   return c;
@@ -214,14 +228,15 @@ Config worst_case_batch(Config c, int64_t real_tokens) {
 std::string KeepOption::name() const {
   std::string n = strategy.empty() ? "" : strategy;
   const auto add = [&](const std::string& x) { n += (n.empty() ? "" : " + ") + x; };
-  if (recompute) add("recompute");
+  if (recompute) add(bf16_products ? "recompute in bf16" : "recompute");
   if (codec != "f32") add(codec);
   return n.empty() ? "exact" : n;
 }
 
 namespace {
 
-using Reports = std::map<std::pair<std::string, bool>, MemoryReport>;  // by (codec, recompute)
+// by (codec, recompute, bf16 products)
+using Reports = std::map<std::tuple<std::string, bool, bool>, MemoryReport>;
 
 // One attributed and two timed steps per option of `options` on `config`.
 void stop_if_asked(const StopCheck& stop, const Config& config) {
@@ -239,10 +254,12 @@ Reports profile_options(const Config& config, const std::string& strategy, const
     if (o.recompute && blocks.empty())
       throw Error(config.source + ": memory.budget: this model has no block that can be recomputed, so the "
                   "planner has nothing to choose from but codecs; give memory.codecs instead");
-    MemoryReport r = memory_report(with_memory(config, codecs, o.recompute ? blocks : std::vector<std::string>{}),
+    const std::vector<std::string> recomputed = o.recompute ? blocks : std::vector<std::string>{};
+    MemoryReport r = memory_report(o.bf16_products ? with_memory(config, codecs, {}, recomputed)
+                                                   : with_memory(config, codecs, recomputed),
                                    strategy, 2, real_tokens);
     if (blocks.empty()) blocks = r.blocks;
-    reports[{o.codec, o.recompute}] = std::move(r);
+    reports[{o.codec, o.recompute, o.bf16_products}] = std::move(r);
   }
   return reports;
 }
@@ -256,7 +273,7 @@ void add_columns(MemoryProfile& p, const std::vector<KeepOption>& options, const
   p.keeps_own.resize(n);
   p.keeps_inner.resize(n);
   for (const KeepOption& opt : options) {
-    const MemoryReport& r = reports.at({opt.codec, opt.recompute});
+    const MemoryReport& r = reports.at({opt.codec, opt.recompute, opt.bf16_products});
     // Recomputation and codecs cannot make a step faster: a negative difference is noise. A
     // strategy's can (HOT's backward is lighter).
     const double added = (r.step_ms - p.exact_ms) / static_cast<double>(std::max<size_t>(1, n));
@@ -265,7 +282,15 @@ void add_columns(MemoryProfile& p, const std::vector<KeepOption>& options, const
     if (r.peak_site)
       for (const auto& e : r.peak_site->kept) kept_at_peak += e.bytes;
     p.in_flight.push_back(std::max<int64_t>(0, r.activation_peak_bytes - kept_at_peak));
-    const MemoryReport& unrecomputed = reports.at({opt.codec, false});
+    // What the block keeps unrecomputed under the same codec and strategy: from this profile
+    // set, or from the columns already in p (recomputation in bf16 is profiled on its own).
+    const auto unrecomputed = reports.find({opt.codec, false, false});
+    size_t u = p.options.size();
+    if (unrecomputed == reports.end()) {
+      for (u = 0; u < p.options.size(); ++u)
+        if (p.options[u].codec == opt.codec && !p.options[u].recompute && p.options[u].strategy == opt.strategy) break;
+      LB_CHECK(u < p.options.size(), "internal: no profile of ", opt.codec, " without recomputation");
+    }
     for (size_t b = 0; b < n; ++b) {
       const auto keeps = [&](const MemoryReport& x, bool own) {
         return std::any_of(x.entries.begin(), x.entries.end(), [&](const auto& e) {
@@ -274,12 +299,14 @@ void add_columns(MemoryProfile& p, const std::vector<KeepOption>& options, const
       };
       p.keeps_own[b].push_back(keeps(r, true));
       // A recomputed block's submodules keep in its recomputation what they keep without it.
-      p.keeps_inner[b].push_back(keeps(unrecomputed, false));
+      const bool here = unrecomputed != reports.end();
+      p.keeps_inner[b].push_back(here ? keeps(unrecomputed->second, false) : p.keeps_inner[b][u]);
       const int64_t kept = bytes_under(r.entries, blocks[b]);
       p.kept[b].push_back(kept);
       // A recomputed block holds its input and, while backward runs through it, its
       // activations made again (kept as the codec keeps them).
-      p.working[b].push_back(kept + (opt.recompute ? bytes_under(unrecomputed.entries, blocks[b]) : 0));
+      const int64_t again = here ? bytes_under(unrecomputed->second.entries, blocks[b]) : p.kept[b][u];
+      p.working[b].push_back(kept + (opt.recompute ? again : 0));
     }
     p.options.push_back(opt);
   }
@@ -293,18 +320,30 @@ MemoryProfile profile_memory(const Config& config_in, const std::string& strateg
   MemoryProfile p;
   const std::vector<KeepOption> options = block_options();
   const Reports reports = profile_options(config, strategy, options, p.blocks, real_tokens, stop);
-  const MemoryReport& exact = reports.at({"f32", false});
+  const MemoryReport& exact = reports.at({"f32", false, false});
   p.exact_ms = exact.step_ms;
   p.exact_peak = exact.activation_peak_bytes;
   add_columns(p, options, reports);
   p.rest.assign(rest_codecs().size(), 0);
   for (size_t c = 0; c < rest_codecs().size(); ++c) {
-    const MemoryReport& r = reports.at({rest_codecs()[c], false});
+    const MemoryReport& r = reports.at({rest_codecs()[c], false, false});
     int64_t in_blocks = 0;
     for (const auto& b : p.blocks) in_blocks += bytes_under(r.entries, b);
     p.rest[c] = r.saved_bytes - in_blocks;
   }
   return p;
+}
+
+bool bf16_recompute_offered(const Config& config) {
+  return backend::bf16_products_faster() && config.train.precision == "f32";
+}
+
+void profile_bf16_recompute(MemoryProfile& p, const Config& config_in, const std::string& strategy, int64_t real_tokens,
+                            const StopCheck& stop) {
+  const Config config = worst_case_batch(config_in, real_tokens);
+  const std::vector<KeepOption> options = {bf16_recompute_option()};
+  std::vector<std::string> blocks = p.blocks;
+  add_columns(p, options, profile_options(config, strategy, options, blocks, real_tokens, stop));
 }
 
 void profile_strategy(MemoryProfile& p, const Config& config_in, const std::string& strategy,
@@ -336,6 +375,14 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
     plan.exact_vanilla_peak = memory_report(with_memory(config, {}, {}), "vanilla", 0, real_tokens).activation_peak_bytes;
   plan.budget_bytes = budget.resolve(plan.exact_vanilla_peak);
   const double weight = config.memory.fidelity_weight;
+  // Recomputation in bf16 where the plan recomputes (or nothing fits) and the CPU gains by it.
+  if (bf16_recompute_offered(config)) {
+    const MemoryChoice first = choose_memory(p, plan.budget_bytes, weight);
+    const bool recomputes = !first.feasible || std::any_of(first.block.begin(), first.block.end(), [&](int o) {
+      return p.options[static_cast<size_t>(o)].recompute;
+    });
+    if (recomputes) profile_bf16_recompute(p, config, strategy, real_tokens, stop);
+  }
   const bool hot = consider_hot && strategies_plannable(config, strategy);
   if (hot && (!choose_memory(p, plan.budget_bytes, weight).feasible || could_pay(p, fidelity_prior({"f32", false, "hot"}), weight)))
     profile_strategy(p, config, strategy, "hot", stop);
@@ -365,7 +412,7 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
     plan.backward_rules = strategy_rules(hot_blocks, "hot");
     plan.predicted_peak = s.predicted_peak;
     const MemoryReport measured = memory_report(
-        with_backward_rules(with_memory(config, plan.section.codecs, plan.section.recompute), plan.backward_rules), strategy,
+        with_backward_rules(with_memory(config, plan.section), plan.backward_rules), strategy,
         0, real_tokens);
     plan.measured_peak = measured.activation_peak_bytes;
     plan.parts.clear();
@@ -446,7 +493,8 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
   // one runs exact (shorter ones then do too); where padding is skipped, the same per number
   // of real tokens. Where the longest batch needs HOT the plans would differ in backward
   // strategies as well; those runs keep one plan.
-  const bool compresses = !plan.section.codecs.empty() || !plan.section.recompute.empty();
+  const bool compresses =
+      !plan.section.codecs.empty() || !plan.section.recompute.empty() || !plan.section.recompute_bf16.empty();
   if (shorter_batches && config_in.model.type == "bert" && compresses && plan.backward_rules.empty()) {
     const MemoryBudget bytes = MemoryBudget::parse(std::to_string(plan.budget_bytes), "memory.budget");
     // The plan for batches of `shape`'s max_seq_len (and `tokens` real tokens, if > 0);
@@ -584,6 +632,7 @@ MemoryPlan load_memory_plan(const std::string& file, const Config& config, const
 Config apply_memory_plan(Config config, const MemoryPlan& plan) {
   config.memory.codecs = plan.section.codecs;
   config.memory.recompute = plan.section.recompute;
+  config.memory.recompute_bf16 = plan.section.recompute_bf16;
   return with_backward_rules(std::move(config), plan.backward_rules);
 }
 
@@ -625,6 +674,7 @@ nlohmann::json MemoryPlan::to_json() const {
     ps.push_back({{"part", p.part},
                   {"codec", p.option.codec},
                   {"recompute", p.option.recompute},
+                  {"bf16_products", p.option.bf16_products},
                   {"strategy", p.option.strategy},
                   {"kept_bytes", p.kept_bytes},
                   {"working_bytes", p.working_bytes},
@@ -678,6 +728,7 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
       part.part = x.at("part").get<std::string>();
       part.option.codec = x.at("codec").get<std::string>();
       part.option.recompute = x.at("recompute").get<bool>();
+      part.option.bf16_products = x.value("bf16_products", false);  // plans before it had none
       part.option.strategy = x.value("strategy", std::string());
       part.kept_bytes = x.at("kept_bytes").get<int64_t>();
       part.working_bytes = x.at("working_bytes").get<int64_t>();

@@ -5,9 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "lb/autograd/node.h"
+#include "lb/autograd/recompute.h"
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/core/storage.h"
 #include "lb/nn/backward/accounting.h"
@@ -61,6 +63,8 @@ int64_t TrainStep::global_examples(const std::vector<MicroBatch>& micro, const s
 void TrainStep::accumulate(const std::vector<MicroBatch>& micro, const std::string& what, bool with_codecs) {
   const autograd::SavedCodecScope codecs(with_codecs ? opt_.codecs : nullptr, opt_.seed, context_->step,
                                          context_->stream);
+  std::optional<autograd::ExactRecomputeScope> exact;  // without codecs, recomputation exact too
+  if (!with_codecs) exact.emplace();
   const double examples = static_cast<double>(global_examples(micro, what));
   for (const auto& m : micro) {
     if (m.examples == 0) continue;

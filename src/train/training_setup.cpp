@@ -72,20 +72,28 @@ TrainingSetup set_up_training(Config& config, const std::string& strategy, Devic
     LB_CHECK(found, config.source, ": memory.codecs[", i, "].match '", glob, "' matches no module of this ",
              config.model.type, " model (module names look like '", module.named_modules().back().first, "')");
   }
-  for (size_t i = 0; i < config.memory.recompute.size(); ++i) {
-    const std::string& glob = config.memory.recompute[i];
-    int64_t blocks = 0;
-    std::vector<std::string> names;  // the model's blocks, for the message
-    for (const auto& [name, m] : module.named_modules()) {
-      if (dynamic_cast<nn::RecomputableBlock*>(m) == nullptr) continue;
-      names.push_back("'" + name + "'");
-      if (glob_match(glob, name) && m->set_recompute(true)) ++blocks;
+  // memory.recompute, then memory.recompute_bf16 (the same, its second forward in bf16).
+  for (const bool bf16 : {false, true}) {
+    const std::vector<std::string>& globs = bf16 ? config.memory.recompute_bf16 : config.memory.recompute;
+    for (size_t i = 0; i < globs.size(); ++i) {
+      const std::string& glob = globs[i];
+      int64_t blocks = 0;
+      std::vector<std::string> names;  // the model's blocks, for the message
+      for (const auto& [name, m] : module.named_modules()) {
+        auto* block = dynamic_cast<nn::RecomputableBlock*>(m);
+        if (block == nullptr) continue;
+        names.push_back("'" + name + "'");
+        if (!glob_match(glob, name) || !block->set_recompute(true)) continue;
+        if (bf16) block->set_recompute_bf16(true);
+        ++blocks;
+      }
+      if (names.size() > 3) names = {names.front(), names[1], "...", names.back()};
+      std::string listed;
+      for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
+      LB_CHECK(blocks > 0, config.source, ": memory.", bf16 ? "recompute_bf16" : "recompute", "[", i, "] '", glob,
+               "' matches no block of this ", config.model.type, " model (blocks: ", listed.empty() ? "none" : listed,
+               ")");
     }
-    if (names.size() > 3) names = {names.front(), names[1], "...", names.back()};
-    std::string listed;
-    for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
-    LB_CHECK(blocks > 0, config.source, ": memory.recompute[", i, "] '", glob, "' matches no block of this ",
-             config.model.type, " model (blocks: ", listed.empty() ? "none" : listed, ")");
   }
   try {
     s.plan = config.backward.plan(module, strategy);

@@ -5,8 +5,10 @@
 # setting the mean over Linear layers of the local g_w / g_x cosines (the strategy's own
 # backward from the exact g_y; compressed layers only) and the end-to-end ones (the whole
 # backward with the strategy and the codec, against the exact one), and the lowest end-to-end
-# g_w cosine with its layer. Prints a Markdown table (tools/bench/README.md, "Kept bytes per
-# op"). Needs the MiniLM (tools/fetch_pretrained.sh) and ../shared/data.
+# g_w cosine with its layer. vanilla's last row, "recompute in bf16", recomputes every
+# encoder layer with bf16 products (memory.recompute_bf16) instead of a codec. Prints a
+# Markdown table (tools/bench/README.md, "Kept bytes per op"). Needs the MiniLM
+# (tools/fetch_pretrained.sh) and ../shared/data.
 #   tools/bench/probe_grid.sh [LEANBACK] [CONFIG] [OUT_DIR]
 set -euo pipefail
 lb=${1:-build/leanback}
@@ -15,12 +17,17 @@ out=${3:-runs/probe_grid}
 echo "| strategy | codec on every kept activation | g_w cos local | g_x cos local | g_w cos end to end | g_x cos end to end | lowest g_w cos end to end |"
 echo "|---|---|---:|---:|---:|---:|---|"
 for s in vanilla instant hot; do
-  for c in f32 bf16 int8 int4; do
+  for c in f32 bf16 int8 int4 "recompute in bf16"; do
     [ "$s" = vanilla ] && [ "$c" = f32 ] && continue  # exact: nothing to probe
-    dir="$out/$s-$c"
+    [ "$s" != vanilla ] && [ "$c" = "recompute in bf16" ] && continue
+    dir="$out/$s-${c// /-}"
     args=(train "$config" --strategy "$s" --out "$dir" --overwrite --set train.max_steps=1 --set train.grad_probe_every=1
           --set data.padding=max_length --set model.skip_padding=false)
-    [ "$c" != f32 ] && args+=(--set "memory.codecs=[{\"codec\":\"$c\"}]")
+    case "$c" in
+      f32) ;;
+      "recompute in bf16") args+=(--set 'memory.recompute_bf16=["bert.encoder.layer.*"]') ;;
+      *) args+=(--set "memory.codecs=[{\"codec\":\"$c\"}]") ;;
+    esac
     "$lb" "${args[@]}" >"$out.log" 2>&1 || { echo "probe_grid.sh: $s/$c failed, see $out.log" >&2; exit 1; }
     python3 - "$dir/metrics.jsonl" "$s" "$c" <<'PY'
 import json, statistics, sys

@@ -10,6 +10,14 @@
 // gradients equal those without recomputation bit for bit; the block's activations live only
 // while its backward runs. `fn` must read no tensor that requires grad other than x and leaf
 // tensors (parameters); what it captures must outlive the backward (capture by value).
+//
+// With bf16_products the recomputation runs fn's matrix products on bf16 operands (f32
+// accumulation; lb/core/precision.h) where the CPU's bf16 kernel out-runs its f32 one: the
+// second forward costs about two thirds of the first (ViT-tiny), and the activations
+// backward reads differ from the first forward's by bf16 rounding — a lossy setting, like a
+// bf16 codec on the block's tensors, which the memory planner weighs by its measured prior.
+// What it keeps is as without (f32). Inside ExactRecomputeScope (the gradient probe's exact
+// reference) every recomputation is exact again.
 #pragma once
 #include <functional>
 #include <string>
@@ -19,7 +27,16 @@
 namespace lb::autograd {
 
 Tensor recompute_in_backward(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x,
-                             const std::string& name = "recompute");
+                             const std::string& name = "recompute", bool bf16_products = false);
+
+// Recomputations started on this thread while it lives run in the forward's own precision.
+class ExactRecomputeScope {
+ public:
+  ExactRecomputeScope();
+  ~ExactRecomputeScope();
+  ExactRecomputeScope(const ExactRecomputeScope&) = delete;
+  ExactRecomputeScope& operator=(const ExactRecomputeScope&) = delete;
+};
 
 // True on this thread while a recomputation runs fn again: what a forward changes besides its
 // output (BatchNorm's running statistics) must not change twice.

@@ -1,7 +1,8 @@
 // A block whose forward can be recomputed in backward (config memory.recompute): BERT's and
 // ViT's encoder layers, ResNet's blocks. Set, it keeps only its input for backward
 // (lb/autograd/recompute.h): the same gradients bit for bit, its activations alive only while
-// its backward runs, its forward run twice.
+// its backward runs, its forward run twice (with bf16 products: the second time on bf16
+// operands, memory.recompute_bf16; lossy, see lb/autograd/recompute.h).
 #pragma once
 #include <functional>
 
@@ -16,6 +17,9 @@ class RecomputableBlock : public Module {
     return true;
   }
   bool recomputes() const { return recompute_; }
+  // Whether a recomputation runs its matrix products in bf16 (only while recompute is set).
+  void set_recompute_bf16(bool on) { recompute_bf16_ = on; }
+  bool recomputes_bf16() const { return recompute_ && recompute_bf16_; }
 
  protected:
   // f(x) in this module's scope, kept as x alone and recomputed in backward when set (and
@@ -24,6 +28,7 @@ class RecomputableBlock : public Module {
 
  private:
   bool recompute_ = false;
+  bool recompute_bf16_ = false;
 };
 
 }  // namespace lb::nn

@@ -105,6 +105,10 @@ struct MemorySection {
   // Globs of blocks (BERT/ViT encoder layers, ResNet blocks) that keep only their input and
   // recompute their forward in backward (lb/nn/recomputable_block.h).
   std::vector<std::string> recompute;
+  // Globs of blocks that recompute as `recompute` does with their second forward's matrix
+  // products on bf16 operands (lossy: lb/autograd/recompute.h); the memory planner offers it
+  // where the CPU's bf16 kernel out-runs its f32 one.
+  std::vector<std::string> recompute_bf16;
   // A bound on the step's activation peak: the planner (memory_planner.h) chooses codecs and
   // recomputation per block to fit it, in place of `codecs` and `recompute` (which must then
   // be empty). fidelity_weight: how much step time a lossy codec's gradient error is worth.

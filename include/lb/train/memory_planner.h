@@ -12,6 +12,12 @@
 // bases are calibrated on the run's data and its ranks adapt per layer, so one profiling step
 // does not tell what it will keep.
 //
+// Recomputation with the second forward's products in bf16 (memory.recompute_bf16), its
+// block's input kept in int8, is a candidate where the CPU's bf16 kernel out-runs its f32 one,
+// the run is f32, and the plan from the six settings below recomputes some block (or finds
+// none that fits): then one more setting is profiled. Its forward costs about two thirds of
+// an f32 one on ViT-tiny; it is lossy by bf16 rounding (its prior measured as the codecs').
+//
 // Profile: one attributed step (memory_report.h) per uniform setting — exact, bf16, int8,
 // each with and without every block recomputed — on the config's first batch (text: padded
 // to max_seq_len, padding not skipped, so that no batch of the run is larger), plus two
@@ -53,7 +59,9 @@ struct KeepOption {
   std::string codec = "f32";  // f32 (as they are), bf16, int8
   bool recompute = false;
   std::string strategy;  // "" = the config's backward strategies; "hot": the block's layers HOT
-  std::string name() const;  // "exact", "int8", "recompute + int8", "hot + recompute", ...
+  bool bf16_products = false;  // recomputed with the second forward's products in bf16
+  // "exact", "int8", "recompute + int8", "recompute in bf16 + int8", "hot + recompute", ...
+  std::string name() const;
 };
 
 struct PlannedPart {
@@ -143,6 +151,10 @@ struct MemoryProfile {
 // `strategy`: the same six with the block's layers on that backward strategy); for the rest
 // of the model, f32 (exact), bf16, int8.
 std::vector<KeepOption> block_options(const std::string& strategy = "");
+// Recomputation in bf16, the block's input in int8 (see above).
+KeepOption bf16_recompute_option();
+// Whether it is a candidate for `config` on this CPU: bf16 products faster, an f32 run.
+bool bf16_recompute_offered(const Config& config);
 const std::vector<std::string>& rest_codecs();
 
 // The batch the planner profiles: text at its largest (every sequence max_seq_len long, no
@@ -164,6 +176,9 @@ MemoryProfile profile_memory(const Config& config, const std::string& strategy, 
 // (backward rules "BLOCK.*"), the rest of the model as the config has it.
 void profile_strategy(MemoryProfile& p, const Config& config, const std::string& strategy, const std::string& candidate,
                       const StopCheck& stop = {});
+// Adds bf16_recompute_option() to `p` (profiled on the worst-case batch, as profile_memory).
+void profile_bf16_recompute(MemoryProfile& p, const Config& config, const std::string& strategy,
+                            int64_t real_tokens = 0, const StopCheck& stop = {});
 
 // The knapsack on a profile: the least-cost choice per block (indices into profile.options)
 // and for the rest (into rest_codecs()) whose predicted peak fits `budget`; feasible = false

@@ -97,8 +97,8 @@ class TrainStep {
 
   // Forward and backward of the weighted micro-batches only: gradients accumulate, nothing is
   // stepped or checked (calibration passes, the gradient probe). `what` names the pass in a
-  // failed collective. with_codecs = false: the kept tensors stay as they are (the probe's
-  // exact reference pass).
+  // failed collective. with_codecs = false: the kept tensors stay as they are and blocks
+  // recompute exactly (the probe's exact reference pass).
   void accumulate(const std::vector<MicroBatch>& micro, const std::string& what, bool with_codecs = true);
   // Whether the kept-tensor codecs are on (config memory.codecs).
   bool has_codecs() const { return opt_.codecs && !opt_.codecs->rules().empty(); }
