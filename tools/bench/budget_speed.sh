@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a memory budget costs in step time, paired: per GLUE task, STEPS training steps of
-# `configs/minilm_TASK.json` exact and under each budget's plan (the budget study's plan.json,
+# `configs/minilm_TASK.json` (a TASK with no such config names one of its own, as in
+# budget_study.sh: vit_tiny_cifar10, resnet18_cifar10) exact and under each budget's plan (the budget study's plan.json,
 # made once: tools/bench/run_env.sh plan_once), from the same seed (the same batches), run
 # one after the other in ROUNDS rounds with the order turned each round, so that a change in
 # what else the machine runs weighs on both. Per run the median step time over its steps after
@@ -10,7 +11,10 @@
 #   TASKS="mrpc rte" BUDGETS="115.2MB 288MB" ROUNDS=3 STEPS=40 tools/bench/budget_speed.sh [OUT]
 # TWIN=1 adds, in each round, PyTorch + transformers with every encoder layer checkpointed
 # (tools/bench/glue_twin.py --gradient-checkpointing, PY: a Python with torch and transformers)
-# on the same batches (--order leanback): the anchor at the memory PyTorch reaches.
+# on the same batches (--order leanback): the anchor at the memory PyTorch reaches (GLUE only).
+# SETS="train.epochs=3" finds the plans where budget_study.sh made them with those sets
+# (runs/budget_study/TASK-SETS/BUDGET/plan.json); a BUDGET naming a directory there that holds a
+# plan.json (a plan kept from an earlier planner, say) times that plan.
 # THREADS=N and CORE=C pin the runs (OMP_NUM_THREADS, taskset -c); LB picks the binary. Runs
 # go to runs/budget_speed/TASK/NAME (outside git, replaced each round).
 set -uo pipefail
@@ -47,12 +51,16 @@ print(statistics.median(ms))
 PY
 }
 
+config_of() {  # task: its config, as budget_study.sh finds it
+  if [ -f "configs/minilm_$1.json" ]; then echo "configs/minilm_$1.json"; else echo "configs/$1.json"; fi
+}
+
 run() {  # task name [--memory-plan FILE]: one run of STEPS steps; prints its median step ms
   local task="$1" name="$2" dir
   shift 2
   dir="runs/budget_speed/$task/$name"
   mkdir -p "$(dirname "$dir")"
-  if ! "${pin[@]}" "$lb" train "configs/minilm_$task.json" --seed 1 --out "$dir" --overwrite --no-progress \
+  if ! "${pin[@]}" "$lb" train "$(config_of "$task")" --seed 1 --out "$dir" --overwrite --no-progress \
        --set train.max_steps="$steps" --set train.log_every=1 --set data.max_eval_examples=32 "$@" \
        > "$dir.log" 2>&1; then
     echo "budget_speed.sh: $task $name failed; see $dir.log" >&2
@@ -62,10 +70,12 @@ run() {  # task name [--memory-plan FILE]: one run of STEPS steps; prints its me
 }
 
 for task in ${TASKS:-wnli mrpc cola stsb rte sst2}; do
+  name="$task"
+  [ -n "${SETS:-}" ] && name="$task-$(echo "$SETS" | tr ' =' '+-')"
   for budget in ${BUDGETS:-115.2MB}; do
-    plan="runs/budget_study/$task/$budget/plan.json"
-    if ! plan_once "$plan" "runs/budget_study/$task/$budget/plan.log" "configs/minilm_$task.json" "$budget"; then
-      echo "budget_speed.sh: planning $task $budget failed; see runs/budget_study/$task/$budget/plan.log" >&2
+    plan="runs/budget_study/$name/$budget/plan.json"
+    if ! plan_once "$plan" "runs/budget_study/$name/$budget/plan.log" "$(config_of "$task")" "$budget"; then
+      echo "budget_speed.sh: planning $task $budget failed; see runs/budget_study/$name/$budget/plan.log" >&2
       continue
     fi
     for r in $(seq 1 "${ROUNDS:-3}"); do
