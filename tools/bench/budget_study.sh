@@ -69,7 +69,8 @@ plan = ""
 p = os.path.join(d, "memory_plan.json")
 if os.path.exists(p):
     parts = json.load(open(p)).get("parts", [])
-    name = lambda x: (("recompute in bf16" if x.get("bf16_products") else "recompute") + (" + " + x["codec"] if x["codec"] != "f32" else "")) if x["recompute"] else ("exact" if x["codec"] == "f32" else x["codec"])
+    kept = lambda x: (("recompute in bf16" if x.get("bf16_products") else "recompute") + (" + " + x["codec"] if x["codec"] != "f32" else "")) if x["recompute"] else ("exact" if x["codec"] == "f32" else x["codec"])
+    name = lambda x: x["strategy"] + ("" if kept(x) == "exact" else " + " + kept(x)) if x.get("strategy") else kept(x)
     blocks = collections.Counter(name(x) for x in parts if x["part"] != "(rest)")
     plan = ", ".join(f"{n} {k}" for k, n in blocks.items()) + "; " + ", ".join(name(x) for x in parts if x["part"] == "(rest)")
 metric = res["primary_metric"]
