@@ -103,22 +103,31 @@ TEST(Recompute, BertGradientsEqualBitForBit) {
   }
 }
 
-TEST(Recompute, VitGradientsEqualBitForBit) {
+// A two-layer ViT with dropout (hidden size `hidden`, MLP 2x), its fixed images and labels.
+struct TinyVit {
   models::ViTConfig c;
-  c.image_size = 8;
-  c.patch_size = 4;
-  c.hidden_size = 16;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 32;
-  c.hidden_dropout_prob = 0.1;
-  c.attention_probs_dropout_prob = 0.1;
-  c.num_labels = 3;
-  const Tensor pixels = testing::randn({4, 3, 8, 8}, 1, DType::F32);
-  const Tensor labels = labels_of(4);
-  const std::function<std::shared_ptr<models::ViTForImageClassification>()> build = [&] {
-    return std::make_shared<models::ViTForImageClassification>(c);
-  };
+  Tensor pixels = testing::randn({4, 3, 8, 8}, 1, DType::F32);
+  Tensor labels = labels_of(4);
+  explicit TinyVit(int64_t hidden) {
+    c.image_size = 8;
+    c.patch_size = 4;
+    c.hidden_size = hidden;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 2;
+    c.intermediate_size = 2 * hidden;
+    c.hidden_dropout_prob = 0.1;
+    c.attention_probs_dropout_prob = 0.1;
+    c.num_labels = 3;
+  }
+  std::function<std::shared_ptr<models::ViTForImageClassification>()> build() const {
+    return [c = c] { return std::make_shared<models::ViTForImageClassification>(c); };
+  }
+};
+
+TEST(Recompute, VitGradientsEqualBitForBit) {
+  const TinyVit v(16);
+  const Tensor pixels = v.pixels, labels = v.labels;
+  const auto build = v.build();
   expect_same(build, [&](models::ViTForImageClassification& m) { return m.forward(pixels, labels).loss; }, "vit");
 }
 
@@ -137,21 +146,9 @@ TEST(Recompute, ResNetGradientsAndRunningStatisticsEqualBitForBit) {
 // gradients those of slightly different activations — close (cosine over 0.999 per tensor)
 // but not equal — and under ExactRecomputeScope (the probe's reference) equal again.
 TEST(Recompute, InBf16GradientsAreCloseAndExactInTheExactScope) {
-  models::ViTConfig c;
-  c.image_size = 8;
-  c.patch_size = 4;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 64;
-  c.hidden_dropout_prob = 0.1;
-  c.attention_probs_dropout_prob = 0.1;
-  c.num_labels = 3;
-  const Tensor pixels = testing::randn({4, 3, 8, 8}, 1, DType::F32);
-  const Tensor labels = labels_of(4);
-  const std::function<std::shared_ptr<models::ViTForImageClassification>()> build = [&] {
-    return std::make_shared<models::ViTForImageClassification>(c);
-  };
+  const TinyVit v(32);
+  const Tensor pixels = v.pixels, labels = v.labels;
+  const auto build = v.build();
   const auto forward = [&](models::ViTForImageClassification& m) { return m.forward(pixels, labels).loss; };
   const Pass plain = run<models::ViTForImageClassification>(build, false, forward);
   const Pass bf16 = run<models::ViTForImageClassification>(build, true, forward, true);
