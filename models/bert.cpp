@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "lb/autograd/module_scope.h"
+#include "lb/autograd/recompute.h"
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
 #include "models/model_size.h"
@@ -145,17 +146,22 @@ Tensor BertLayer::forward(const Tensor& x, const Tensor& mask, const nn::TokenPa
   // The recomputation runs in backward, after the caller's packing is gone: it keeps a copy.
   std::optional<nn::TokenPacking> kept;
   if (packing) kept = *packing;
-  return run_block(x, [this, mask, kept](const Tensor& xi) { return layer(xi, mask, kept ? &*kept : nullptr); });
+  // The last LayerNorm runs outside the recomputed part: it keeps its input z anyway, the next
+  // block's recomputation keeps z in place of its own input (LayerNorm gives it back), and
+  // the recomputation then reads no value of z, so it skips z's last product.
+  const Tensor z = run_block(x, [this, mask, kept](const Tensor& xi) { return layer(xi, mask, kept ? &*kept : nullptr); });
+  return out_norm_->forward(z);
 }
 
 Tensor BertLayer::layer(const Tensor& x, const Tensor& mask, const nn::TokenPacking* packing) {
-  // Post-LN: h = LN(x + drop(W_o attn(x))); y = LN(h + drop(W_2 act(W_1 h))).
+  // Post-LN: h = LN(x + drop(W_o attn(x))); z = h + drop(W_2 act(W_1 h)); forward's y = LN(z).
   nn::backward::CallContext call;  // packed: every Linear call is (1, N, ·) over these sequences
   if (packing) call.sequences = packing->sequence_offsets();
   const Tensor ctx = packing ? self_->forward_packed(x, mask, *packing) : self_->forward(x, mask);
   const Tensor h = attn_norm_->forward(add(x, dropout_->forward(attn_out_->forward(ctx, call))));
   const Tensor inter = nn::apply_activation(intermediate_->forward(h, call), act_);
-  return out_norm_->forward(add(h, dropout_->forward(out_->forward(inter, call))));
+  const autograd::UnreadValuesScope unread;  // recomputed, nothing reads z's values
+  return add(h, dropout_->forward(out_->forward(inter, call)));
 }
 
 BertForSequenceClassification::BertForSequenceClassification(const BertConfig& c) : config_(c) {

@@ -2,6 +2,7 @@
 #include "models/vit.h"
 
 #include "lb/autograd/module_scope.h"
+#include "lb/autograd/recompute.h"
 #include "lb/nn/init.h"
 #include "models/hf_config.h"
 #include "models/model_size.h"
@@ -102,6 +103,8 @@ Tensor ViTLayer::layer(const Tensor& x) {
   // Pre-LN: h = x + drop(W_o attn(LN(x))); y = h + drop(W_2 act(W_1 LN(h))).
   const Tensor h = add(x, dropout_->forward(attn_out_->forward(attn_->forward(norm_before_->forward(x)))));
   const Tensor inter = nn::apply_activation(intermediate_->forward(norm_after_->forward(h)), act_);
+  // Recomputed, nothing reads y's values, only its graph: the last product is skipped.
+  const autograd::UnreadValuesScope unread;
   return add(h, dropout_->forward(out_->forward(inter)));
 }
 

@@ -458,7 +458,9 @@ PlainAndPlanned plain_and_planned(const TempDir& tmp, nlohmann::json j) {
   j["train"]["log_every"] = 1;
   PlainAndPlanned out;
   out.plain = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("plain")));
-  j["memory"] = {{"budget", "0.6x"}, {"fidelity_weight", 1e9}};
+  // 0.474 MB, as 0.6x was before BERT's last LayerNorm left the recomputed part (its forward
+  // then frees the block's temporaries before the LayerNorm runs: a lower exact peak).
+  j["memory"] = {{"budget", "0.63x"}, {"fidelity_weight", 1e9}};
   out.config = Config::from_json(j, "tiny.json");
   out.planned = train(out.config, quiet(tmp.sub("run")));
   return out;

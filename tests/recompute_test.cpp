@@ -3,7 +3,8 @@
 // gradients bit for bit as without — dropout on, so the recomputation must draw the same
 // masks — keep fewer bytes on the tape, leave the random stream and BatchNorm's running
 // statistics where one forward leaves them; with the op alone, x's gradient flows on to x's
-// producer. Recomputed in bf16 (memory.recompute_bf16): the same loss and random stream,
+// producer; a product nothing reads is skipped; an input a LayerNorm gives back costs no
+// bytes. Recomputed in bf16 (memory.recompute_bf16): the same loss and random stream,
 // gradients close to but not equal to exact ones, exact again inside ExactRecomputeScope.
 #include <gtest/gtest.h>
 
@@ -200,6 +201,65 @@ TEST(Recompute, TheOpKeepsOnlyItsInputAndPassesItsGradientOn) {
     EXPECT_NEAR(ga[i], (1 - t * t) * wv[i] * e * 3, 1e-12);
   }
   EXPECT_FALSE(autograd::recomputing());
+}
+
+// A block ending in a product nothing reads (UnreadValuesScope): its first forward computes
+// it, its recomputation does not (zeros), and every gradient is that of the plain block.
+TEST(Recompute, TheUnreadLastProductIsSkippedAndTheGradientsStayExact) {
+  Tensor w1 = testing::randn({6, 4}, 6, DType::F64).set_requires_grad(true);
+  Tensor w2 = testing::randn({4, 6}, 7, DType::F64).set_requires_grad(true);
+  Tensor b2 = testing::randn({4}, 8, DType::F64).set_requires_grad(true);
+  std::vector<std::vector<double>> outputs;  // the last product's values, per forward
+  const auto block = [w1, w2, b2, &outputs](const Tensor& x) {
+    const Tensor h = gelu(linear(x, w1));
+    const autograd::UnreadValuesScope unread;
+    const Tensor y = linear(h, w2, b2);
+    outputs.push_back(y.to_double_vector());
+    return add(x, y);
+  };
+  const auto grads = [&](bool recompute) {
+    for (Tensor* t : {&w1, &w2, &b2}) t->zero_grad();
+    Tensor a = testing::randn({3, 5, 4}, 9, DType::F64).set_requires_grad(true);
+    const Tensor x = mul_scalar(a, 2.0);
+    const Tensor y = recompute ? autograd::recompute_in_backward(block, x) : block(x);
+    sum(mul(y, y)).backward();
+    return std::vector<std::vector<double>>{a.grad().to_double_vector(), w1.grad().to_double_vector(),
+                                            w2.grad().to_double_vector(), b2.grad().to_double_vector()};
+  };
+  const auto plain = grads(false);
+  outputs.clear();
+  const auto re = grads(true);
+  EXPECT_EQ(re, plain);
+  ASSERT_EQ(outputs.size(), 2u);  // the first forward, the recomputation
+  EXPECT_TRUE(std::any_of(outputs[0].begin(), outputs[0].end(), [](double v) { return v != 0; }));
+  EXPECT_TRUE(std::all_of(outputs[1].begin(), outputs[1].end(), [](double v) { return v == 0; }))
+      << "the recomputation ran the product nothing reads";
+  EXPECT_FALSE(autograd::values_unread());
+}
+
+// Where the block's input is a LayerNorm's output, the recomputation keeps what the LayerNorm
+// keeps (its input and statistics) and makes the block's input again from it: no new bytes.
+TEST(Recompute, AnInputItsProducerGivesBackCostsNoBytes) {
+  Tensor a = testing::randn({3, 8}, 10, DType::F64).set_requires_grad(true);
+  Tensor w = testing::randn({8}, 11, DType::F64).set_requires_grad(true);
+  const Tensor gamma = testing::randn({8}, 12, DType::F64), beta = testing::randn({8}, 13, DType::F64);
+  const auto block = [w](const Tensor& x) { return tanh(mul(x, w)); };
+  const auto grads = [&](bool recompute, int64_t* added) {
+    a.zero_grad();
+    w.zero_grad();
+    const Tensor x = layer_norm(a, gamma, beta);
+    const int64_t before = autograd::saved_bytes();
+    const Tensor y = recompute ? autograd::recompute_in_backward(block, x) : block(x);
+    *added = autograd::saved_bytes() - before;
+    sum(mul(y, y)).backward();
+    return std::vector<std::vector<double>>{a.grad().to_double_vector(), w.grad().to_double_vector()};
+  };
+  int64_t plain_added = 0, re_added = 0;
+  const auto plain = grads(false, &plain_added);
+  const auto re = grads(true, &re_added);
+  EXPECT_EQ(re, plain);
+  EXPECT_GT(plain_added, 0);
+  EXPECT_EQ(re_added, 0);
 }
 
 // The block's input gradient is an activation gradient: the inner backward delivers it to a

@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "lb/autograd/kept_input.h"
 #include "lb/autograd/node.h"
 #include "lb/autograd/saved_operand.h"
 #include "lb/core/precision.h"
@@ -13,6 +14,7 @@ namespace lb::autograd {
 namespace {
 thread_local int t_recomputing = 0;
 thread_local int t_exact = 0;
+thread_local int t_unread = 0;
 
 // Recording on, and recomputing() true, for its scope.
 class RecomputeScope {
@@ -35,6 +37,10 @@ class RecomputeScope {
 
 bool recomputing() { return t_recomputing > 0; }
 
+UnreadValuesScope::UnreadValuesScope() { ++t_unread; }
+UnreadValuesScope::~UnreadValuesScope() { --t_unread; }
+bool values_unread() { return t_unread > 0 && t_recomputing > 0; }
+
 ExactRecomputeScope::ExactRecomputeScope() { ++t_exact; }
 ExactRecomputeScope::~ExactRecomputeScope() { --t_exact; }
 
@@ -49,11 +55,16 @@ Tensor recompute_in_backward(const std::function<Tensor(const Tensor&)>& fn, con
   }
   // Asked when the node is made: the probe's exact pass runs its backward inside the scope too.
   const bool bf16 = bf16_products && t_exact == 0;
-  record(name, y, {x}, {x},
-         [fn, rng_at, bf16](const Tensor& g, const std::vector<Tensor>& saved, const std::vector<bool>& need) {
+  // x, or what its producer keeps to give it back (no new bytes).
+  KeptInput kept = keep_input(x, x);
+  std::vector<Tensor> to_save = std::move(kept.tensors);
+  kept.tensors.clear();
+  record(name, y, {x}, to_save,
+         [fn, rng_at, bf16, kept = std::move(kept)](const Tensor& g, const std::vector<Tensor>& saved,
+                                                    const std::vector<bool>& need) {
            PhiloxStream& gen = default_generator();
            const PhiloxStream::State now = gen.state();
-           Tensor xi = saved[0].detach();
+           Tensor xi = kept.get(saved).detach();
            if (need[0]) xi.set_requires_grad(true);
            Tensor y2;
            {

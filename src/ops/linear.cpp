@@ -12,6 +12,7 @@
 
 #include "lb/autograd/kept_input.h"
 #include "lb/autograd/node.h"
+#include "lb/autograd/recompute.h"
 #include "lb/autograd/saved_operand.h"
 #include "lb/core/checks.h"
 #include "lb/core/dispatch.h"
@@ -76,12 +77,17 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const bool record = autograd::should_record({x, w, b});
   // x as bf16 under bf16 products (g_w's product rounds it anyway); w is resident anyway.
   const Tensor save_x = record && w.requires_grad() ? autograd::keep_product_operand(x) : Tensor();
-  if (b.defined()) fill_rows(y, b);
-  // The bf16 copy is the operand the product would round x to: where the bf16 kernel reads
-  // bf16 values, it reads half the bytes and skips the rounding.
-  const backend::GemmKernels& gemm = backend::gemm_kernels(x.device());
-  const bool read_copy = save_x.defined() && save_x.dtype() == DType::BF16 && gemm.reads_bf16();
-  gemm.gemm_into(ym, read_copy ? as_matrices(save_x) : xm, false, w, true, batch, /*accumulate=*/b.defined());
+  if (autograd::values_unread()) {
+    // A recomputation that reads none of y's values (recompute.h): the graph without the product.
+    y.zero_();
+  } else {
+    if (b.defined()) fill_rows(y, b);
+    // The bf16 copy is the operand the product would round x to: where the bf16 kernel reads
+    // bf16 values, it reads half the bytes and skips the rounding.
+    const backend::GemmKernels& gemm = backend::gemm_kernels(x.device());
+    const bool read_copy = save_x.defined() && save_x.dtype() == DType::BF16 && gemm.reads_bf16();
+    gemm.gemm_into(ym, read_copy ? as_matrices(save_x) : xm, false, w, true, batch, /*accumulate=*/b.defined());
+  }
 
   if (record) {
     // x itself, or (exact lean) what its producer keeps to give it back (kept_input.h).

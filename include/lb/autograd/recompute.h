@@ -18,6 +18,16 @@
 // bf16 codec on the block's tensors, which the memory planner weighs by its measured prior.
 // What it keeps is as without (f32). Inside ExactRecomputeScope (the gradient probe's exact
 // reference) every recomputation is exact again.
+//
+// x is kept as any op keeps its input (kept_input.h): where x's producer can give x back from
+// what it keeps (a LayerNorm before the block), the node keeps those tensors, not new bytes.
+//
+// The recomputation needs fn's graph, not its output's values: backward runs from g through
+// the graph, and the ops that make y need their inputs, not their outputs. Where fn ends in
+// ops whose values nothing inside reads (a last Linear, a residual add), fn opens an
+// UnreadValuesScope around them, and while recomputing, linear skips its product there
+// (its output is zeros): a Transformer block's last projection, a third of its products, is
+// not run twice. Gradients are unchanged bit for bit.
 #pragma once
 #include <functional>
 #include <string>
@@ -41,5 +51,19 @@ class ExactRecomputeScope {
 // True on this thread while a recomputation runs fn again: what a forward changes besides its
 // output (BatchNorm's running statistics) must not change twice.
 bool recomputing();
+
+// Marks ops whose output values nothing in the recomputation reads (see above). Outside a
+// recomputation it changes nothing: the first forward computes every value.
+class UnreadValuesScope {
+ public:
+  UnreadValuesScope();
+  ~UnreadValuesScope();
+  UnreadValuesScope(const UnreadValuesScope&) = delete;
+  UnreadValuesScope& operator=(const UnreadValuesScope&) = delete;
+};
+
+// True while recomputing inside an UnreadValuesScope: an op may leave its output's values
+// uncomputed (zeros), recording its node as usual.
+bool values_unread();
 
 }  // namespace lb::autograd
