@@ -9,9 +9,10 @@ have (the mean change and the task that changed most).
     tools/bench/budget_table.py [tools/bench/results/budget_study.jsonl]
     tools/bench/budget_table.py --speed [tools/bench/results/budget_speed.jsonl]
 
---speed: the paired step times of tools/bench/budget_speed.sh instead, per task and budget:
-the rounds' median exact and planned step (and PyTorch's with every encoder layer
-checkpointed, where run), the median of the rounds' ratios and their range.
+--speed: the paired step times of tools/bench/budget_speed.sh instead, per task, budget and
+leanback commit (a later commit's rounds time the same plan with newer code): the rounds'
+median exact and planned step (and PyTorch's with every encoder layer checkpointed, where
+run), the median of the rounds' ratios and their range.
 """
 import collections
 import json
@@ -27,7 +28,7 @@ def speed_table(path):
     for line in open(path):
         if line.strip():
             d = json.loads(line)
-            rows[(d["task"], d["budget"], d["cpu"], d["threads"])].append(d)
+            rows[(d["task"], d["budget"], d["cpu"], d["threads"], d.get("commit", "-"))].append(d)
 
     def ms(ds, key):
         q = [d[key] for d in ds if key in d]
@@ -37,11 +38,11 @@ def speed_table(path):
         q = sorted(d[key] for d in ds if key in d)
         return f"{statistics.median(q):.2f}x ({q[0]:.2f}-{q[-1]:.2f})" if q else "-"
 
-    print("| task | budget | CPU, threads | rounds | exact ms | planned ms | planned / exact | "
+    print("| task | budget | CPU, threads | commit | rounds | exact ms | planned ms | planned / exact | "
           "PyTorch checkpointed ms | planned / PyTorch checkpointed |")
-    print("|---|---|---|---:|---:|---:|---|---:|---|")
-    for (task, budget, cpu, threads), ds in rows.items():
-        print(f"| {task} | {budget} | {cpu}, {threads} | {len(ds)} | {ms(ds, 'exact_step_ms')} | "
+    print("|---|---|---|---|---:|---:|---:|---|---:|---|")
+    for (task, budget, cpu, threads, commit), ds in rows.items():
+        print(f"| {task} | {budget} | {cpu}, {threads} | {commit} | {len(ds)} | {ms(ds, 'exact_step_ms')} | "
               f"{ms(ds, 'planned_step_ms')} | {ratio(ds, 'ratio')} | {ms(ds, 'torch_checkpointed_step_ms')} | "
               f"{ratio(ds, 'ratio_to_torch')} |")
 
