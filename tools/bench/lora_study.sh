@@ -5,8 +5,9 @@
 # "lora_instant"), and LoRA on query/value at a memory budget ("lora_budget": BUDGET, default
 # 115.2MB, a tenth of the activations PyTorch keeps for full fine-tuning on the 32 x 128
 # batch; planned once per task into runs/lora_study/TASK/lora_budget/plan.json, every seed
-# trained under it); with TWIN=1 also the PyTorch + PEFT twin (tools/bench/glue_twin.py, same
-# generated config) of full, lora and lora_all. One JSON line per run appended to OUT: the
+# trained under it), and LoRA on query/value with the adapters' dropout off ("lora_nodrop": the
+# model's own dropout stays); with TWIN=1 also the PyTorch + PEFT twin (tools/bench/glue_twin.py,
+# same generated config) of full, lora, lora_all and lora_nodrop. One JSON line per run appended to OUT: the
 # final dev metric, examples/s, median step time, the largest measured activation peak and the
 # memory tags of the step with it, the most bytes kept for backward at the end of a forward
 # (the twin: the same through saved_tensors_hooks, and its parameter, gradient and optimizer
@@ -34,7 +35,7 @@ src, row, dst = sys.argv[1:4]
 c = json.load(open(src))
 if row != "full":
     c["optimizer"]["lr"] = 5e-4
-    c["lora"] = {"r": 8, "alpha": 16, "dropout": 0.1,
+    c["lora"] = {"r": 8, "alpha": 16, "dropout": 0.0 if row == "lora_nodrop" else 0.1,
                  "target_modules": ["query", "key", "value", "dense"] if row == "lora_all" else ["query", "value"]}
 c.pop("output", None)
 json.dump(c, open(dst, "w"), indent=1)
@@ -101,7 +102,7 @@ for seed in ${SEEDS:-1}; do
           echo "lora_study.sh: leanback $task $row seed $seed failed; see $base/lb.log" >&2
         fi
       fi
-      case "$row" in full|lora|lora_all) ;; *) continue ;; esac
+      case "$row" in full|lora|lora_all|lora_nodrop) ;; *) continue ;; esac
       [ "${TWIN:-0}" = 1 ] || continue
       [ -f "$base/twin/twin.jsonl" ] && grep -q '"final"' "$base/twin/twin.jsonl" && continue
       mkdir -p "$base/twin"

@@ -20,7 +20,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROWS = {"full": "full fine-tuning", "lora": "LoRA q,v", "lora_all": "LoRA all Linear",
         "lora_hot": "LoRA q,v + HOT", "lora_instant": "LoRA q,v + INSTANT",
-        "lora_budget": "LoRA q,v at a budget"}
+        "lora_budget": "LoRA q,v at a budget", "lora_nodrop": "LoRA q,v, adapter dropout 0"}
 
 
 def mean_std(vals, scale=1.0):
