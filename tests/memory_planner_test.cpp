@@ -6,6 +6,7 @@
 // run keeps its plan; a step over the budget stops the run, naming where its peak was set.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "lb/core/error.h"
 #include "lb/io/json_file.h"
 #include "lb/train/memory_planner.h"
+#include "lb/train/memory_report.h"
 #include "lb/train/trainer.h"
 #include "testing/testing.h"
 #include "testing/train_configs.h"
@@ -198,10 +200,17 @@ void expect_plan_fits(const nlohmann::json& j, const std::string& what) {
   EXPECT_NEAR(static_cast<double>(tight.predicted_peak), static_cast<double>(tight.measured_peak),
               0.2 * static_cast<double>(tight.measured_peak))
       << what;
+  // Below the batch's reach, micro-batches forbidden: an error naming the smallest reachable.
+  Config whole_batch = c;
+  whole_batch.memory.micro_batches = false;
   const std::string under = std::to_string(whole.smallest_reachable / 2);
-  const std::string m = lb::testing::error_message([&] { plan_memory(c, "", MemoryBudget::parse(under, "b")); });
+  const std::string m =
+      lb::testing::error_message([&] { plan_memory(whole_batch, "", MemoryBudget::parse(under, "b")); });
   EXPECT_NE(m.find(what + ".json: memory.budget " + under), std::string::npos) << m;
-  EXPECT_NE(m.find("is below the smallest reachable"), std::string::npos) << m;
+  EXPECT_NE(m.find("is below the smallest reachable for this model, batch and backward strategies"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("memory.micro_batches is false"), std::string::npos) << m;
   // The plan survives its JSON (memory_plan.json, for resume).
   const MemoryPlan back = MemoryPlan::from_json(tight.to_json(), "memory_plan.json");
   EXPECT_EQ(back.to_json(), tight.to_json());
@@ -627,6 +636,90 @@ TEST(MemoryPlanner, PicksThePlanThatCoversABatch) {
   EXPECT_EQ(MemoryPlan::from_json(j, "plan").by_length[0].exact_step_ms, 1900);
   j["by_length"][0].erase("exact_step_ms");
   EXPECT_EQ(MemoryPlan::from_json(j, "plan").by_length[0].exact_step_ms, 0);
+}
+
+// A budget no plan of the batch reaches: the planner splits the batch into micro-batches
+// whose gradients accumulate. Between the exact peak of half a batch and the smallest
+// reachable of a whole one, two micro-batches, planned with exact choices only (recomputation
+// at most): the run trains as the unsplit one does
+// (dropout off; the same examples per step, sums in another order), every step within the
+// budget; the plan reads back and serves a run of the same config only where micro-batches
+// are allowed. Below what one example reaches: an error naming that.
+TEST(MemoryPlanner, SplitsABatchNoPlanFitsIntoMicroBatches) {
+  TempDir tmp("lb_planner_micro");
+  nlohmann::json j = lb::testing::tiny_bert_config(4, /*dropout=*/0.0);
+  j["train"]["log_every"] = 1;
+  const Config c = Config::from_json(j, "tiny.json");
+  const MemoryPlan whole = plan_memory(c, "", MemoryBudget::parse("1.0x", "b"));
+  Config half = c;
+  half.data.batch_size /= 2;
+  const int64_t half_exact = memory_report(half, "").activation_peak_bytes;
+  ASSERT_LT(half_exact, whole.smallest_reachable);
+  const int64_t budget = (half_exact + whole.smallest_reachable) / 2;
+  j["memory"] = {{"budget", std::to_string(budget)}, {"fidelity_weight", 1e9}};  // exact choices only
+  const Config budgeted = Config::from_json(j, "tiny.json");
+  const MemoryPlan plan = plan_memory(budgeted, "", *budgeted.memory.budget);
+  EXPECT_EQ(plan.micro_batches, 2);
+  EXPECT_EQ(plan.batch_smallest_reachable, whole.smallest_reachable);
+  EXPECT_EQ(plan.budget_bytes, budget);
+  EXPECT_LE(plan.measured_peak, budget);
+  for (const auto& part : plan.parts) EXPECT_EQ(part.fidelity, 0) << part.part << " " << part.option.name();
+  EXPECT_NE(plan.table().find("micro-batches: 2 per batch, gradients accumulated"), std::string::npos) << plan.table();
+  EXPECT_EQ(plan.table().find("BatchNorm"), std::string::npos) << plan.table();  // no BatchNorm in BERT
+  const Config applied = apply_memory_plan(budgeted, plan);
+  EXPECT_EQ(applied.data.batch_size, 4);
+  EXPECT_EQ(applied.train.grad_accum, 2);
+  EXPECT_EQ(MemoryPlan::from_json(plan.to_json(), "again").to_json(), plan.to_json());
+
+  const TrainResult plain = train(c, quiet(tmp.sub("plain")));
+  const TrainResult split = train(budgeted, quiet(tmp.sub("split")));
+  ASSERT_EQ(split.losses.size(), plain.losses.size());
+  for (size_t i = 0; i < plain.losses.size(); ++i)
+    EXPECT_NEAR(split.losses[i], plain.losses[i], 1e-5 * std::abs(plain.losses[i])) << "step " << i + 1;
+  for (const auto& l : train_lines(tmp.sub("split"))) EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), budget) << l;
+  EXPECT_EQ(io::read_json_file(tmp.sub("split") + "/memory_plan.json")["micro_batches"], 2);
+
+  // The saved plan serves another seed; a config that forbids micro-batches refuses it.
+  TrainOptions o = quiet(tmp.sub("again"));
+  o.memory_plan = tmp.sub("split") + "/memory_plan.json";
+  o.seed = 8;
+  EXPECT_EQ(train(c, o).steps, 4);
+  nlohmann::json no_split = j;
+  no_split["memory"]["micro_batches"] = false;
+  o.out_dir = tmp.sub("refused");
+  std::string m = lb::testing::error_message([&] { train(Config::from_json(no_split, "tiny.json"), o); });
+  EXPECT_NE(m.find("memory_plan.json: splits each batch into 2 micro-batches, and this run sets "
+                   "memory.micro_batches to false"),
+            std::string::npos)
+      << m;
+  // Below what micro-batches of one example reach.
+  m = lb::testing::error_message([&] { plan_memory(c, "", MemoryBudget::parse("1000", "b")); });
+  EXPECT_NE(m.find("tiny.json: memory.budget 1000 (0.001 MB of activation peak) is below the smallest reachable "
+                   "even in micro-batches of one example"),
+            std::string::npos)
+      << m;
+}
+
+// ResNet: its BatchNorm sees each micro-batch apart, and plan.txt says so; the run keeps to
+// the budget.
+TEST(MemoryPlanner, SplitsAResNetBatchAndSaysBatchNormSeesMicroBatches) {
+  TempDir tmp("lb_planner_micro_resnet");
+  lb::testing::write_image_folder(tmp.path() / "images");
+  nlohmann::json j = lb::testing::tiny_resnet_config(tmp.sub("images"), 2);
+  j["data"]["workers"] = 0;
+  j["train"]["log_every"] = 1;
+  const MemoryPlan whole = plan_memory(Config::from_json(j, "resnet.json"), "", MemoryBudget::parse("1.0x", "b"));
+  const int64_t budget = whole.smallest_reachable * 3 / 4;
+  j["memory"] = {{"budget", std::to_string(budget)}};
+  const Config budgeted = Config::from_json(j, "resnet.json");
+  const TrainResult r = train(budgeted, quiet(tmp.sub("run")));
+  EXPECT_EQ(r.steps, 2);
+  const nlohmann::json plan = io::read_json_file(tmp.sub("run") + "/memory_plan.json");
+  EXPECT_GE(plan["micro_batches"].get<int64_t>(), 2) << plan.dump();
+  for (const auto& l : train_lines(tmp.sub("run"))) EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), budget) << l;
+  std::ifstream txt(tmp.sub("run") + "/plan.txt");
+  const std::string table((std::istreambuf_iterator<char>(txt)), std::istreambuf_iterator<char>());
+  EXPECT_NE(table.find("BatchNorm normalises each micro-batch on its own"), std::string::npos) << table;
 }
 
 }  // namespace

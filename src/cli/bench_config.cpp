@@ -4,6 +4,7 @@
 // the config's strategies, codecs and recomputation, or with the plan for a budget. Prints
 // the step's phases (medians of --iters steps after --warmup), its activation peak and, with a
 // budget, the plan's predicted and measured peaks; a step over the budget is an error (exit 1).
+// Where the plan splits the batch into micro-batches, the step timed is one micro-batch's.
 // The built-in workloads (bert_mini, ...) have no config, so they cannot be planned.
 #include <algorithm>
 #include <iomanip>
@@ -41,6 +42,8 @@ std::string summary(const nlohmann::json& r) {
        << mib(r["activation_peak_bytes"].get<int64_t>()) << "; exact step "
        << p["exact_step_ms"].get<double>() << " ms at " << mib(p["exact_peak_bytes"].get<int64_t>())
        << " (planner profiles); plan: " << r["plan"].get<std::string>();
+    if (const int64_t k = p.value("micro_batches", int64_t{1}); k > 1)
+      os << "\nthe step timed is one of " << k << " micro-batches per optimizer step (no plan fits the batch)";
   }
   return os.str();
 }

@@ -284,6 +284,7 @@ MemorySection MemorySection::from_json(const nlohmann::json& j) {
              "give the budget or those, not both");
   }
   m.fidelity_weight = r.number("fidelity_weight", 500, 0, 1e9);
+  m.micro_batches = r.boolean("micro_batches", true);
   r.finish();
   return m;
 }
@@ -301,7 +302,11 @@ nlohmann::json MemorySection::to_json() const {
   }
   // With a budget the codecs and recompute lists are the planner's (plan.json of the run), not
   // the config's: the section reads back as it was written.
-  if (budget) return {{"budget", budget->text}, {"fidelity_weight", fidelity_weight}};
+  if (budget) {
+    nlohmann::json out = {{"budget", budget->text}, {"fidelity_weight", fidelity_weight}};
+    if (!micro_batches) out["micro_batches"] = false;
+    return out;
+  }
   nlohmann::json out = {{"codecs", rules}, {"recompute", recompute}};
   if (!recompute_bf16.empty()) out["recompute_bf16"] = recompute_bf16;
   return out;

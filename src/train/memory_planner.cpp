@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -395,16 +396,20 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
   for (int attempt = 0;; ++attempt) {
     const MemoryChoice s = choose_memory(p, target, weight);
     if (!s.feasible && attempt > 0)
-      throw Error(config.source + ": " + describe_budget() + ": the best plan's measured activation peak is " +
-                  mb(plan.measured_peak) + " MB (predicted " + mb(plan.predicted_peak) + " MB), and leaner plans " +
-                  "are predicted not to reach the budget either (smallest reachable: " + mb(plan.smallest_reachable) +
-                  " MB, predicted). Raise the budget to " + mb(plan.measured_peak) + " MB or more");
+      throw BudgetUnreachable(
+          config.source + ": " + describe_budget() + ": the best plan's measured activation peak is " +
+              mb(plan.measured_peak) + " MB (predicted " + mb(plan.predicted_peak) + " MB), and leaner plans " +
+              "are predicted not to reach the budget either (smallest reachable: " + mb(plan.smallest_reachable) +
+              " MB, predicted). Raise the budget to " + mb(plan.measured_peak) + " MB or more",
+          plan.measured_peak, plan.budget_bytes, plan.exact_vanilla_peak);
     if (!s.feasible)
-      throw Error(config.source + ": " + describe_budget() + " is below the smallest reachable for this model, " +
-                  "batch and backward strategies: " + mb(plan.smallest_reachable) + " MB (predicted; with every " +
-                  "block recomputed and kept in int8 where that is least" +
-                  (hot ? ", its layers on HOT where that keeps less" : "") +
-                  "). Raise the budget or lower data.batch_size / data.max_seq_len");
+      throw BudgetUnreachable(
+          config.source + ": " + describe_budget() + " is below the smallest reachable for this model, " +
+              "batch and backward strategies: " + mb(plan.smallest_reachable) + " MB (predicted; with every " +
+              "block recomputed and kept in int8 where that is least" +
+              (hot ? ", its layers on HOT where that keeps less" : "") +
+              "). Raise the budget or lower data.batch_size / data.max_seq_len",
+          plan.smallest_reachable, plan.budget_bytes, plan.exact_vanilla_peak);
     plan.section = section_of(s, p);
     std::vector<std::string> hot_blocks;
     for (size_t b = 0; b < n; ++b)
@@ -448,13 +453,15 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
     // otherwise end the search before it).
     const int64_t next = std::max(target - over - (1 << 20), plan.smallest_reachable);
     if (attempt == 3 || next >= target)
-      throw Error(config.source + ": " + describe_budget() + ": the plan's measured activation peak is " +
-                  mb(plan.measured_peak) + " MB (predicted " + mb(plan.predicted_peak) + " MB)" +
-                  (measured.peak_site ? ", set in " + measured.peak_site->phase + " of " + measured.peak_site->op +
-                                            " in " + measured.peak_site->module
-                                      : std::string()) +
-                  "; the planner could not fit it, not even with its leanest plan. Raise the budget to " +
-                  mb(plan.measured_peak) + " MB or more");
+      throw BudgetUnreachable(
+          config.source + ": " + describe_budget() + ": the plan's measured activation peak is " +
+              mb(plan.measured_peak) + " MB (predicted " + mb(plan.predicted_peak) + " MB)" +
+              (measured.peak_site ? ", set in " + measured.peak_site->phase + " of " + measured.peak_site->op +
+                                        " in " + measured.peak_site->module
+                                  : std::string()) +
+              "; the planner could not fit it, not even with its leanest plan. Raise the budget to " +
+              mb(plan.measured_peak) + " MB or more",
+          plan.measured_peak, plan.budget_bytes, plan.exact_vanilla_peak);
     target = next;
   }
   return plan;
@@ -482,13 +489,11 @@ std::vector<int64_t> fewer_tokens(int64_t batch, int64_t max_len) {
   return out;
 }
 
-}  // namespace
-
-MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                       bool shorter_batches, const StopCheck& stop) {
-  const auto t0 = std::chrono::steady_clock::now();
-  MemoryPlan plan = plan_longest(config_in, strategy, budget, /*consider_hot=*/true, 0, stop);
-  plan.profiled_on = plan_inputs(config_in, strategy);
+// The plan for the config's batch as it is (see plan_memory): its largest batch, then,
+// for BERT, shorter ones.
+MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
+                      bool shorter_batches, bool consider_hot, const StopCheck& stop) {
+  MemoryPlan plan = plan_longest(config_in, strategy, budget, consider_hot, 0, stop);
   // Shorter batches, BERT: a plan per shorter length for the same bytes, longest first, until
   // one runs exact (shorter ones then do too); where padding is skipped, the same per number
   // of real tokens. Where the longest batch needs HOT the plans would differ in backward
@@ -539,6 +544,59 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
       for (const int64_t tokens : fewer_tokens(config_in.data.batch_size, config_in.data.max_seq_len))
         if (plan_shape(config_in, tokens)) break;
   }
+  return plan;
+}
+
+// Micro-batches for a batch no plan fits (`whole`: why; see memory_planner.h): the first k
+// that fits, of B's divisors from whole.needed / whole.budget on, micro-batch 1 last.
+MemoryPlan plan_micro_batches(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
+                              bool shorter_batches, const BudgetUnreachable& whole, const StopCheck& stop) {
+  const int64_t batch = config_in.data.batch_size;
+  const int64_t at_least = (whole.needed + whole.budget - 1) / std::max<int64_t>(1, whole.budget);
+  const MemoryBudget bytes = MemoryBudget::parse(std::to_string(whole.budget), "memory.budget");
+  std::optional<BudgetUnreachable> last;
+  for (int64_t k = 2; k <= batch; ++k) {
+    if (batch % k != 0 || (k < at_least && k != batch)) continue;
+    stop_if_asked(stop, config_in);
+    Config micro = config_in;
+    micro.data.batch_size = batch / k;
+    micro.train.grad_accum *= k;
+    try {
+      MemoryPlan plan = plan_batch(micro, strategy, bytes, shorter_batches, /*consider_hot=*/false, stop);
+      plan.micro_batches = k;
+      plan.batch_smallest_reachable = whole.needed;
+      plan.budget_text = budget.text;
+      plan.exact_vanilla_peak = whole.exact_vanilla_peak;
+      return plan;
+    } catch (const BudgetUnreachable& e) {
+      last.emplace(e);
+    }
+  }
+  const std::string what = budget.text + " (" + mb(whole.budget) + " MB of activation peak)";
+  throw BudgetUnreachable(config_in.source + ": memory.budget " + what + " is below the smallest reachable even in " +
+                              "micro-batches of one example: " + mb(last ? last->needed : whole.needed) +
+                              " MB (the batch of " + std::to_string(batch) + ": " + mb(whole.needed) +
+                              " MB). Raise the budget or lower data.max_seq_len",
+                          last ? last->needed : whole.needed, whole.budget, whole.exact_vanilla_peak);
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
+                       bool shorter_batches, const StopCheck& stop) {
+  const auto t0 = std::chrono::steady_clock::now();
+  MemoryPlan plan;
+  try {
+    plan = plan_batch(config_in, strategy, budget, shorter_batches, /*consider_hot=*/true, stop);
+  } catch (const BudgetUnreachable& e) {
+    if (config_in.data.batch_size < 2) throw;
+    if (!config_in.memory.micro_batches)
+      throw BudgetUnreachable(std::string(e.what()) + "; memory.micro_batches is false: with it the planner " +
+                                  "would split the batch into micro-batches whose gradients accumulate",
+                              e.needed, e.budget, e.exact_vanilla_peak);
+    plan = plan_micro_batches(config_in, strategy, budget, shorter_batches, e, stop);
+  }
+  plan.profiled_on = plan_inputs(config_in, strategy);
   plan.profile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }
@@ -624,12 +682,20 @@ MemoryPlan load_memory_plan(const std::string& file, const Config& config, const
     const auto cut = [](std::string x) { return x.size() > 120 ? x.substr(0, 117) + "..." : x; };
     LB_FAIL(file, ": planned for ", what, " ", cut(a), ", this run has ", cut(b), again);
   }
+  LB_CHECK(plan.micro_batches == 1 || config.memory.micro_batches, file, ": splits each batch into ",
+           plan.micro_batches, " micro-batches, and this run sets memory.micro_batches to false", again);
   LB_CHECK(!config.memory.budget || config.memory.budget->text == plan.budget_text, file, ": planned for memory.budget ",
            plan.budget_text, ", this run asks for ", config.memory.budget ? config.memory.budget->text : "", again);
   return plan;
 }
 
 Config apply_memory_plan(Config config, const MemoryPlan& plan) {
+  if (plan.micro_batches > 1) {
+    LB_CHECK(config.data.batch_size % plan.micro_batches == 0, config.source, ": the memory plan splits each batch ",
+             "into ", plan.micro_batches, " micro-batches, but data.batch_size is ", config.data.batch_size);
+    config.data.batch_size /= plan.micro_batches;
+    config.train.grad_accum *= plan.micro_batches;
+  }
   config.memory.codecs = plan.section.codecs;
   config.memory.recompute = plan.section.recompute;
   config.memory.recompute_bf16 = plan.section.recompute_bf16;
@@ -641,9 +707,18 @@ std::string MemoryPlan::table() const {
   os << "memory budget " << budget_text << ": " << mb(budget_bytes) << " MB of activation peak";
   if (exact_vanilla_peak != exact_peak || budget_text.find('x') != std::string::npos)
     os << " (the exact vanilla step peaks at " << mb(exact_vanilla_peak) << " MB)";
+  const char* step = micro_batches > 1 ? " ms per micro-batch" : " ms per step";
+  if (micro_batches > 1)
+    os << "\nmicro-batches: " << micro_batches << " per batch, gradients accumulated (no plan fits the batch: it "
+       << "needs " << mb(batch_smallest_reachable) << " MB at least); what follows is a micro-batch's";
+  const bool batch_norm = profiled_on.is_object() && profiled_on.value("model", nlohmann::json::object()).value(
+                                                         "type", std::string()) == "resnet";
+  if (micro_batches > 1 && batch_norm)
+    os << "\nBatchNorm normalises each micro-batch on its own, as under data-parallel training without "
+          "SyncBatchNorm";
   os << "\nexact (nothing planned): peak " << mb(exact_peak) << " MB, " << std::fixed << std::setprecision(0)
-     << exact_step_ms << " ms per step\nplanned: peak " << mb(predicted_peak) << " MB predicted, " << mb(measured_peak)
-     << " MB measured; ~" << predicted_step_ms << " ms per step predicted; smallest reachable budget "
+     << exact_step_ms << step << "\nplanned: peak " << mb(predicted_peak) << " MB predicted, " << mb(measured_peak)
+     << " MB measured; ~" << predicted_step_ms << step << " predicted; smallest reachable budget "
      << mb(smallest_reachable) << " MB; planned in " << std::setprecision(1) << profile_s << " s\n\n";
   size_t w = 6;
   for (const auto& p : parts) w = std::max(w, p.part.size() + 2);
@@ -683,6 +758,8 @@ nlohmann::json MemoryPlan::to_json() const {
                   {"why", p.why}});
   return {{"budget", budget_text},
           {"budget_bytes", budget_bytes},
+          {"micro_batches", micro_batches},
+          {"batch_smallest_reachable_bytes", batch_smallest_reachable},
           {"exact_vanilla_peak_bytes", exact_vanilla_peak},
           {"exact_peak_bytes", exact_peak},
           {"predicted_peak_bytes", predicted_peak},
@@ -715,6 +792,9 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
     MemoryPlan p;
     p.budget_text = j.at("budget").get<std::string>();
     p.budget_bytes = j.at("budget_bytes").get<int64_t>();
+    p.micro_batches = j.value("micro_batches", int64_t{1});  // plans before them had none
+    p.batch_smallest_reachable = j.value("batch_smallest_reachable_bytes", int64_t{0});
+    LB_CHECK(p.micro_batches >= 1, source, ": micro_batches is ", p.micro_batches, " (expected 1 or more)");
     p.exact_vanilla_peak = j.at("exact_vanilla_peak_bytes").get<int64_t>();
     p.exact_peak = j.at("exact_peak_bytes").get<int64_t>();
     p.predicted_peak = j.at("predicted_peak_bytes").get<int64_t>();

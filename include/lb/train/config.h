@@ -114,6 +114,9 @@ struct MemorySection {
   // be empty). fidelity_weight: how much step time a lossy codec's gradient error is worth.
   std::optional<MemoryBudget> budget;
   double fidelity_weight = 500;
+  // Where no plan fits the batch, whether the planner may split it into micro-batches whose
+  // gradients accumulate (memory_planner.h).
+  bool micro_batches = true;
   // The config's "memory" section; errors name its JSON paths.
   static MemorySection from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;

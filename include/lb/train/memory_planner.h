@@ -39,7 +39,20 @@
 // is taken where nothing exact or coded fits, or where the weight says speed matters more.
 // The plan is then measured with one attributed step; if the peak
 // exceeds the budget the planner solves again with the budget lowered by the excess (at
-// most three times). Errors name the smallest budget reachable.
+// most three times).
+//
+// Micro-batches: where no plan fits the config's batch (the floor is what backward holds in
+// flight, not what is kept: ResNet-18 at batch 128 holds two 32 MiB stage-1 gradients at
+// once), the planner splits it, as Hugging Face's auto_find_batch_size halves a batch that
+// does not fit but keeping the batch an optimizer step sees: k micro-batches of B/k examples
+// with their gradients accumulated (data.batch_size B/k, train.grad_accum × k; the trainer
+// weighs each by its share of the step's examples, so the step is the batch's, exact for
+// LayerNorm models; BatchNorm normalises each micro-batch on its own, as under data-parallel
+// training without SyncBatchNorm). k is the smallest divisor of B at least the batch's
+// smallest reachable / budget (what is kept and held scales with the micro-batch at most
+// linearly), then larger ones; each is planned as a batch is, with the config's strategies
+// (HOT is not a candidate: splitting the batch costs no accuracy where HOT would).
+// memory.micro_batches: false forbids it. Errors name the smallest budget reachable.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -98,6 +111,11 @@ struct LengthPlan {
 
 struct MemoryPlan {
   std::string budget_text;
+  // Micro-batches per batch of the config (1: none; see above): the plan's other fields are
+  // a micro-batch's (its data.batch_size / micro_batches examples), but for the budget and
+  // exact_vanilla_peak, which refer to the config's batch, and batch_smallest_reachable.
+  int64_t micro_batches = 1;
+  int64_t batch_smallest_reachable = 0;  // at the config's batch, where micro_batches > 1
   int64_t budget_bytes = 0;
   int64_t exact_vanilla_peak = 0;  // what "0.1x" refers to
   int64_t exact_peak = 0;          // the config's strategies, nothing planned
@@ -165,6 +183,14 @@ using StopCheck = std::function<bool()>;
 struct PlanInterrupted : Error {
   using Error::Error;
 };
+// No plan fits the budget at the batch profiled; `needed` is the least that batch was found
+// to need (predicted, or measured where a plan's step overran), `budget` the bound in bytes
+// and `exact_vanilla_peak` what a fraction referred to.
+struct BudgetUnreachable : Error {
+  BudgetUnreachable(const std::string& msg, int64_t needed_, int64_t budget_, int64_t exact_vanilla_peak_)
+      : Error(msg), needed(needed_), budget(budget_), exact_vanilla_peak(exact_vanilla_peak_) {}
+  int64_t needed, budget, exact_vanilla_peak;
+};
 
 // With `real_tokens` > 0 (BERT): padding skipped, the batch as memory_report keeps it.
 Config worst_case_batch(Config c, int64_t real_tokens = 0);
@@ -213,8 +239,9 @@ nlohmann::json plan_inputs(const Config& config, const std::string& strategy);
 // for another budget than config's memory.budget where that is set.
 MemoryPlan load_memory_plan(const std::string& file, const Config& config, const std::string& strategy);
 
-// config with the plan's memory.codecs and memory.recompute in place of its own, and its
-// backward rules (HOT blocks) ahead of the config's.
+// config with the plan's memory.codecs and memory.recompute in place of its own, its
+// backward rules (HOT blocks) ahead of the config's, and its micro-batches (data.batch_size
+// divided, train.grad_accum multiplied by them).
 Config apply_memory_plan(Config config, const MemoryPlan& plan);
 
 }  // namespace lb::train
