@@ -12,6 +12,8 @@
 # classifier) leanback starts from, LoRA dropout off as well. LORA="query value" adds the LoRA
 # study's recipe to the task's config (tools/bench/lora_study.sh: r 8, alpha 16, lr 5e-4, on the
 # Linear layers named).
+# DROPOUT=1 keeps the model's dropout (and the adapters', LORA's recipe: 0.1) in both: the runs
+# then differ by their dropout masks as well, each framework drawing its own.
 # THREADS=N and CORE=C pin both (tools/bench/run_env.sh). Needs tools/fetch_pretrained.sh
 # done, ../shared/data/glue, and a Python with torch and
 # transformers (PYTHON, default python3).
@@ -27,18 +29,19 @@ steps="${STEPS:-40}"
 seed="${SEED:-1}"
 tmp="$(mktemp -d)"
 trap 'rc=$?; if (( rc != 0 )); then echo "glue_lockstep: failed (status $rc); logs:" >&2; tail -n 20 "$tmp"/*.log >&2; fi; rm -rf "$tmp"' EXIT
-# Both without dropout; leanback's config is the twin's but for its start: the twin's saved
+# Both without dropout (unless DROPOUT=1); leanback's config is the twin's but for its start: the twin's saved
 # model, or its saved adapter, which brings the lora section with it.
-python3 - "$cfg" "$tmp/twin.json" "$tmp/lb.json" "$tmp/init" "${LORA:-}" <<'PY'
+python3 - "$cfg" "$tmp/twin.json" "$tmp/lb.json" "$tmp/init" "${LORA:-}" "${DROPOUT:-0}" <<'PY'
 import json, sys
-src, twin, lb, init, lora = sys.argv[1:]
+src, twin, lb, init, lora, dropout = sys.argv[1:]
 c = json.load(open(src))
 if lora:
     c["optimizer"]["lr"] = 5e-4
-    c["lora"] = {"r": 8, "alpha": 16, "target_modules": lora.split()}
-c["model"].update({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
-if "lora" in c:
-    c["lora"]["dropout"] = 0.0
+    c["lora"] = {"r": 8, "alpha": 16, "dropout": 0.1, "target_modules": lora.split()}
+if dropout != "1":
+    c["model"].update({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
+    if "lora" in c:
+        c["lora"]["dropout"] = 0.0
 c.pop("output", None)
 json.dump(c, open(twin, "w"))
 c["model"]["pretrained"] = init
@@ -51,9 +54,9 @@ if (( steps > 0 )); then twin_steps=(--max-steps "$steps"); lb_steps=(--set trai
 "${pin[@]}" "$python" tools/bench/glue_twin.py "$tmp/twin.json" --seed "$seed" --threads "${THREADS:-2}" --order leanback --save-init "$tmp/init" \
   --log-steps "${twin_steps[@]}" > "$tmp/twin.jsonl" 2> "$tmp/twin.log"
 "${pin[@]}" "$lb" train "$tmp/lb.json" --seed "$seed" --out "$tmp/lb" --no-progress "${lb_steps[@]}" --set train.log_every=1 > "$tmp/lb.log" 2>&1
-python3 - "$tmp/lb/metrics.jsonl" "$tmp/twin.jsonl" "$task" "$seed" "$steps" "$cpu" "$out" "$cfg" "${LORA:-}" <<'PY'
+python3 - "$tmp/lb/metrics.jsonl" "$tmp/twin.jsonl" "$task" "$seed" "$steps" "$cpu" "$out" "$cfg" "${LORA:-}" "${DROPOUT:-0}" <<'PY'
 import json, os, sys
-lb_path, twin_path, task, seed, steps, cpu, out, cfg, lora = sys.argv[1:]
+lb_path, twin_path, task, seed, steps, cpu, out, cfg, lora, dropout = sys.argv[1:]
 lb = {r["step"]: r for r in map(json.loads, open(lb_path)) if r.get("type") == "train"}
 tw = {r["step"]: r for r in map(json.loads, open(twin_path)) if "loss" in r and "step" in r}
 print(f"{'step':>4} {'leanback loss':>14} {'PyTorch loss':>14} {'rel diff':>9} {'lr leanback':>12} {'lr PyTorch':>12}")
@@ -64,7 +67,7 @@ for s in sorted(set(lb) & set(tw)):
     print(f"{s:4d} {a:14.8f} {b:14.8f} {rel[-1]:9.2e} {lb[s]['lr']:12.4e} {tw[s]['lr']:12.4e}")
 if not rel:
     sys.exit("glue_lockstep: no common steps (see the logs)")
-summary = {"task": task, "config": cfg, "lora": lora or None, "seed": int(seed), "steps": len(rel), "first_step_rel_diff": rel[0],
+summary = {"task": task, "config": cfg, "lora": lora or None, "dropout": dropout == "1", "seed": int(seed), "steps": len(rel), "first_step_rel_diff": rel[0],
            "max_rel_diff_first_10": max(rel[:10]), "max_rel_diff": max(rel), "final_rel_diff": rel[-1], "cpu": cpu}
 # Whole-recipe runs: the final dev metrics of both.
 twin_evals = [r for r in map(json.loads, open(twin_path)) if "epoch" in r]
