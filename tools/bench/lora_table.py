@@ -9,7 +9,10 @@ at the end of a forward, through saved_tensors_hooks), and its max RSS.
 Speed (examples/s, ratio, step ms) comes from the runs at the most threads on their CPU only:
 runs with fewer (THREADS=1 CORE=C, pinned beside other work) count for the metric and memory.
 
-    tools/bench/lora_table.py [tools/bench/results/lora_study.jsonl]
+The table is over the study's seeds 1-3; --seeds all (or a list, 1,2,3,4,7) takes others, and
+--per-seed prints each seed's pair instead (leanback, twin) for the rows that have both.
+
+    tools/bench/lora_table.py [--seeds all|S,S,...] [--per-seed] [tools/bench/results/lora_study.jsonl]
 """
 import collections
 import json
@@ -35,8 +38,29 @@ def mb(x):
 
 
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "results/lora_study.jsonl")
+    args = sys.argv[1:]
+    seeds, per_seed = "1,2,3", "--per-seed" in args
+    args = [a for a in args if a != "--per-seed"]
+    if "--seeds" in args:
+        i = args.index("--seeds")
+        seeds = args[i + 1]
+        del args[i:i + 2]
+    path = args[0] if args else os.path.join(HERE, "results/lora_study.jsonl")
     runs = [json.loads(l) for l in open(path) if l.strip()]
+    if seeds != "all":
+        keep = {int(s) for s in seeds.split(",")}
+        runs = [r for r in runs if r["seed"] in keep]
+    if per_seed:
+        pairs = collections.defaultdict(dict)  # (task, row) -> seed -> {framework: value}
+        for r in runs:
+            pairs[(r["task"], r["row"])].setdefault(r["seed"], {})[r["framework"]] = r["value"]
+        print("| task | row | seed | leanback | PEFT twin |\n|---|---|---:|---:|---:|")
+        for (t, row), by_seed in pairs.items():
+            for s in sorted(by_seed):
+                v = by_seed[s]
+                if "leanback" in v and "pytorch" in v:
+                    print(f"| {t} | {ROWS[row]} | {s} | {100 * v['leanback']:.1f} | {100 * v['pytorch']:.1f} |")
+        return
     by = collections.defaultdict(dict)  # (task, row, framework) -> seed -> run (latest wins)
     for r in runs:
         by[(r["task"], r["row"], r["framework"])][r["seed"]] = r
