@@ -206,10 +206,23 @@ MemoryReport memory_report(Config config, const std::string& strategy, int timed
                                          }
                                          return loss;
                                        }}};
+  // Accumulating runs (train.grad_accum = k > 1, the planner's micro-batches): the attributed
+  // step is the trainer's first, k micro-batches loaded before it runs them (their inputs are
+  // live throughout), from the second on each parameter's gradient a temporary until added
+  // into .grad (the first is adopted as .grad). The timed steps run the first alone.
+  std::vector<data::Batch> more;
+  for (int64_t i = 1; i < config.train.grad_accum; ++i) {
+    data::Batch b;
+    if (!s.train_loader->next(b)) break;
+    if (real_tokens > 0) keep_tokens(b, real_tokens, config.source);
+    more.push_back(std::move(b));
+  }
+  std::vector<MicroBatch> attributed_micro = micro;
+  for (const MicroBatch& m : micro_batches(*s.model, more)) attributed_micro.push_back(m);
   StepResult result;
   {
     autograd::PeakWatch watch(cpu_allocator());
-    result = step.run(0, micro, false);
+    result = step.run(0, attributed_micro, false);
     watch.check("after the backward (gradient clipping, optimizer step)");
     r.peak_site = watch.site();
   }

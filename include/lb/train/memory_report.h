@@ -46,6 +46,9 @@ struct MemoryReport {
 
 // `config` as `leanback train` would run it (strategy: the --strategy override), one step on
 // its first training batch, on the CPU, then `timed_steps` more on the same batch, timed.
+// Where train.grad_accum = k > 1 the measured step is the trainer's first: k micro-batches,
+// all loaded before it runs them, the later ones holding each parameter's gradient as a
+// temporary before adding it into .grad (an accumulating step's peak can be set by either).
 // `real_tokens` > 0 (text): the batch's attention mask keeps that many tokens in all, whole
 // sequences first, the rest padding (the memory planner's profile of batches with at most so
 // many real tokens). Errors name the config file.
