@@ -700,14 +700,21 @@ TEST(MemoryPlanner, SplitsABatchNoPlanFitsIntoMicroBatches) {
       << m;
 }
 
+// A tiny ResNet's config on an image folder written into `tmp`, every step logged; no
+// background loader (its prefetched batches would add to the measured peaks at random).
+nlohmann::json planner_resnet_config(const TempDir& tmp, int64_t steps) {
+  lb::testing::write_image_folder(tmp.path() / "images");
+  nlohmann::json j = lb::testing::tiny_resnet_config(tmp.sub("images"), steps);
+  j["data"]["workers"] = 0;
+  j["train"]["log_every"] = 1;
+  return j;
+}
+
 // ResNet: its BatchNorm sees each micro-batch apart, and plan.txt says so; the run keeps to
 // the budget.
 TEST(MemoryPlanner, SplitsAResNetBatchAndSaysBatchNormSeesMicroBatches) {
   TempDir tmp("lb_planner_micro_resnet");
-  lb::testing::write_image_folder(tmp.path() / "images");
-  nlohmann::json j = lb::testing::tiny_resnet_config(tmp.sub("images"), 2);
-  j["data"]["workers"] = 0;
-  j["train"]["log_every"] = 1;
+  nlohmann::json j = planner_resnet_config(tmp, 2);
   const MemoryPlan whole = plan_memory(Config::from_json(j, "resnet.json"), "", MemoryBudget::parse("1.0x", "b"));
   const int64_t budget = whole.smallest_reachable * 3 / 4;
   j["memory"] = {{"budget", std::to_string(budget)}};
@@ -722,18 +729,14 @@ TEST(MemoryPlanner, SplitsAResNetBatchAndSaysBatchNormSeesMicroBatches) {
   EXPECT_NE(table.find("BatchNorm normalises each micro-batch on its own"), std::string::npos) << table;
 }
 
-
 // An accumulating step (train.grad_accum = k > 1, as a plan with micro-batches runs) is
 // profiled as the trainer runs its first: k micro-batches loaded before the step, their
 // inputs live throughout. So no training step peaks above the profile (a plan for a tenth of
 // ResNet-18's bytes in 16 micro-batches of 8 overran by those 15 batches, 1.5 MB).
 TEST(MemoryPlanner, ProfilesAnAccumulatingStepAsTheTrainerRunsIt) {
   TempDir tmp("lb_planner_accum");
-  lb::testing::write_image_folder(tmp.path() / "images");
-  nlohmann::json j = lb::testing::tiny_resnet_config(tmp.sub("images"), 3);
-  j["data"]["workers"] = 0;
+  nlohmann::json j = planner_resnet_config(tmp, 3);
   j["data"]["batch_size"] = 2;
-  j["train"]["log_every"] = 1;
   const int64_t single = memory_report(Config::from_json(j, "resnet.json"), "").activation_peak_bytes;
   j["train"]["grad_accum"] = 4;
   const Config accumulating = Config::from_json(j, "resnet.json");
