@@ -638,6 +638,20 @@ TEST(MemoryPlanner, PicksThePlanThatCoversABatch) {
   EXPECT_EQ(MemoryPlan::from_json(j, "plan").by_length[0].exact_step_ms, 0);
 }
 
+// The number of micro-batches tried next: a divisor of the batch, at least the failed count
+// scaled by how far its reach overshot the budget, so a large batch is not profiled divisor by
+// divisor.
+TEST(MemoryPlanner, NextMicroBatchCountSkipsDivisorsTheLastReachRulesOut) {
+  EXPECT_EQ(next_micro_batches(128, 1, 150, 100), 2);   // 1.5x over: 2
+  EXPECT_EQ(next_micro_batches(128, 1, 300, 100), 4);   // 3x over: 3 does not divide 128, 4
+  EXPECT_EQ(next_micro_batches(128, 2, 400, 100), 8);   // halves at 4x the budget: 8 of 128
+  EXPECT_EQ(next_micro_batches(128, 4, 101, 100), 8);   // just over: the next divisor
+  EXPECT_EQ(next_micro_batches(12, 4, 200, 100), 12);   // 8 does not divide 12: the batch
+  EXPECT_EQ(next_micro_batches(128, 1, 1ll << 50, 1), 128);  // far out of reach: one example each
+  EXPECT_EQ(next_micro_batches(128, 128, 200, 100), 0);      // nothing left to try
+  EXPECT_EQ(next_micro_batches(6, 1, 100, 100), 2);    // at most the budget already: the next one
+}
+
 // A budget no plan of the batch reaches: the planner splits the batch into micro-batches
 // whose gradients accumulate. Between the exact peak of half a batch and the smallest
 // reachable of a whole one, two micro-batches, planned with exact choices only (recomputation

@@ -552,11 +552,11 @@ MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, cons
 MemoryPlan plan_micro_batches(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
                               bool shorter_batches, const BudgetUnreachable& whole, const StopCheck& stop) {
   const int64_t batch = config_in.data.batch_size;
-  const int64_t at_least = (whole.needed + whole.budget - 1) / std::max<int64_t>(1, whole.budget);
   const MemoryBudget bytes = MemoryBudget::parse(std::to_string(whole.budget), "memory.budget");
   std::optional<BudgetUnreachable> last;
-  for (int64_t k = 2; k <= batch; ++k) {
-    if (batch % k != 0 || (k < at_least && k != batch)) continue;
+  // Each failure's own reach re-estimates k, so few of a large batch's divisors are profiled.
+  for (int64_t k = next_micro_batches(batch, 1, whole.needed, whole.budget); k > 0;
+       k = next_micro_batches(batch, k, last->needed, whole.budget)) {
     stop_if_asked(stop, config_in);
     Config micro = config_in;
     micro.data.batch_size = batch / k;
@@ -581,6 +581,17 @@ MemoryPlan plan_micro_batches(const Config& config_in, const std::string& strate
 }
 
 }  // namespace
+
+int64_t next_micro_batches(int64_t batch, int64_t k_failed, int64_t needed, int64_t budget) {
+  const double scaled = static_cast<double>(k_failed) * static_cast<double>(needed) /
+                        static_cast<double>(std::max<int64_t>(1, budget));
+  if (k_failed >= batch) return 0;
+  if (scaled >= static_cast<double>(batch)) return batch;
+  const int64_t at_least = std::max(k_failed + 1, static_cast<int64_t>(std::ceil(scaled)));
+  for (int64_t k = at_least; k < batch; ++k)
+    if (batch % k == 0) return k;
+  return batch;
+}
 
 MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
                        bool shorter_batches, const StopCheck& stop) {

@@ -192,6 +192,13 @@ struct BudgetUnreachable : Error {
   int64_t needed, budget, exact_vanilla_peak;
 };
 
+// The next number of micro-batches to plan a batch of `batch` in, after `k_failed` micro-batches
+// (1: the whole batch) were found to need `needed` bytes against `budget`: the smallest divisor
+// of `batch` above k_failed and at least k_failed · needed / budget, since a micro-batch's reach
+// shrinks no faster than its size (what does not shrink with it, parameters' buffers and the
+// like, only slows it); `batch` itself where no smaller divisor qualifies, 0 past it.
+int64_t next_micro_batches(int64_t batch, int64_t k_failed, int64_t needed, int64_t budget);
+
 // With `real_tokens` > 0 (BERT): padding skipped, the batch as memory_report keeps it.
 Config worst_case_batch(Config c, int64_t real_tokens = 0);
 // One attributed and two timed steps per uniform setting (see above), on the worst-case batch
