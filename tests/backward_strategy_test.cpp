@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "lb/autograd/node.h"
+#include "lb/core/allocator.h"
 #include "lb/core/precision.h"
 #include "lb/nn/backward/factory.h"
 #include "lb/nn/backward/policy.h"
@@ -45,6 +46,25 @@ TEST(Strategy, SavedBytesAndFrozenWeights) {
   Tensor y2 = strategy_linear(x, w, Tensor(), s);
   EXPECT_EQ(autograd::saved_bytes(), 0);
   sum(y2).backward();
+}
+
+TEST(Strategy, FrozenWeightComputesItsProductOnce) {
+  // LoRA's frozen base layers take the plain op; the product is made once, not once more to be
+  // dropped (it was, and that was a third of a MiniLM LoRA step). Activation bytes the call
+  // adds at its peak: one output.
+  Tensor x = testing::randn({4, 64, 96}, 7, DType::F32);
+  x.set_requires_grad();
+  Tensor w = testing::randn({128, 96}, 8, DType::F32);
+  w.storage()->set_tag(MemTag::Parameter);
+  const auto s = vanilla();
+  Allocator& a = cpu_allocator();
+  a.reset_activation_peak();
+  const int64_t before = a.stats().activation_current;
+  const Tensor y = strategy_linear(x, w, Tensor(), s);
+  const int64_t rise = a.stats().activation_peak - before, y_bytes = 4 * 64 * 128 * 4;
+  EXPECT_GE(rise, y_bytes);
+  EXPECT_LT(rise, 2 * y_bytes);
+  EXPECT_TRUE(y.requires_grad());  // recorded: g_x flows to x
 }
 
 TEST(Strategy, PaperMetricsMatchReference) {

@@ -189,15 +189,17 @@ Gradients Strategy::backward_exact(const SavedState& s, const Tensor& g_y, const
 Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
                        const std::shared_ptr<Strategy>& strategy, const CallContext& call) {
   LB_CHECK(strategy != nullptr, "strategy_linear: no strategy");
+  // The plain op where nothing is recorded, and for a frozen weight (no g_w, so nothing of x is
+  // kept: the plain op saves only w) unless the strategy runs its own g_x path from g_y and w
+  // (compresses_gx). Decided before the forward product, which is computed once either way.
+  if (!autograd::should_record({x, w, b}) ||
+      (!w.requires_grad() && (!strategy->compresses_gx() || !x.requires_grad())))
+    return linear(x, w, b);
   Tensor y;
   {
     NoGradGuard no_grad;
     y = linear(x, w, b);  // exact forward (checks shapes and dtypes)
   }
-  if (!autograd::should_record({x, w, b})) return y;
-  // A frozen weight needs no g_w, so nothing of x is kept: the plain op saves only w, or the
-  // strategy's own g_x path runs from g_y and w (compresses_gx).
-  if (!w.requires_grad() && (!strategy->compresses_gx() || !x.requires_grad())) return linear(x, w, b);
   const int64_t I = w.size(1);
   const int64_t L = x.dim() >= 3 ? x.size(-2) : 1;
   const int64_t B = x.numel() / (L * I);
