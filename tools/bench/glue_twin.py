@@ -116,6 +116,8 @@ def main():
         sys.path.extend(p for p in extra.split(":") if p)
     import torch
     from transformers import BertForSequenceClassification, BertTokenizerFast
+    import scipy.stats  # noqa: F401 -- the metrics' modules: a missing one fails here, not after training
+    import sklearn.metrics  # noqa: F401
 
     cfg = json.load(open(args.config))
     task = cfg["data"]["task"]

@@ -29,17 +29,7 @@ source tools/bench/run_env.sh  # OMP_NUM_THREADS, pin, cpu, commit, plan_once
 
 # The row's config: the task's, with the LoRA recipe where the row has one.
 make_config() {  # task row file
-  python3 - "configs/minilm_$1.json" "$2" "$3" <<'EOF'
-import json, sys
-src, row, dst = sys.argv[1:4]
-c = json.load(open(src))
-if row != "full":
-    c["optimizer"]["lr"] = 5e-4
-    c["lora"] = {"r": 8, "alpha": 16, "dropout": 0.0 if row == "lora_nodrop" else 0.1,
-                 "target_modules": ["query", "key", "value", "dense"] if row == "lora_all" else ["query", "value"]}
-c.pop("output", None)
-json.dump(c, open(dst, "w"), indent=1)
-EOF
+  python3 tools/bench/lora_config.py "$1" "$2" "$3"
 }
 
 record() {  # dir task row seed framework wall

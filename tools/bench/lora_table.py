@@ -6,18 +6,25 @@ activation peak (parameters, gradients, optimizer state, bytes kept for backward
 peak), the twin's parameters, gradients, optimizer state and bytes kept for backward (the most
 at the end of a forward, through saved_tensors_hooks), and its max RSS.
 
-Speed (examples/s, ratio, step ms) comes from the runs at the most threads on their CPU only:
-runs with fewer (THREADS=1 CORE=C, pinned beside other work) count for the metric and memory.
+Speed (examples/s, ratio, step ms) comes from the runs at the most threads on their CPU, and
+at two or more, only: runs with one (THREADS=1 CORE=C, pinned beside other work) count for the
+metric and memory. leanback's LoRA rows on the plain backward (LoRA q,v, all Linear, dropout 0,
+at a budget) recorded before commit 2442b9e (its frozen layers computed their forward product
+twice) count for the metric and memory only too; the side-by-side throughput since is
+lora_speed.sh's, tabled by --speed (per task, row and strategy: median examples/s over rounds,
+and the median and range of the per-round ratios to the twin).
 
 The table is over the study's seeds 1-3; --seeds all (or a list, 1,2,3,4,7) takes others, and
 --per-seed prints each seed's pair instead (leanback, twin) for the rows that have both.
 
     tools/bench/lora_table.py [--seeds all|S,S,...] [--per-seed] [tools/bench/results/lora_study.jsonl]
+    tools/bench/lora_table.py --speed [tools/bench/results/lora_speed.jsonl]
 """
 import collections
 import json
 import os
 import statistics
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,8 +44,53 @@ def mb(x):
     return f"{x / 1e6:.1f}"
 
 
+FIX = "2442b9e"  # a frozen Linear computes its forward product once (before: twice)
+PLAIN_LORA_ROWS = {"lora", "lora_all", "lora_nodrop", "lora_budget"}
+_has_fix = {}
+
+
+def has_fix(commit):
+    """Whether the checkout `commit` includes FIX (unknown commits count as not)."""
+    if commit not in _has_fix:
+        r = subprocess.run(["git", "-C", HERE, "merge-base", "--is-ancestor", FIX, commit],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _has_fix[commit] = r.returncode == 0
+    return _has_fix[commit]
+
+
+def speed_table(path):
+    runs = [json.loads(l) for l in open(path) if l.strip()]
+    groups = collections.defaultdict(list)  # (cpu, threads) -> runs
+    for r in runs:
+        groups[(r["cpu"], r["threads"])].append(r)
+    for (cpu, threads), rs in groups.items():
+        loads = [r["load_before"] for r in rs]
+        print(f"{cpu}, {threads} thread(s), {rs[0]['steps']} steps per run; load average before a run "
+              f"{min(loads):.2f}-{max(loads):.2f}\n")
+        strategies = list(dict.fromkeys(r["strategy"] for r in rs if r["framework"] == "leanback"))
+        print("| task | row | PEFT twin ex/s | " +
+              " | ".join(f"leanback {s} ex/s | ratio (range)" for s in strategies) + " |")
+        print("|---|---|---:|" + "---:|---:|" * len(strategies))
+        for task, row in dict.fromkeys((r["task"], r["row"]) for r in rs):
+            mine = [r for r in rs if (r["task"], r["row"]) == (task, row)]
+            twin = {r["round"]: r["examples_per_s"] for r in mine if r["framework"] == "pytorch"}
+            cells = [f"{statistics.median(twin.values()):.1f}" if twin else "-"]
+            for s in strategies:
+                lb = {r["round"]: r["examples_per_s"] for r in mine
+                      if r["framework"] == "leanback" and r["strategy"] == s}
+                ratios = [lb[k] / twin[k] for k in lb if k in twin]
+                cells.append(f"{statistics.median(lb.values()):.1f}" if lb else "-")
+                cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+                             if ratios else "-")
+            print(f"| {task} | {ROWS.get(row, row)} | " + " | ".join(cells) + " |")
+        print()
+
+
 def main():
     args = sys.argv[1:]
+    if "--speed" in args:
+        args.remove("--speed")
+        return speed_table(args[0] if args else os.path.join(HERE, "results/lora_speed.jsonl"))
     seeds, per_seed = "1,2,3", "--per-seed" in args
     args = [a for a in args if a != "--per-seed"]
     if "--seeds" in args:
@@ -68,9 +120,11 @@ def main():
     most = collections.defaultdict(int)  # cpu -> the most threads any run used on it
     for r in runs:
         most[r["cpu"]] = max(most[r["cpu"]], int(r["threads"]))
-    timed = lambda r: int(r["threads"]) == most[r["cpu"]]
+    timed = lambda r: (int(r["threads"]) == most[r["cpu"]] >= 2 and
+                       not (r["framework"] == "leanback" and r["row"] in PLAIN_LORA_ROWS and not has_fix(r["commit"])))
     print("CPU: " + "; ".join(cpus) + "; speed from the runs at " +
-          ", ".join(f"{n} thread(s) on {c}" for c, n in sorted(most.items())) + "\n")
+          ", ".join(f"{n} thread(s) on {c}" for c, n in sorted(most.items()) if n >= 2) +
+          f" (leanback's plain-backward LoRA rows: from runs at {FIX} or later only)\n")
     print("| task | row | seeds | leanback metric | PEFT twin metric | leanback ex/s | twin ex/s | ratio "
           "| step ms | params / grads / optimizer / kept / activation peak MB "
           "| twin params / grads / optimizer / kept MB | twin max RSS MB |")
