@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lb/core/error.h"
+#include "src/cpu/amx_gemm.h"
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/gemm_serial.h"
 #include "src/cpu/int8_gemm.h"
@@ -75,7 +76,10 @@ TEST(CpuFeatures, CapLowersTheKernelsChosen) {
     ScopedIsa isa(nullptr);
     EXPECT_EQ(isa_cap(), Isa::Amx);
     EXPECT_EQ(sgemm_avx512_available(), cpu_has(Isa::Avx512));
-    EXPECT_EQ(std::string(int8_gemm_kernel()), cpu_has(Isa::Avx512Vnni) ? "avx512-vnni" : "portable");
+    // AMX tiles where the CPU has them and the OS permits them, else VNNI, else the loops.
+    EXPECT_EQ(std::string(int8_gemm_kernel()), amx_int8_available()           ? "amx-int8"
+                                               : cpu_has(Isa::Avx512Vnni) ? "avx512-vnni"
+                                                                          : "portable");
   }
   {
     ScopedIsa isa("portable");
