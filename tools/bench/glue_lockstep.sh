@@ -14,6 +14,10 @@
 # Linear layers named).
 # DROPOUT=1 keeps the model's dropout (and the adapters', LORA's recipe: 0.1) in both: the runs
 # then differ by their dropout masks as well, each framework drawing its own.
+# START=leanback turns the start round: leanback initialises (its own start for --seed SEED,
+# exported after one step at lr 1e-12, which moves no weight by more than 1e-12) and the twin
+# starts from that export (glue_twin.py --init), so a run of leanback from its own start has a
+# PyTorch twin from the very same weights.
 # THREADS=N and CORE=C pin both (tools/bench/run_env.sh). Needs tools/fetch_pretrained.sh
 # done, ../shared/data/glue, and a Python with torch and
 # transformers (PYTHON, default python3).
@@ -31,9 +35,11 @@ tmp="$(mktemp -d)"
 trap 'rc=$?; if (( rc != 0 )); then echo "glue_lockstep: failed (status $rc); logs:" >&2; tail -n 20 "$tmp"/*.log >&2; fi; rm -rf "$tmp"' EXIT
 # Both without dropout (unless DROPOUT=1); leanback's config is the twin's but for its start: the twin's saved
 # model, or its saved adapter, which brings the lora section with it.
-python3 - "$cfg" "$tmp/twin.json" "$tmp/lb.json" "$tmp/init" "${LORA:-}" "${DROPOUT:-0}" <<'PY'
+start="${START:-pytorch}"
+[[ "$start" == pytorch || "$start" == leanback ]] || { echo "glue_lockstep: START=$start: pytorch or leanback" >&2; exit 2; }
+python3 - "$cfg" "$tmp/twin.json" "$tmp/lb.json" "$tmp/init" "${LORA:-}" "${DROPOUT:-0}" "$start" <<'PY'
 import json, sys
-src, twin, lb, init, lora, dropout = sys.argv[1:]
+src, twin, lb, init, lora, dropout, start = sys.argv[1:]
 c = json.load(open(src))
 if lora:
     c["optimizer"]["lr"] = 5e-4
@@ -44,19 +50,28 @@ if dropout != "1":
         c["lora"]["dropout"] = 0.0
 c.pop("output", None)
 json.dump(c, open(twin, "w"))
-c["model"]["pretrained"] = init
-c.pop("lora", None)
+if start == "pytorch":  # leanback starts from the twin's saved model or adapter
+    c["model"]["pretrained"] = init
+    c.pop("lora", None)
 json.dump(c, open(lb, "w"))
 PY
 source tools/bench/run_env.sh  # THREADS, CORE: pin; cpu
 twin_steps=(); lb_steps=()
 if (( steps > 0 )); then twin_steps=(--max-steps "$steps"); lb_steps=(--set train.max_steps="$steps"); fi
-"${pin[@]}" "$python" tools/bench/glue_twin.py "$tmp/twin.json" --seed "$seed" --threads "${THREADS:-2}" --order leanback --save-init "$tmp/init" \
+if [[ "$start" == pytorch ]]; then
+  twin_start=(--save-init "$tmp/init")
+else  # leanback's start for this seed: one step that moves nothing, exported for the twin
+  "${pin[@]}" "$lb" train "$tmp/lb.json" --seed "$seed" --out "$tmp/probe" --no-progress --set train.max_steps=1 \
+    --set optimizer.lr=1e-12 > "$tmp/probe.log" 2>&1
+  "$lb" export "$tmp/probe" --out "$tmp/init" > "$tmp/export.log" 2>&1
+  twin_start=(--init "$tmp/init")
+fi
+"${pin[@]}" "$python" tools/bench/glue_twin.py "$tmp/twin.json" --seed "$seed" --threads "${THREADS:-2}" --order leanback "${twin_start[@]}" \
   --log-steps "${twin_steps[@]}" > "$tmp/twin.jsonl" 2> "$tmp/twin.log"
 "${pin[@]}" "$lb" train "$tmp/lb.json" --seed "$seed" --out "$tmp/lb" --no-progress "${lb_steps[@]}" --set train.log_every=1 > "$tmp/lb.log" 2>&1
-python3 - "$tmp/lb/metrics.jsonl" "$tmp/twin.jsonl" "$task" "$seed" "$steps" "$cpu" "$out" "$cfg" "${LORA:-}" "${DROPOUT:-0}" <<'PY'
+python3 - "$tmp/lb/metrics.jsonl" "$tmp/twin.jsonl" "$task" "$seed" "$steps" "$cpu" "$out" "$cfg" "${LORA:-}" "${DROPOUT:-0}" "$start" <<'PY'
 import json, os, sys
-lb_path, twin_path, task, seed, steps, cpu, out, cfg, lora, dropout = sys.argv[1:]
+lb_path, twin_path, task, seed, steps, cpu, out, cfg, lora, dropout, start = sys.argv[1:]
 lb = {r["step"]: r for r in map(json.loads, open(lb_path)) if r.get("type") == "train"}
 tw = {r["step"]: r for r in map(json.loads, open(twin_path)) if "loss" in r and "step" in r}
 print(f"{'step':>4} {'leanback loss':>14} {'PyTorch loss':>14} {'rel diff':>9} {'lr leanback':>12} {'lr PyTorch':>12}")
@@ -67,7 +82,7 @@ for s in sorted(set(lb) & set(tw)):
     print(f"{s:4d} {a:14.8f} {b:14.8f} {rel[-1]:9.2e} {lb[s]['lr']:12.4e} {tw[s]['lr']:12.4e}")
 if not rel:
     sys.exit("glue_lockstep: no common steps (see the logs)")
-summary = {"task": task, "config": cfg, "lora": lora or None, "dropout": dropout == "1", "seed": int(seed), "steps": len(rel), "first_step_rel_diff": rel[0],
+summary = {"task": task, "config": cfg, "lora": lora or None, "dropout": dropout == "1", "start": start, "seed": int(seed), "steps": len(rel), "first_step_rel_diff": rel[0],
            "max_rel_diff_first_10": max(rel[:10]), "max_rel_diff": max(rel), "final_rel_diff": rel[-1], "cpu": cpu}
 # Whole-recipe runs: the final dev metrics of both.
 twin_evals = [r for r in map(json.loads, open(twin_path)) if "epoch" in r]

@@ -20,7 +20,8 @@ Needs torch, transformers, numpy, scipy and scikit-learn (the metrics), and peft
 
 For a lockstep comparison with leanback (tools/bench/glue_lockstep.sh): --order leanback takes
 leanback's own epoch permutations (tools/bench/lb_philox.py), --save-init DIR writes the model
-as initialised (classifier included) for leanback to start from, --log-steps prints each
+as initialised (classifier included) for leanback to start from, --init DIR starts from
+leanback's own start instead (its `export` of a checkpoint: a model, or a PEFT adapter), --log-steps prints each
 step's training loss (and time), and the config's model.hidden_dropout_prob /
 attention_probs_dropout_prob override the pretrained model's. --gradient-checkpointing
 recomputes every encoder layer in backward (the memory budget's anchor; the summary's
@@ -106,6 +107,9 @@ def main():
     ap.add_argument("--order", choices=["torch", "leanback"], default="torch",
                     help="epoch permutations: torch.randperm (default) or leanback's Philox ones")
     ap.add_argument("--save-init", default="", help="write the initialised model (HF format) to this directory")
+    ap.add_argument("--init", default="",
+                    help="start from this directory instead (leanback export's output: a model, or with a lora "
+                         "section a PEFT adapter over the config's pretrained model)")
     ap.add_argument("--log-steps", action="store_true", help="print one JSON line per optimizer step")
     ap.add_argument("--gradient-checkpointing", action="store_true",
                     help="recompute every encoder layer in backward (transformers' activation checkpointing, "
@@ -140,9 +144,21 @@ def main():
     num_labels = 1 if task == "stsb" else len(TASKS[task]["labels"])
     overrides = {k: cfg["model"][k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob")
                  if k in cfg["model"]}
-    model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=num_labels, **overrides)
     lora = cfg.get("lora")
-    if lora is not None:  # the config's LoRA section, as PEFT's LoraConfig (configs/README.md)
+    init_is_adapter = bool(args.init) and os.path.exists(os.path.join(args.init, "adapter_config.json"))
+    model = BertForSequenceClassification.from_pretrained(
+        args.init if args.init and not init_is_adapter else model_dir, num_labels=num_labels, **overrides)
+    if init_is_adapter:  # leanback's start: its adapters and head, trained from here with the config's recipe
+        from peft import PeftModel
+        if lora is None:
+            sys.exit(f"glue_twin: --init {args.init} is a LoRA adapter; the config has no lora section")
+        model = PeftModel.from_pretrained(model, args.init, is_trainable=True)
+        p = lora.get("dropout", 0.0)
+        for m in model.modules():  # the config's adapter dropout, not the saved one
+            if isinstance(getattr(m, "lora_dropout", None), torch.nn.ModuleDict):
+                for k in list(m.lora_dropout.keys()):
+                    m.lora_dropout[k] = torch.nn.Dropout(p) if p > 0 else torch.nn.Identity()
+    elif lora is not None:  # the config's LoRA section, as PEFT's LoraConfig (configs/README.md)
         from peft import LoraConfig, get_peft_model
         model = get_peft_model(model, LoraConfig(
             task_type="SEQ_CLS", r=lora.get("r", 8), lora_alpha=lora.get("alpha", 8),
