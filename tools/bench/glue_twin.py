@@ -21,8 +21,8 @@ Needs torch, transformers, numpy, scipy and scikit-learn (the metrics), and peft
 For a lockstep comparison with leanback (tools/bench/glue_lockstep.sh): --order leanback takes
 leanback's own epoch permutations (tools/bench/lb_philox.py), --save-init DIR writes the model
 as initialised (classifier included) for leanback to start from, --init DIR starts from
-leanback's own start instead (its `export` of a checkpoint: a model, or a PEFT adapter), --log-steps prints each
-step's training loss (and time), and the config's model.hidden_dropout_prob /
+leanback's own start instead (its `export` of a checkpoint: a model, or a PEFT adapter),
+--log-steps prints each step's training loss (and time), and the config's model.hidden_dropout_prob /
 attention_probs_dropout_prob override the pretrained model's. --gradient-checkpointing
 recomputes every encoder layer in backward (the memory budget's anchor; the summary's
 step_ms_median compares with leanback's metrics.jsonl step_ms).
