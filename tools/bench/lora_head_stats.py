@@ -43,6 +43,8 @@ for s in args.starts:
     d = load_file(f if os.path.exists(f) else os.path.join(s, "model.safetensors"))
     w = next(v for k, v in d.items() if k.endswith("classifier.weight"))
     bias = next(v for k, v in d.items() if k.endswith("classifier.bias"))
+    if w.shape[0] != 2:
+        sys.exit(f"lora_head_stats: {s}: the head has {w.shape[0]} labels; two-label tasks only")
     diff = (P @ w.T + bias)
     diff = diff[:, 1] - diff[:, 0]
     print(f"{s}: |w1 - w0| {(w[1] - w[0]).norm():.4f}, logit difference mean {diff.mean():+.4f} "
