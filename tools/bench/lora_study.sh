@@ -14,6 +14,8 @@
 # bytes), the CPU and thread count.
 #   TASKS="mrpc rte" SEEDS="1 2 3" ROWS="full lora lora_all lora_hot lora_instant lora_budget" TWIN=1 \
 #     tools/bench/lora_study.sh [OUT]
+# FRAMEWORKS="leanback pytorch" (the default) picks whose runs to make: FRAMEWORKS=pytorch adds
+# the twins of leanback runs made elsewhere, and leaves their records as they are.
 # THREADS=N and CORE=C pin both frameworks (OMP_NUM_THREADS / --threads, taskset); LB picks
 # the leanback binary, PY the Python with torch, transformers and peft. Runs go to
 # runs/lora_study/TASK/ROW/seedS (outside git); a finished one is skipped.
@@ -82,7 +84,8 @@ for seed in ${SEEDS:-1}; do
           fi
           strategy=(--memory-plan "$plan") ;;
       esac
-      if [ ! -f "$base/lb/eval_results.json" ]; then
+      frameworks=" ${FRAMEWORKS:-leanback pytorch} "
+      if [[ "$frameworks" == *" leanback "* && ! -f "$base/lb/eval_results.json" ]]; then
         start=$(date +%s)
         if "${pin[@]}" "$lb" train "$cfg" --seed "$seed" "${strategy[@]}" --out "$base/lb" --overwrite --no-progress \
              > "$base/lb.log" 2>&1; then
@@ -93,7 +96,7 @@ for seed in ${SEEDS:-1}; do
         fi
       fi
       case "$row" in full|lora|lora_all|lora_nodrop) ;; *) continue ;; esac
-      [ "${TWIN:-0}" = 1 ] || continue
+      [[ "${TWIN:-0}" = 1 && "$frameworks" == *" pytorch "* ]] || continue
       [ -f "$base/twin/twin.jsonl" ] && grep -q '"final"' "$base/twin/twin.jsonl" && continue
       mkdir -p "$base/twin"
       start=$(date +%s)
