@@ -10,7 +10,7 @@
 # another recipe than configs/minilm_TASK.json (its data.task names the task): one with a lora
 # section trains PEFT's LoRA in the twin, whose saved adapter (A at random, B zero, the fresh
 # classifier) leanback starts from, LoRA dropout off as well. LORA="query value" adds the LoRA
-# study's recipe to the task's config (tools/bench/lora_study.sh: r 8, alpha 16, lr 5e-4, on the
+# study's recipe to the task's config (tools/bench/lora_config.py: r 8, alpha 16, lr 5e-4, on the
 # Linear layers named).
 # DROPOUT=1 keeps the model's dropout (and the adapters', LORA's recipe: 0.1) in both: the runs
 # then differ by their dropout masks as well, each framework drawing its own.
@@ -39,11 +39,12 @@ start="${START:-pytorch}"
 [[ "$start" == pytorch || "$start" == leanback ]] || { echo "glue_lockstep: START=$start: pytorch or leanback" >&2; exit 2; }
 python3 - "$cfg" "$tmp/twin.json" "$tmp/lb.json" "$tmp/init" "${LORA:-}" "${DROPOUT:-0}" "$start" <<'PY'
 import json, sys
+sys.path.insert(0, "tools/bench")
+from lora_config import with_lora
 src, twin, lb, init, lora, dropout, start = sys.argv[1:]
 c = json.load(open(src))
 if lora:
-    c["optimizer"]["lr"] = 5e-4
-    c["lora"] = {"r": 8, "alpha": 16, "dropout": 0.1, "target_modules": lora.split()}
+    with_lora(c, lora.split())
 if dropout != "1":
     c["model"].update({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
     if "lora" in c:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does a LoRA run's outcome follow whose start it had? Per seed, leanback trains the LoRA
-# study's recipe (tools/bench/glue_lockstep.sh's LORA: r 8, alpha 16, lr 5e-4 on the named
+# study's recipe (tools/bench/lora_config.py's with_lora: r 8, alpha 16, lr 5e-4 on the named
 # Linear layers) twice with every dropout off, so each run is a deterministic function of its
 # start: once from PEFT's start for the seed (the twin's initial adapter and classifier,
 # glue_twin.py --save-init) and once from its own (the config's lora section, --seed). Same
@@ -29,10 +29,11 @@ for seed in ${SEEDS:-1}; do
   # The recipe without dropout; leanback from PEFT's start reads the adapter's own config.
   python3 - "$cfg" "$base" "$lora" <<'PY'
 import json, os, sys
+sys.path.insert(0, "tools/bench")
+from lora_config import with_lora
 src, base, lora = sys.argv[1:]
 c = json.load(open(src))
-c["optimizer"]["lr"] = 5e-4
-c["lora"] = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": lora.split()}
+with_lora(c, lora.split(), dropout=0.0)
 c["model"].update({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
 c.pop("output", None)
 json.dump(c, open(os.path.join(base, "leanback.json"), "w"), indent=1)

@@ -34,6 +34,10 @@ make_config() {  # task row file
   python3 tools/bench/lora_config.py "$1" "$2" "$3"
 }
 
+has_twin() {  # row: the rows with a PyTorch + PEFT twin
+  case "$1" in full|lora|lora_all|lora_nodrop) return 0 ;; *) return 1 ;; esac
+}
+
 record() {  # dir task row seed framework wall
   python3 - "$@" "$cpu" "$threads" "$commit" >> "$out" <<'EOF'
 import json, os, statistics, sys
@@ -68,6 +72,9 @@ EOF
 for seed in ${SEEDS:-1}; do
   for task in ${TASKS:-mrpc sst2 rte cola stsb}; do
     for row in ${ROWS:-full lora lora_all lora_hot lora_instant lora_budget}; do
+      frameworks=" ${FRAMEWORKS:-leanback pytorch} "
+      # Only leanback runs the rows without a twin (nothing to plan or configure otherwise).
+      has_twin "$row" || [[ "$frameworks" == *" leanback "* ]] || continue
       base="runs/lora_study/$task/$row/seed$seed"
       mkdir -p "$base"
       cfg="$base/config.in.json"
@@ -84,7 +91,6 @@ for seed in ${SEEDS:-1}; do
           fi
           strategy=(--memory-plan "$plan") ;;
       esac
-      frameworks=" ${FRAMEWORKS:-leanback pytorch} "
       if [[ "$frameworks" == *" leanback "* && ! -f "$base/lb/eval_results.json" ]]; then
         start=$(date +%s)
         if "${pin[@]}" "$lb" train "$cfg" --seed "$seed" "${strategy[@]}" --out "$base/lb" --overwrite --no-progress \
@@ -95,7 +101,7 @@ for seed in ${SEEDS:-1}; do
           echo "lora_study.sh: leanback $task $row seed $seed failed; see $base/lb.log" >&2
         fi
       fi
-      case "$row" in full|lora|lora_all|lora_nodrop) ;; *) continue ;; esac
+      has_twin "$row" || continue
       [[ "${TWIN:-0}" = 1 && "$frameworks" == *" pytorch "* ]] || continue
       [ -f "$base/twin/twin.jsonl" ] && grep -q '"final"' "$base/twin/twin.jsonl" && continue
       mkdir -p "$base/twin"
