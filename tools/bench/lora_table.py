@@ -71,7 +71,10 @@ def speed_table(path):
         print("| task | row | PEFT twin ex/s | " +
               " | ".join(f"leanback {s} ex/s | ratio (range)" for s in strategies) + " |")
         print("|---|---|---:|" + "---:|---:|" * len(strategies))
-        for task, row in dict.fromkeys((r["task"], r["row"]) for r in rs):
+        tasks = list(dict.fromkeys(r["task"] for r in rs))  # in the order first run, rows as ROWS
+        pairs = sorted(dict.fromkeys((r["task"], r["row"]) for r in rs),
+                       key=lambda p: (tasks.index(p[0]), list(ROWS).index(p[1]) if p[1] in ROWS else len(ROWS)))
+        for task, row in pairs:
             mine = [r for r in rs if (r["task"], r["row"]) == (task, row)]
             twin = {r["round"]: r["examples_per_s"] for r in mine if r["framework"] == "pytorch"}
             cells = [f"{statistics.median(twin.values()):.1f}" if twin else "-"]
