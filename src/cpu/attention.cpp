@@ -160,11 +160,10 @@ void attention_forward(const Geometry& g, const RowsView& q, const RowsView& k, 
                                      g.offset + static_cast<uint64_t>((tile * Tq + i) * Tk), Tk,
                                      g.p, keep.data());
 #pragma omp simd
-          for (int64_t j = 0; j < Tk; ++j) row[j] = keep[j] ? row[j] * ks : T(0);
-          for (int64_t j = 0; j < Tk; ++j) {
-            const int64_t e = i * Tk + j;
-            tb[e >> 3] |= static_cast<uint8_t>(keep[j] << (e & 7));
-          }
+          // A product, not a select, so it vectorizes: probabilities are finite and >= 0, so
+          // p · (1 · ks) = p · ks and p · 0 = +0 exactly.
+          for (int64_t j = 0; j < Tk; ++j) row[j] *= static_cast<T>(keep[j]) * ks;
+          detail::or_keep_bits(tb, i * Tk, keep.data(), Tk);
         }
       }
       // out_bh (Tq, d), rows H apart = Pd (Tq, Tk) v_bh (Tk, d).
@@ -190,6 +189,7 @@ void attention_backward(const Geometry& g, const RowsView& q, const RowsView& k,
   {
     std::vector<T> P(static_cast<size_t>(Tq * Tk)), dP(static_cast<size_t>(Tq * Tk));
     std::vector<T> Pd(bits ? static_cast<size_t>(Tq * Tk) : 0);
+    std::vector<uint8_t> keep(bits ? static_cast<size_t>(Tq * Tk) : 0);  // the tile's bits as bytes
 #pragma omp for schedule(dynamic)
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t b = tile / g.heads, h = tile % g.heads;
@@ -204,7 +204,12 @@ void attention_backward(const Geometry& g, const RowsView& q, const RowsView& k,
       }
       // The dropped probabilities Pd (what multiplied v), for dv.
       if (tb) {
-        for (int64_t e = 0; e < Tq * Tk; ++e) Pd[e] = ((tb[e >> 3] >> (e & 7)) & 1) ? P[e] * ks : T(0);
+        detail::unpack_keep_bits(tb, 0, Tq * Tk, keep.data());
+#pragma omp simd
+        for (int64_t e = 0; e < Tq * Tk; ++e) {
+          const T kept = P[e] * ks;
+          Pd[e] = keep[e] ? kept : T(0);
+        }
       }
       if (dv)  // dv_bh (Tk, d) = Pdᵀ (Tk, Tq) g_bh (Tq, d)
         cpu::gemm(true, false, Tk, g.d, Tq, T(1), tb ? Pd.data() : P.data(), Tk, g_bh, H, T(0),
@@ -216,9 +221,11 @@ void attention_backward(const Geometry& g, const RowsView& q, const RowsView& k,
         const T* pr = P.data() + i * Tk;
         T* dr = dP.data() + i * Tk;
         if (tb) {
+          const uint8_t* kr = keep.data() + i * Tk;
+#pragma omp simd
           for (int64_t j = 0; j < Tk; ++j) {
-            const int64_t e = i * Tk + j;
-            dr[j] = ((tb[e >> 3] >> (e & 7)) & 1) ? dr[j] * ks : T(0);
+            const T kept = dr[j] * ks;
+            dr[j] = kr[j] ? kept : T(0);
           }
         }
         T s = 0;
