@@ -11,8 +11,9 @@ at two or more, only: runs with one (THREADS=1 CORE=C, pinned beside other work)
 metric and memory. leanback's LoRA rows on the plain backward (LoRA q,v, all Linear, dropout 0,
 at a budget) recorded before commit 2442b9e (its frozen layers computed their forward product
 twice) count for the metric and memory only too; the side-by-side throughput since is
-lora_speed.sh's, tabled by --speed (per task, row and strategy: median examples/s over rounds,
-and the median and range of the per-round ratios to the twin).
+lora_speed.sh's, tabled by --speed (per CPU, thread count and leanback library version, then per
+task, row and strategy: median examples/s over rounds, and the median and range of the
+per-round ratios to the twin).
 
 The table is over the study's seeds 1-3; --seeds all (or a list, 1,2,3,4,7) takes others, and
 --per-seed prints each seed's pair instead (leanback, twin) for the rows that have both.
@@ -58,15 +59,28 @@ def has_fix(commit):
     return _has_fix[commit]
 
 
+_library = {}
+
+
+def library_commit(commit):
+    """The last commit at or before `commit` that changed the library (src, include, cuda,
+    CMakeLists.txt): runs at checkouts with the same library measure the same code."""
+    if commit not in _library:
+        r = subprocess.run(["git", "-C", HERE, "log", "-1", "--format=%h", commit, "--", ":/src", ":/include",
+                            ":/cuda", ":/CMakeLists.txt"], capture_output=True, text=True)
+        _library[commit] = r.stdout.strip() or commit
+    return _library[commit]
+
+
 def speed_table(path):
     runs = [json.loads(l) for l in open(path) if l.strip()]
-    groups = collections.defaultdict(list)  # (cpu, threads) -> runs
+    groups = collections.defaultdict(list)  # (cpu, threads, library) -> runs
     for r in runs:
-        groups[(r["cpu"], r["threads"])].append(r)
-    for (cpu, threads), rs in groups.items():
+        groups[(r["cpu"], r["threads"], library_commit(r["commit"]))].append(r)
+    for (cpu, threads, library), rs in groups.items():
         loads = [r["load_before"] for r in rs]
-        print(f"{cpu}, {threads} thread(s), {rs[0]['steps']} steps per run; load average before a run "
-              f"{min(loads):.2f}-{max(loads):.2f}\n")
+        print(f"{cpu}, {threads} thread(s), {rs[0]['steps']} steps per run, leanback's library as of {library}; "
+              f"load average before a run {min(loads):.2f}-{max(loads):.2f}\n")
         strategies = list(dict.fromkeys(r["strategy"] for r in rs if r["framework"] == "leanback"))
         print("| task | row | PEFT twin ex/s | " +
               " | ".join(f"leanback {s} ex/s | ratio (range)" for s in strategies) + " |")
