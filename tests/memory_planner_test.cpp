@@ -467,9 +467,11 @@ PlainAndPlanned plain_and_planned(const TempDir& tmp, nlohmann::json j) {
   j["train"]["log_every"] = 1;
   PlainAndPlanned out;
   out.plain = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("plain")));
-  // 0.474 MB, as 0.6x was before BERT's last LayerNorm left the recomputed part (its forward
-  // then frees the block's temporaries before the LayerNorm runs: a lower exact peak).
-  j["memory"] = {{"budget", "0.63x"}, {"fidelity_weight", 1e9}};
+  // 0.602 MB: a budget at which recomputing block 0 (lossless) fits the full-length
+  // batch, so that plan recomputes and shorter batches need less. (It was 0.63x while the
+  // recomputed block's input gradient counted as a model gradient during the block's backward;
+  // counted as activation memory, recomputation peaks higher and 0.63x-0.75x plan codecs.)
+  j["memory"] = {{"budget", "0.8x"}, {"fidelity_weight", 1e9}};
   out.config = Config::from_json(j, "tiny.json");
   out.planned = train(out.config, quiet(tmp.sub("run")));
   return out;

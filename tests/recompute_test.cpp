@@ -283,5 +283,36 @@ TEST(Recompute, TheInputGradientCountsAsActivationMemory) {
   EXPECT_EQ(a.grad().storage()->tag(), MemTag::Gradient);
 }
 
+// ... and from the moment its first part arrives: a block that also passes its input on (a
+// residual) hands the inner backward's leaf that part before the rest of the block's backward
+// runs, which is where a block's backward peaks.
+TEST(Recompute, TheInputGradientIsActivationMemoryWhileTheBlocksBackwardRuns) {
+  Tensor a = testing::randn({64}, 6, DType::F32).set_requires_grad(true);
+  Tensor w = testing::randn({64}, 7, DType::F32).set_requires_grad(true);
+  const auto gradient_bytes = [] { return cpu_allocator().stats().current[static_cast<int>(MemTag::Gradient)]; };
+  const int64_t before = gradient_bytes();
+  int64_t during = -1;
+  const auto block = [w, &during, gradient_bytes, before](const Tensor& x) {
+    Tensor t = mul(x, w);
+    Tensor probed = t.detach();  // a node between mul and tanh that reads the gradient bytes
+    if (autograd::should_record({t}))
+      autograd::record("probe", probed, {t}, {},
+                       [&during, gradient_bytes, before](const Tensor& g, std::vector<Tensor>&, const std::vector<bool>&) {
+                         during = gradient_bytes() - before;
+                         return std::vector<Tensor>{g};
+                       });
+    return add(tanh(probed), x);
+  };
+  Tensor x = mul_scalar(a.detach(), 3.0);
+  autograd::record("to a", x, {a}, {}, [](const Tensor& g, std::vector<Tensor>&, const std::vector<bool>&) {
+    return std::vector<Tensor>{mul_scalar(g, 3.0)};
+  });
+  sum(autograd::recompute_in_backward(block, x)).backward();
+  // By the probe, the residual's part of the block's input gradient has been delivered; w's
+  // and a's gradients are still to come.
+  EXPECT_EQ(during, 0);
+  EXPECT_EQ(gradient_bytes() - before, 2 * 64 * 4);  // then w's and a's
+}
+
 }  // namespace
 }  // namespace lb

@@ -12,8 +12,9 @@
 namespace lb::autograd {
 
 namespace {
-// Leaf gradients are stored as fresh contiguous tensors tagged "gradient" (never aliasing a
-// temporary that someone else may hold), then accumulated in place.
+// Leaf gradients are stored as fresh contiguous tensors tagged as the leaf says ("gradient"
+// but for stand-ins of activations; never aliasing a temporary that someone else may hold),
+// then accumulated in place.
 void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
   LB_CHECK(g.shape() == leaf.shape, "internal: gradient ", shape_str(g.shape()),
            " for a leaf of shape ", shape_str(leaf.shape));
@@ -24,11 +25,11 @@ void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
     if (g.impl_ptr().use_count() == 1 && st.use_count() == 1 && g.is_contiguous() &&
         g.offset() == 0 && g.dtype() == leaf.dtype && st->device() == leaf.storage->device() &&
         st->nbytes() == g.nbytes()) {
-      st->set_tag(MemTag::Gradient);
+      st->set_tag(leaf.grad_tag);
       leaf.grad = g;
       return;
     }
-    Tensor fresh = Tensor::empty(leaf.shape, leaf.dtype, leaf.storage->device(), MemTag::Gradient);
+    Tensor fresh = Tensor::empty(leaf.shape, leaf.dtype, leaf.storage->device(), leaf.grad_tag);
     fresh.copy_(g);
     leaf.grad = fresh;
   } else {

@@ -66,6 +66,10 @@ Tensor recompute_in_backward(const std::function<Tensor(const Tensor&)>& fn, con
            const PhiloxStream::State now = gen.state();
            Tensor xi = kept.get(saved).detach();
            if (need[0]) xi.set_requires_grad(true);
+           // xi is a leaf for this inner backward only: its gradient, accumulated while the
+           // block's backward runs, is the block's input gradient, activation memory (it counts
+           // toward the activation peak a budget bounds), not a model gradient.
+           xi.impl()->grad_tag = MemTag::Other;
            Tensor y2;
            {
              const RecomputeScope recompute;
@@ -87,12 +91,7 @@ Tensor recompute_in_backward(const std::function<Tensor(const Tensor&)>& fn, con
              gen.set_state(now);
            }
            if (y2.requires_grad()) y2.backward(g);
-           Tensor gx = need[0] ? xi.grad() : Tensor();
-           // xi is a leaf for this inner backward only, and the engine accounts leaf gradients
-           // as the model's; the block's input gradient is activation memory (it counts toward
-           // the activation peak a budget bounds). Nothing else holds its storage.
-           if (gx.defined()) gx.storage()->set_tag(MemTag::Other);
-           return std::vector<Tensor>{gx};
+           return std::vector<Tensor>{need[0] ? xi.grad() : Tensor()};
          });
   return y;
 }

@@ -115,6 +115,9 @@ struct TensorImpl {
   DType dtype = DType::F32;
   bool requires_grad = false;
   Tensor grad;
+  // What a leaf's gradient counts as: the model's (a parameter's), or activation memory for
+  // a leaf that stands in for an activation (a recomputed block's input).
+  MemTag grad_tag = MemTag::Gradient;
   std::shared_ptr<autograd::Node> grad_fn;
 };
 
