@@ -1,15 +1,19 @@
-// HOT quantisation kernels (src/cpu/quantize.h): the AVX-512 kernels equal their scalar
-// references bit for bit, the transforms equal an explicit Hadamard matrix product, the
-// Philox draws equal the cuRAND-layout stream, stochastic rounding is unbiased and in range.
+// HOT quantisation kernels (src/cpu/quantize.h): the dispatched vector kernels (AVX-512, or
+// AVX2 on a CPU without it or under LEANBACK_ISA=avx2) equal their scalar references bit for
+// bit, the transforms equal an explicit Hadamard matrix product, the Philox draws equal the
+// cuRAND-layout stream, stochastic rounding is unbiased and in range.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "lb/core/philox.h"
 #include "lb/core/quantize_formulas.h"
 #include "lb/ops/conv.h"
+#include "src/cpu/cpu_features.h"
 #include "src/cpu/quantize.h"
 
 namespace lb::cpu {
@@ -32,7 +36,16 @@ HadamardKeep keep_of(std::vector<int> idx) {
   return k;
 }
 
+// The table quantize.cpp dispatches to (its rule, restated): what the comparisons with ref:: test.
+const char* dispatched_kernels() {
+  if (isa_enabled(Isa::Avx512)) return "avx512";
+  if (isa_enabled(Isa::Avx2)) return "avx2";
+  return "reference";
+}
+
 TEST(HotQuantize, PhiloxFillMatchesStream) {
+  std::printf("[ kernels  ] HOT quantisation: %s\n", dispatched_kernels());
+  RecordProperty("kernels", dispatched_kernels());
   const auto key = quant::philox_key(0x1234567890abcdefULL, 77, 5, 1);
   // The stream of curand_init(seed, subsequence, 0): PhiloxStream is tested against cuRAND.
   const uint64_t sub = (uint64_t{key.sub1} << 32) | key.sub0;
@@ -95,7 +108,7 @@ TEST(HotQuantize, TransformsMatchExplicitHadamard) {
 TEST(HotQuantize, KernelsEqualReferenceBitForBit) {
   for (int bits : {4, 8})
     for (bool sr : {false, true})
-      for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {5, 16}, {33, 50}, {130, 200}}) {
+      for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {5, 16}, {33, 50}, {130, 200}, {300, 900}}) {  // the last: parallel
         const int64_t ldx = cols + 1;
         const auto x = random_f32(static_cast<size_t>(rows * ldx), static_cast<uint32_t>(rows + cols), 2.f);
         QuantParams p;
@@ -160,6 +173,68 @@ TEST(HotQuantize, KernelsEqualReferenceBitForBit) {
         EXPECT_EQ(qf, qfr) << what;
         for (int8_t v : qf) ASSERT_LE(std::abs(int{v}), p.qmax);
       }
+}
+
+TEST(HotQuantize, KeptSubsetsOfAnySizeEqualReferenceBitForBit) {
+  // HLA keeps 8 outputs per block; the kernels take any keep.r <= 16 in any order (the vector
+  // kernels pick the kept lanes by permutation and write r of 16 results).
+  const std::vector<HadamardKeep> keeps{keep_of({5}), keep_of({3, 0, 9}),
+                                        keep_of({15, 1, 14, 2, 13, 3, 12, 4, 11, 5, 10, 6}),
+                                        keep_of({15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0})};
+  const int64_t rows = 37, cols = 45, ldx = 47;
+  auto x = random_f32(static_cast<size_t>(rows * ldx), 11);
+  for (float& v : x) v += 1.f;  // output 0 (the sum) dominates: a kernel must ignore it where it is dropped
+  // A 3x3 convolution, stride 1, padding 1 (Wo = 16: the table path applies too).
+  const int64_t C = 2, H = 9, W = 16, k = 3, I = C * k * k, L = H * W;
+  Conv2dArgs a;
+  a.padding = {1, 1};
+  std::vector<int8_t> img(static_cast<size_t>(C * H * W));
+  std::mt19937 gen(5);
+  std::uniform_int_distribution<int> d(-127, 127);
+  for (auto& v : img) v = static_cast<int8_t>(d(gen));
+  const float s = 0.02f;
+  for (const HadamardKeep& keep : keeps)
+    for (bool sr : {false, true}) {
+      const std::string what = "keep.r " + std::to_string(keep.r) + " sr " + std::to_string(sr);
+      QuantParams p;
+      p.stochastic = sr;
+      p.key = quant::philox_key(3, 1, 4, 1);
+      // along rows (contiguous axis), into a wider matrix
+      const int64_t width = (cols + 15) / 16 * keep.r, ldq = width + 2;
+      const float m = fwht16_rows_keep_absmax(x.data(), rows, cols, ldx, keep);
+      EXPECT_EQ(m, ref::fwht16_rows_keep_absmax(x.data(), rows, cols, ldx, keep)) << what;
+      std::vector<int8_t> q(static_cast<size_t>(rows * ldq), 9), qr(q.size(), 9);
+      fwht16_rows_keep_quantize(x.data(), rows, cols, ldx, keep, quant::inv_scale_from_absmax(m, 127), p, q.data(), ldq);
+      ref::fwht16_rows_keep_quantize(x.data(), rows, cols, ldx, keep, quant::inv_scale_from_absmax(m, 127), p, qr.data(), ldq);
+      EXPECT_EQ(q, qr) << what;
+      // along columns
+      const TensorStats st = fwht16_cols_stats(x.data(), rows, cols, ldx, keep);
+      EXPECT_EQ(st.absmax, ref::fwht16_cols_stats(x.data(), rows, cols, ldx, keep).absmax) << what;
+      std::vector<int8_t> qc(static_cast<size_t>(cols_out_rows(rows, keep) * cols)), qcr(qc.size());
+      const float ic = quant::inv_scale_from_absmax(st.absmax, 127);
+      fwht16_cols_quantize(x.data(), rows, cols, ldx, keep, ic, p, qc.data());
+      ref::fwht16_cols_quantize(x.data(), rows, cols, ldx, keep, ic, p, qcr.data());
+      EXPECT_EQ(qc, qcr) << what;
+      // HLA of an im2col view, direct and by table
+      const int64_t iw = (L + 15) / 16 * keep.r;
+      const float mi = hla_im2col_absmax(img.data(), s, C, H, W, k, k, a, keep);
+      EXPECT_EQ(mi, ref::hla_im2col_absmax(img.data(), s, C, H, W, k, k, a, keep)) << what;
+      const float ii = quant::inv_scale_from_absmax(mi, 127);
+      std::vector<int8_t> o(static_cast<size_t>(I * iw), 7), orf(o.size(), 7);
+      hla_im2col_quantize(img.data(), s, C, H, W, k, k, a, keep, ii, p, o.data(), iw);
+      ref::hla_im2col_quantize(img.data(), s, C, H, W, k, k, a, keep, ii, p, orf.data(), iw);
+      EXPECT_EQ(o, orf) << what;
+      if (sr) continue;  // the table path rounds to nearest only
+      ASSERT_TRUE(hla_im2col_table_fits(W, k, a));
+      const size_t tn = static_cast<size_t>(hla_im2col_table_size(C, H, W, k, a, keep));
+      std::vector<float> t(tn + 16, -1.f), tr(tn + 16, -1.f);  // + 16: nothing written past the end
+      EXPECT_EQ(hla_im2col_table(img.data(), s, C, H, W, k, k, a, keep, t.data()), mi) << what;
+      ref::hla_im2col_table(img.data(), s, C, H, W, k, k, a, keep, tr.data());
+      EXPECT_EQ(t, tr) << what;
+      std::vector<int8_t> ot(o.size(), 5);
+      hla_im2col_table_quantize(t.data(), C, H, W, k, k, a, keep, ii, 127, ot.data(), iw);
+      EXPECT_EQ(ot, orf) << what;
+    }
 }
 
 TEST(HotQuantize, RowsKeepEqualsColumnsKernelOnTheTranspose) {

@@ -9,11 +9,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "lb/autograd/node.h"
 #include "lb/autograd/saved_codec.h"
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/ops.h"
+#include "src/cpu/cpu_features.h"
 #include "testing/testing.h"
 
 namespace lb {
@@ -105,6 +109,40 @@ TEST(SavedCodec, StochasticRoundingIsUnbiasedAndRoundingHalfUpIsNot) {
   double worst = 0;
   for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(y[i] - xv[i]));
   EXPECT_GT(worst, 0.4);
+}
+
+// Runs f with LEANBACK_ISA set to `isa` (the codec loops are compiled per instruction set),
+// then restores what the environment had.
+template <typename F>
+auto with_isa(const char* isa, F&& f) {
+  const char* old = std::getenv("LEANBACK_ISA");
+  const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
+  setenv("LEANBACK_ISA", isa, 1);
+  cpu::reset_isa_cap_for_testing();
+  auto result = f();
+  if (saved) setenv("LEANBACK_ISA", saved->c_str(), 1);
+  else unsetenv("LEANBACK_ISA");
+  cpu::reset_isa_cap_for_testing();
+  return result;
+}
+
+TEST(SavedCodec, EveryInstructionSetGivesTheSameBytes) {
+  const Tensor x = testing::randn({3, 5000}, 13, DType::F32);
+  for (Codec c : {Codec::BF16, Codec::Int8, Codec::Int4, Codec::Int2})
+    for (bool stochastic : {false, true})
+      for (int64_t group : {int64_t{128}, int64_t{7}}) {
+        const CodecSpec spec{c, group, stochastic};
+        auto run = [&] {
+          const Tensor e = autograd::encode(x, spec, 3, 1, 5);
+          return std::make_pair(e.to_double_vector(), autograd::decode(e).to_double_vector());
+        };
+        const auto portable = with_isa("portable", run);
+        for (const char* isa : {"avx2", "amx"}) {  // amx: the widest the CPU has
+          const auto wide = with_isa(isa, run);
+          EXPECT_EQ(wide.first, portable.first) << autograd::codec_name(c) << " group " << group << " " << isa;
+          EXPECT_EQ(wide.second, portable.second) << autograd::codec_name(c) << " group " << group << " " << isa;
+        }
+      }
 }
 
 TEST(SavedCodec, TheKeyDecidesTheBytes) {

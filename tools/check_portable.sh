@@ -9,7 +9,7 @@ build="${LB_BUILD_DIR:-$root/build-portable}"
 LB_BUILD_DIR="$build" "$root/tools/build.sh" -DLEANBACK_PORTABLE=ON -DLEANBACK_CUDA=OFF >/dev/null
 # The files whose functions are compiled for AVX-512 under isa_target.h and run only after
 # cpu::isa_enabled says so.
-kernels='src/cpu/(quantize|sgemm_avx512|sgemm_bf16|int8_gemm)\.cpp\.o|src/ops/relu\.cpp\.o'
+kernels='src/cpu/(quantize_avx2|quantize_avx512|sgemm_avx512|sgemm_bf16|int8_gemm|int8_gemm_avx2|amx_gemm|codec)\.cpp\.o|src/ops/relu\.cpp\.o'
 bad=0
 while IFS= read -r obj; do
   n=$(objdump -d --no-show-raw-insn "$obj" | grep -c '%[yz]mm' || true)

@@ -1,6 +1,6 @@
 // CPU kernels of the kept-tensor codecs (src/backend/codec.h): the loops of codec_loops.inc,
-// compiled for the baseline and for AVX-512 (chosen at run time), run over the threads in
-// chunks of whole bytes of the payload.
+// compiled for the baseline, for AVX2 and for AVX-512 (the widest the CPU has, chosen at run
+// time), run over the threads in chunks of whole bytes of the payload.
 #include "src/backend/codec.h"
 
 #include <algorithm>
@@ -19,25 +19,40 @@ namespace portable {
 #include "src/cpu/codec_loops.inc"
 }  // namespace portable
 
+LB_ISA_BEGIN_AVX2
+namespace avx2 {
+#include "src/cpu/codec_loops.inc"
+}  // namespace avx2
+LB_ISA_END
+
 LB_ISA_BEGIN_AVX512
 namespace avx512 {
 #include "src/cpu/codec_loops.inc"
 }  // namespace avx512
 LB_ISA_END
 
+// The same loop compiled for the widest instruction set enabled (cpu_features.h).
+enum class Width { Portable, Avx2, Avx512 };
+Width width() {
+  if (cpu::isa_enabled(cpu::Isa::Avx512)) return Width::Avx512;
+  return cpu::isa_enabled(cpu::Isa::Avx2) ? Width::Avx2 : Width::Portable;
+}
+#define LB_CODEC_CALL(w, fn, ...)                                                              \
+  ((w) == Width::Avx512 ? avx512::fn(__VA_ARGS__)                                              \
+                        : (w) == Width::Avx2 ? avx2::fn(__VA_ARGS__) : portable::fn(__VA_ARGS__))
+
 constexpr int64_t kChunk = 1 << 14;  // elements per parallel task: a multiple of 8
 
 template <typename T>
 void pack_typed(const T* x, uint8_t* out, const CodecLayout& l, const CodecDraws& d) {
-  const bool wide = cpu::isa_enabled(cpu::Isa::Avx512);
+  const Width w = width();
   const int64_t chunks = (l.n + kChunk - 1) / kChunk;
   if (l.kind == CodecKind::BF16) {
     uint16_t* y = reinterpret_cast<uint16_t*>(out);
 #pragma omp parallel for if (chunks > 1) schedule(static)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t i0 = c * kChunk, i1 = std::min(l.n, i0 + kChunk);
-      if (wide) avx512::bf16_encode_range(x, i0, i1, y);
-      else portable::bf16_encode_range(x, i0, i1, y);
+      LB_CODEC_CALL(w, bf16_encode_range, x, i0, i1, y);
     }
     return;
   }
@@ -53,13 +68,8 @@ void pack_typed(const T* x, uint8_t* out, const CodecLayout& l, const CodecDraws
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t g0 = t * per_task, g1 = std::min(l.groups, g0 + per_task);
       const int64_t i0 = g0 * l.group, i1 = std::min(l.n, g1 * l.group);
-      if (wide) {
-        avx512::group_params(x, l, g0, g1, scale, zero);
-        avx512::encode_range(x, l, scale, zero, d, i0, i1, payload);
-      } else {
-        portable::group_params(x, l, g0, g1, scale, zero);
-        portable::encode_range(x, l, scale, zero, d, i0, i1, payload);
-      }
+      LB_CODEC_CALL(w, group_params, x, l, g0, g1, scale, zero);
+      LB_CODEC_CALL(w, encode_range, x, l, scale, zero, d, i0, i1, payload);
     }
     return;
   }
@@ -67,20 +77,18 @@ void pack_typed(const T* x, uint8_t* out, const CodecLayout& l, const CodecDraws
 #pragma omp parallel for if (tasks > 1) schedule(static)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t g0 = t * per_task, g1 = std::min(l.groups, g0 + per_task);
-    if (wide) avx512::group_params(x, l, g0, g1, scale, zero);
-    else portable::group_params(x, l, g0, g1, scale, zero);
+    LB_CODEC_CALL(w, group_params, x, l, g0, g1, scale, zero);
   }
 #pragma omp parallel for if (chunks > 1) schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t i0 = c * kChunk, i1 = std::min(l.n, i0 + kChunk);
-    if (wide) avx512::encode_range(x, l, scale, zero, d, i0, i1, payload);
-    else portable::encode_range(x, l, scale, zero, d, i0, i1, payload);
+    LB_CODEC_CALL(w, encode_range, x, l, scale, zero, d, i0, i1, payload);
   }
 }
 
 template <typename T>
 void unpack_typed(const uint8_t* in, T* y, const CodecLayout& l) {
-  const bool wide = cpu::isa_enabled(cpu::Isa::Avx512);
+  const Width w = width();
   const int64_t chunks = (l.n + kChunk - 1) / kChunk;
   const float* scale = reinterpret_cast<const float*>(in);
   const float* zero = codec_affine(l.kind) ? scale + l.groups : nullptr;
@@ -88,14 +96,10 @@ void unpack_typed(const uint8_t* in, T* y, const CodecLayout& l) {
 #pragma omp parallel for if (chunks > 1) schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t i0 = c * kChunk, i1 = std::min(l.n, i0 + kChunk);
-    if (l.kind == CodecKind::BF16) {
-      if (wide) avx512::bf16_decode_range(reinterpret_cast<const uint16_t*>(in), i0, i1, y);
-      else portable::bf16_decode_range(reinterpret_cast<const uint16_t*>(in), i0, i1, y);
-    } else if (wide) {
-      avx512::decode_range(payload, l, scale, zero, i0, i1, y);
-    } else {
-      portable::decode_range(payload, l, scale, zero, i0, i1, y);
-    }
+    if (l.kind == CodecKind::BF16)
+      LB_CODEC_CALL(w, bf16_decode_range, reinterpret_cast<const uint16_t*>(in), i0, i1, y);
+    else
+      LB_CODEC_CALL(w, decode_range, payload, l, scale, zero, i0, i1, y);
   }
 }
 

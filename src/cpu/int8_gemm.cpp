@@ -36,6 +36,7 @@
 #include "src/backend/int8_gemm.h"
 #include "src/cpu/amx_gemm.h"
 #include "src/cpu/cpu_features.h"
+#include "src/cpu/int8_gemm_avx2.h"
 #include "src/cpu/isa_target.h"
 
 #if defined(__x86_64__)
@@ -351,10 +352,17 @@ bool vnni_enabled() {
   return false;
 #endif
 }
+bool avx2_enabled() {
+#if LB_INT8_GEMM_AVX2
+  return isa_enabled(Isa::Avx2);
+#else
+  return false;
+#endif
+}
 }  // namespace
 
 const char* int8_gemm_kernel() {
-  return amx_int8_available() ? "amx-int8" : vnni_enabled() ? "avx512-vnni" : "portable";
+  return amx_int8_available() ? "amx-int8" : vnni_enabled() ? "avx512-vnni" : avx2_enabled() ? "avx2" : "portable";
 }
 
 namespace {
@@ -368,6 +376,12 @@ bool int8_gemm_vector(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
 #if LB_INT8_GEMM_VNNI
   if (vnni_enabled()) {
     gemm_vnni(trans_a, trans_b, M, N, K, A, lda, B, ldb, o);
+    return true;
+  }
+#endif
+#if LB_INT8_GEMM_AVX2
+  if (avx2_enabled()) {
+    int8_gemm_avx2(trans_a, trans_b, M, N, K, A, lda, B, ldb, o);
     return true;
   }
 #endif

@@ -8,8 +8,9 @@
 //
 // On CPUs with AVX-512 VNNI the kernel is ours: vpdpbusd multiplies u8 by s8, so A is packed
 // as a + 128 (a byte XOR) and the surplus 128·Σ_k b[k, n] is subtracted from the start value
-// of each column (computed from the packed B with vpdpbusd against ones). Without VNNI a
-// portable loop runs instead (same results, slow). See int8_gemm.cpp for the blocking. Where
+// of each column (computed from the packed B with vpdpbusd against ones). Without VNNI, the
+// AVX2 kernel of int8_gemm_avx2.h (int16 pairs through vpmaddwd) runs where the CPU has
+// AVX2, a portable loop elsewhere (same results, slow). See int8_gemm.cpp for the blocking. Where
 // the CPU has AMX-INT8 (and LEANBACK_ISA allows amx) the tile kernel of amx_gemm.h runs instead.
 #pragma once
 #include <cstdint>
@@ -35,7 +36,7 @@ void int8_gemm_emulated_f64(bool trans_a, int64_t M, int64_t N, int64_t K, const
                             const float* a_row_scale, float a_scale, const int8_t* B, float b_scale, double alpha,
                             float* out);
 
-// Which kernel runs: "amx-int8" (AMX tiles, amx_gemm.h), "avx512-vnni" or "portable".
+// Which kernel runs: "amx-int8" (AMX tiles, amx_gemm.h), "avx512-vnni", "avx2" or "portable".
 const char* int8_gemm_kernel();
 
 // The portable loop, always compiled (the exactness tests compare the two).

@@ -4,6 +4,7 @@
 // such functions in an anonymous namespace: an inline or template function compiled here
 // with wider instructions must never be merged with a baseline copy elsewhere.
 //
+//   LB_ISA_BEGIN_AVX2 ... LB_ISA_END         AVX2 + FMA (Isa::Avx2)
 //   LB_ISA_BEGIN_AVX512 ... LB_ISA_END       AVX-512 F/BW/DQ/VL + AVX2/FMA
 //   LB_ISA_BEGIN_AVX512_VNNI ... LB_ISA_END  + VNNI
 //   LB_ISA_BEGIN_AVX512_BF16 ... LB_ISA_END  + AVX512-BF16
@@ -22,6 +23,7 @@
 #endif
 
 // (Whole literals: pragmas do not concatenate adjacent strings.)
+#define LB_ISA_BEGIN_AVX2 LB_ISA_BEGIN("avx2,fma")
 #define LB_ISA_BEGIN_AVX512 LB_ISA_BEGIN("avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl")
 #define LB_ISA_BEGIN_AVX512_VNNI \
   LB_ISA_BEGIN("avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")

@@ -1,6 +1,8 @@
 // CPU quantisation kernels for HOT (contract in quantize.h): one dispatch choosing the
-// scalar references (quantize_ref.cpp) or the AVX-512 kernels (quantize_avx512.cpp), and the
-// CPU tables of src/backend/quantize.h.
+// AVX-512 kernels (quantize_avx512.cpp) where isa_enabled(Isa::Avx512), else the AVX2 + FMA
+// kernels (quantize_avx2.cpp) where isa_enabled(Isa::Avx2), else the scalar references
+// (quantize_ref.cpp), all bit-identical in their int8 outputs; and the CPU tables of
+// src/backend/quantize.h.
 #include "src/cpu/quantize.h"
 
 #include "src/backend/quantize.h"
@@ -19,8 +21,9 @@ void dequantize(const int8_t* q, int64_t n, float scale, float* y) {
 // ============================== dispatch ==============================
 namespace {
 const QuantizeImpl& impl() {
-#if LB_QUANT_AVX512
+#if LB_QUANT_X86_64
   if (isa_enabled(Isa::Avx512)) return kQuantizeAvx512;
+  if (isa_enabled(Isa::Avx2)) return kQuantizeAvx2;
 #endif
   return kQuantizeReference;
 }

@@ -5,7 +5,7 @@
 // are bit-identical. Compiled for AVX-512 whatever the build's -march (isa_target.h).
 #include "src/cpu/quantize_kernels.h"
 
-#if LB_QUANT_AVX512
+#if LB_QUANT_X86_64
 #include <immintrin.h>
 #include <omp.h>
 
@@ -666,4 +666,4 @@ const QuantizeImpl kQuantizeAvx512{
 
 }  // namespace lb::cpu
 
-#endif  // LB_QUANT_AVX512
+#endif  // LB_QUANT_X86_64

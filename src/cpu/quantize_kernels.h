@@ -1,7 +1,7 @@
 // Internal to the CPU quantisation kernels (quantize.h): the helpers the scalar references
-// (quantize_ref.cpp) and the AVX-512 kernels (quantize_avx512.cpp) share, and the table of
-// entry points each provides, which quantize.cpp chooses between. Included by those three
-// files only.
+// (quantize_ref.cpp), the AVX-512 kernels (quantize_avx512.cpp) and the AVX2 kernels
+// (quantize_avx2.cpp) share, and the table of entry points each provides, which quantize.cpp
+// chooses between. Included by those four files only.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,10 @@
 
 #include "src/cpu/quantize.h"
 
+// The vector kernels are compiled on x86-64 whatever the build's -march (per-function
+// targets) and chosen at run time.
 #if defined(__x86_64__)
-#define LB_QUANT_AVX512 1
+#define LB_QUANT_X86_64 1
 #endif
 
 namespace lb::cpu {
@@ -100,8 +102,8 @@ inline void stats_add(TensorStats& s, float v) {
 }
 }  // namespace quant_kernels
 
-// One implementation of quantize.h's dispatched kernels: the scalar references or the
-// AVX-512 kernels. quantize.cpp chooses one table per call (the single dispatch point).
+// One implementation of quantize.h's dispatched kernels: the scalar references, the AVX-512
+// or the AVX2 kernels. quantize.cpp chooses one table per call (the single dispatch point).
 struct QuantizeImpl {
   decltype(&ref::philox_fill) philox_fill;
   decltype(&ref::fwht16_rows_absmax) fwht16_rows_absmax;
@@ -122,8 +124,9 @@ struct QuantizeImpl {
   decltype(&ref::quantize) quantize;
 };
 extern const QuantizeImpl kQuantizeReference;  // quantize_ref.cpp
-#if LB_QUANT_AVX512
+#if LB_QUANT_X86_64
 extern const QuantizeImpl kQuantizeAvx512;  // quantize_avx512.cpp
+extern const QuantizeImpl kQuantizeAvx2;    // quantize_avx2.cpp
 #endif
 
 }  // namespace lb::cpu
