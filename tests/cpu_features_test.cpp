@@ -13,6 +13,7 @@
 #include "lb/core/error.h"
 #include "src/cpu/amx_gemm.h"
 #include "src/cpu/cpu_features.h"
+#include "testing/testing.h"
 #include "src/cpu/gemm_serial.h"
 #include "src/cpu/int8_gemm.h"
 #include "src/cpu/sgemm_avx512.h"
@@ -29,31 +30,7 @@ std::string proc_flags() {
   return "";
 }
 
-// Sets LEANBACK_ISA for one scope and restores it.
-class ScopedIsa {
- public:
-  explicit ScopedIsa(const char* value) {
-    const char* old = std::getenv("LEANBACK_ISA");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value)
-      setenv("LEANBACK_ISA", value, 1);
-    else
-      unsetenv("LEANBACK_ISA");
-    reset_isa_cap_for_testing();
-  }
-  ~ScopedIsa() {
-    if (had_)
-      setenv("LEANBACK_ISA", old_.c_str(), 1);
-    else
-      unsetenv("LEANBACK_ISA");
-    reset_isa_cap_for_testing();
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
+using lb::testing::ScopedIsa;
 
 TEST(CpuFeatures, AgreeWithTheKernelsFlags) {
   const std::string flags = proc_flags();
@@ -76,9 +53,11 @@ TEST(CpuFeatures, CapLowersTheKernelsChosen) {
     ScopedIsa isa(nullptr);
     EXPECT_EQ(isa_cap(), Isa::Amx);
     EXPECT_EQ(sgemm_avx512_available(), cpu_has(Isa::Avx512));
-    // AMX tiles where the CPU has them and the OS permits them, else VNNI, else the loops.
+    // AMX tiles where the CPU has them and the OS permits them, else VNNI, else AVX2, else
+    // the loops.
     EXPECT_EQ(std::string(int8_gemm_kernel()), amx_int8_available()           ? "amx-int8"
                                                : cpu_has(Isa::Avx512Vnni) ? "avx512-vnni"
+                                               : cpu_has(Isa::Avx2)       ? "avx2"
                                                                           : "portable");
   }
   {
@@ -91,8 +70,15 @@ TEST(CpuFeatures, CapLowersTheKernelsChosen) {
   {
     ScopedIsa isa("avx512");
     EXPECT_LE(static_cast<int>(isa_selected()), static_cast<int>(Isa::Avx512));
-    EXPECT_STREQ(int8_gemm_kernel(), "portable");  // VNNI is above the cap
+    // VNNI is above the cap
+    EXPECT_STREQ(int8_gemm_kernel(), cpu_has(Isa::Avx2) ? "avx2" : "portable");
     EXPECT_EQ(sgemm_avx512_available(), cpu_has(Isa::Avx512));
+  }
+  {
+    ScopedIsa isa("avx2");
+    EXPECT_LE(static_cast<int>(isa_selected()), static_cast<int>(Isa::Avx2));
+    EXPECT_FALSE(sgemm_avx512_available());
+    EXPECT_STREQ(int8_gemm_kernel(), cpu_has(Isa::Avx2) ? "avx2" : "portable");
   }
 }
 

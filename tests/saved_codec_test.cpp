@@ -9,15 +9,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <optional>
-#include <string>
 
 #include "lb/autograd/node.h"
 #include "lb/autograd/saved_codec.h"
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/ops.h"
-#include "src/cpu/cpu_features.h"
 #include "testing/testing.h"
 
 namespace lb {
@@ -111,19 +107,11 @@ TEST(SavedCodec, StochasticRoundingIsUnbiasedAndRoundingHalfUpIsNot) {
   EXPECT_GT(worst, 0.4);
 }
 
-// Runs f with LEANBACK_ISA set to `isa` (the codec loops are compiled per instruction set),
-// then restores what the environment had.
+// f() with LEANBACK_ISA set to `isa` (the codec loops are compiled per instruction set).
 template <typename F>
 auto with_isa(const char* isa, F&& f) {
-  const char* old = std::getenv("LEANBACK_ISA");
-  const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
-  setenv("LEANBACK_ISA", isa, 1);
-  cpu::reset_isa_cap_for_testing();
-  auto result = f();
-  if (saved) setenv("LEANBACK_ISA", saved->c_str(), 1);
-  else unsetenv("LEANBACK_ISA");
-  cpu::reset_isa_cap_for_testing();
-  return result;
+  testing::ScopedIsa scope(isa);
+  return f();
 }
 
 TEST(SavedCodec, EveryInstructionSetGivesTheSameBytes) {

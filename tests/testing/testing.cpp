@@ -2,6 +2,7 @@
 #include "testing/testing.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 
 #include "lb/core/error.h"
 #include "lb/ops.h"
+#include "src/cpu/cpu_features.h"
 
 namespace lb::testing {
 
@@ -151,6 +153,25 @@ std::string error_message(const std::function<void()>& f) {
     return e.what();
   }
   return "(no error)";
+}
+
+ScopedIsa::ScopedIsa(const char* value) {
+  const char* old = std::getenv("LEANBACK_ISA");
+  had_ = old != nullptr;
+  if (had_) old_ = old;
+  if (value)
+    setenv("LEANBACK_ISA", value, 1);
+  else
+    unsetenv("LEANBACK_ISA");
+  cpu::reset_isa_cap_for_testing();
+}
+
+ScopedIsa::~ScopedIsa() {
+  if (had_)
+    setenv("LEANBACK_ISA", old_.c_str(), 1);
+  else
+    unsetenv("LEANBACK_ISA");
+  cpu::reset_isa_cap_for_testing();
 }
 
 }  // namespace lb::testing

@@ -64,4 +64,18 @@ class TempDir {
 // The message of the lb::Error that f throws, or "(no error)".
 std::string error_message(const std::function<void()>& f);
 
+// Sets LEANBACK_ISA (null: unsets it) for one scope, so the kernels chosen at run time follow
+// it, and restores what the environment had.
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(const char* value);
+  ~ScopedIsa();
+  ScopedIsa(const ScopedIsa&) = delete;
+  ScopedIsa& operator=(const ScopedIsa&) = delete;
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
 }  // namespace lb::testing
