@@ -18,46 +18,50 @@ namespace lb::cpu {
 
 namespace {
 
+// The tile kernels' vector and register block, sized to the build's registers: 32 × 512-bit
+// on AVX-512 (kRB = 8 rows × two vectors: 16 accumulators); 16 × 256-bit on AVX2, where a
+// 64-byte vector lowers to register pairs and 16 accumulator pairs spill, so half-width
+// vectors and 4 rows (8 accumulators). Every output element is the same sum in the same order
+// either way.
+#if defined(__AVX512F__)
+constexpr int kTileBytes = 64;
 constexpr int64_t kRB = 8;  // output rows per register block
+#else
+constexpr int kTileBytes = 32;
+constexpr int64_t kRB = 4;
+#endif
 
-// One 512-bit vector of T through the GCC/Clang vector extension (lowered to AVX-512, or to
+// One vector of T through the GCC/Clang vector extension (64 bytes: lowered to AVX-512, or to
 // pairs of AVX2 registers, by -march), plus an unaligned alias for loads and stores.
-template <typename T>
-struct Simd;
-template <>
-struct Simd<float> {
-  typedef float V __attribute__((vector_size(64)));
-  typedef float VU __attribute__((vector_size(64), aligned(4)));
-};
-template <>
-struct Simd<double> {
-  typedef double V __attribute__((vector_size(64)));
-  typedef double VU __attribute__((vector_size(64), aligned(8)));
+template <typename T, int Bytes = 64>
+struct Simd {
+  typedef T V __attribute__((vector_size(Bytes)));
+  typedef T VU __attribute__((vector_size(Bytes), aligned(sizeof(T))));
 };
 
-template <typename T>
-constexpr int64_t kLanes = 64 / static_cast<int64_t>(sizeof(T));
+template <typename T, int Bytes = 64>
+constexpr int64_t kLanes = Bytes / static_cast<int64_t>(sizeof(T));
 template <typename T>
 constexpr int64_t tile_width() {
-  return 2 * kLanes<T>;  // two vectors per row
+  return 2 * kLanes<T, kTileBytes>;  // two vectors per row
 }
 
-template <typename T>
-inline typename Simd<T>::V load(const T* p) {
-  return *reinterpret_cast<const typename Simd<T>::VU*>(p);
+template <typename T, int Bytes = 64>
+inline typename Simd<T, Bytes>::V load(const T* p) {
+  return *reinterpret_cast<const typename Simd<T, Bytes>::VU*>(p);
 }
-template <typename T>
-inline void store(T* p, typename Simd<T>::V v) {
-  *reinterpret_cast<typename Simd<T>::VU*>(p) = v;
+template <typename T, int Bytes = 64>
+inline void store(T* p, typename Simd<T, Bytes>::V v) {
+  *reinterpret_cast<typename Simd<T, Bytes>::VU*>(p) = v;
 }
 // Broadcast by listing the lanes (`V{} + s` would cost an extra add to honour -0.0).
-template <typename T, size_t... I>
-inline typename Simd<T>::V splat_impl(T s, std::index_sequence<I...>) {
-  return typename Simd<T>::V{((void)I, s)...};
+template <typename T, int Bytes, size_t... I>
+inline typename Simd<T, Bytes>::V splat_impl(T s, std::index_sequence<I...>) {
+  return typename Simd<T, Bytes>::V{((void)I, s)...};
 }
-template <typename T>
-inline typename Simd<T>::V splat(T s) {
-  return splat_impl(s, std::make_index_sequence<static_cast<size_t>(kLanes<T>)>{});
+template <typename T, int Bytes = 64>
+inline typename Simd<T, Bytes>::V splat(T s) {
+  return splat_impl<T, Bytes>(s, std::make_index_sequence<static_cast<size_t>(kLanes<T, Bytes>)>{});
 }
 
 // a (R, L) -> (L, Rp) with Rp = R rounded up to kRB, zero padded: the micro-kernels read kRB
@@ -76,8 +80,11 @@ std::vector<T> transpose_padded(const T* a, int64_t R, int64_t L, int64_t Rp) {
 template <typename T, bool kSum>
 inline void project_tile(const T* at, int64_t Rp, int64_t L, const T* xb, int64_t C, T* const* out,
                          int64_t nrows, T* sums) {
-  using V = typename Simd<T>::V;
-  constexpr int64_t VL = kLanes<T>;
+  using V = typename Simd<T, kTileBytes>::V;
+  constexpr int64_t VL = kLanes<T, kTileBytes>;
+  constexpr auto load = lb::cpu::load<T, kTileBytes>;
+  constexpr auto store = lb::cpu::store<T, kTileBytes>;
+  constexpr auto splat = lb::cpu::splat<T, kTileBytes>;
   V a0[kRB], a1[kRB];
   V s0{}, s1{};
   for (int64_t i = 0; i < kRB; ++i) a0[i] = a1[i] = V{};
@@ -127,8 +134,11 @@ inline void project_tail(const T* at, int64_t Rp, int64_t L, const T* xb, int64_
 template <typename T>
 inline void expand_tile(const T* at, int64_t Rp, int64_t L, const T* const* in, int64_t nrows,
                         T* ob, int64_t C, bool first) {
-  using V = typename Simd<T>::V;
-  constexpr int64_t VL = kLanes<T>;
+  using V = typename Simd<T, kTileBytes>::V;
+  constexpr int64_t VL = kLanes<T, kTileBytes>;
+  constexpr auto load = lb::cpu::load<T, kTileBytes>;
+  constexpr auto store = lb::cpu::store<T, kTileBytes>;
+  constexpr auto splat = lb::cpu::splat<T, kTileBytes>;
   V i0[kRB], i1[kRB];
   for (int64_t i = 0; i < kRB; ++i) {
     i0[i] = i < nrows ? load(in[i]) : V{};
