@@ -1,12 +1,16 @@
 // Integer GEMM (src/cpu/int8_gemm.h): exact against a naive int64 loop for odd sizes, every
 // transposition, padded leading dimensions, K not a multiple of 4/16, several contraction
-// blocks, accumulation, the f32 dequantising epilogue, and wrap-around of the u8 offset trick.
+// blocks, accumulation, the f32 dequantising epilogue, and wrap-around of the u8 offset trick;
+// the AVX2 kernel's int16-sum path on small ranges, at the bounds of its int16 sums.
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
+#include "src/cpu/cpu_features.h"
 #include "src/cpu/int8_gemm.h"
+#include "src/cpu/int8_gemm_avx2.h"
 
 namespace lb::cpu {
 namespace {
@@ -132,6 +136,64 @@ TEST(Int8Gemm, WrapAroundOfTheOffsetTrick) {
   const auto ref = reference(false, false, c, A, c.K, B, c.N);
   for (int64_t i = 0; i < c.M * c.N; ++i) ASSERT_EQ(C[i], ref[i]) << i;
 }
+
+#if LB_INT8_GEMM_AVX2
+TEST(Int8Gemm, SmallRangesTakeTheAvx2QuadsPathExactly) {
+  if (std::string(int8_gemm_kernel()) != "avx2") GTEST_SKIP() << "kernel here: " << int8_gemm_kernel();
+  struct Range {
+    int alo, ahi, blo, bhi;
+    bool quads;  // the ranges allow summing >= 4 quads in int16
+  };
+  const std::vector<Range> ranges = {{-7, 7, -7, 7, true},       {-127, 127, -7, 7, true},
+                                     {-7, 7, -127, 127, true},   {-15, 15, -128, 127, true},
+                                     {0, 0, -128, 127, true},    {-16, 16, -128, 127, false},
+                                     {-128, 127, -7, 7, false},  {-127, 127, -127, 127, false}};
+  const std::vector<Case> cases = {{7, 5, 3}, {13, 70, 17}, {100, 130, 259}, {33, 65, 4099}, {200, 300, 700}};
+  uint32_t seed = 100;
+  for (const Range& rg : ranges)
+    for (const Case& c : cases)
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb) {
+          const int64_t lda = (ta ? c.M : c.K) + 1, ldb = (tb ? c.K : c.N) + 3;
+          auto A = random_i8(static_cast<size_t>((ta ? c.K : c.M) * lda), seed++, rg.alo, rg.ahi);
+          auto B = random_i8(static_cast<size_t>((tb ? c.N : c.K) * ldb), seed++, rg.blo, rg.bhi);
+          // Element (0, 0) of each takes the range's largest magnitude, so small matrices
+          // have the whole range too.
+          A[0] = static_cast<int8_t>(-rg.alo > rg.ahi ? rg.alo : rg.ahi);
+          B[0] = static_cast<int8_t>(-rg.blo > rg.bhi ? rg.blo : rg.bhi);
+          const QuadsChoice q = int8_gemm_avx2_quads(ta, tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb);
+          EXPECT_EQ(q.span > 0, rg.quads) << "a in [" << rg.alo << ", " << rg.ahi << "], b in [" << rg.blo << ", "
+                                          << rg.bhi << "]";
+          const auto ref = reference(ta, tb, c, A, lda, B, ldb);
+          std::vector<int32_t> C(static_cast<size_t>(c.M * c.N));
+          int8_gemm_s32(ta, tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), c.N);
+          int bad = 0;
+          for (size_t i = 0; i < C.size(); ++i) bad += C[i] != ref[i];
+          EXPECT_EQ(bad, 0) << "a in [" << rg.alo << ", " << rg.ahi << "], b in [" << rg.blo << ", " << rg.bhi
+                            << "] M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << ta << " tb=" << tb;
+        }
+}
+
+TEST(Int8Gemm, Avx2QuadsPathAtTheBoundOfItsInt16Sums) {
+  if (std::string(int8_gemm_kernel()) != "avx2") GTEST_SKIP() << "kernel here: " << int8_gemm_kernel();
+  // Constant extremes: every int16 partial sum is as large as the span allows (a = 7: u = 14,
+  // b = ±7), or u = 0 (a = -7); K crosses contraction blocks and spans alike.
+  const Case c{13, 40, 5003};
+  for (int a : {7, -7})
+    for (int b : {7, -7}) {
+      std::vector<int8_t> A(static_cast<size_t>(c.M * c.K), static_cast<int8_t>(a));
+      std::vector<int8_t> B(static_cast<size_t>(c.K * c.N), static_cast<int8_t>(b));
+      A[0] = static_cast<int8_t>(-a);  // both signs present: the offset is max|a| = 7
+      const QuadsChoice q = int8_gemm_avx2_quads(false, false, c.M, c.N, c.K, A.data(), c.K, B.data(), c.N);
+      EXPECT_EQ(q.offset, 7);
+      EXPECT_EQ(q.span, 32767 / (2 * 14 * 7));
+      const auto ref = reference(false, false, c, A, c.K, B, c.N);
+      std::vector<int32_t> C(static_cast<size_t>(c.M * c.N));
+      int8_gemm_s32(false, false, c.M, c.N, c.K, A.data(), c.K, B.data(), c.N, C.data(), c.N);
+      for (size_t i = 0; i < C.size(); ++i) ASSERT_EQ(C[i], ref[i]) << "a " << a << " b " << b << " at " << i;
+    }
+}
+#endif
 
 }  // namespace
 }  // namespace lb::cpu

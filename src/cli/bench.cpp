@@ -70,6 +70,7 @@ std::optional<BenchOptions> parse_options(const std::vector<std::string>& args) 
       ->check(CLI::IsMember(strategy_names()))
       ->capture_default_str();
   app.add_option("--rank", opt.rank, "INSTANT's fixed R_x = R_y")->check(CLI::Range(1, 1000000));
+  app.add_option("--gx-bits", opt.gx_bits, "HOT's g_x levels (config backward gx_bits)")->check(CLI::IsMember({4, 8}));
   add_precision_option(app, opt.precision, {"f32", "bf16", "tf32"},
                        "f32; bf16: every float product on bf16 operands; tf32 (CUDA)");
   add_device_option(app, device);
@@ -156,13 +157,14 @@ int cmd_bench(const std::vector<std::string>& args) {
                         (args.size() > 1 && is_help(args[1]) && args[0] != "gemm" &&
                          args[0] != "tokenize" && args[0] != "codec" &&
                          !is_config_path(args[0])))) {
-    std::cout << "usage: leanback bench WORKLOAD [--strategy S] [--rank N] [--iters N] "
+    std::cout << "usage: leanback bench WORKLOAD [--strategy S] [--rank N] [--gx-bits B] [--iters N] "
                  "[--warmup N] [--precision f32|bf16|tf32] [--device cpu|cuda[:N]] [--json]\n"
                  "  --precision bf16                every float product on bf16 operands, f32 "
                  "accumulation\n"
                  "  --strategy vanilla|instant|hot  backward of every compressible Linear/Conv2d "
                  "(default vanilla)\n"
                  "  --rank N                        INSTANT's fixed R_x = R_y\n"
+                 "  --gx-bits 4|8                   HOT's g_x levels (default 8)\n"
                  "  --codec f32|bf16|int8|int4|int2 every kept activation in that codec\n"
                  "  --recompute                     every block recomputed in backward\n"
                  "workloads:\n";

@@ -14,17 +14,22 @@ namespace lb::cli {
 nlohmann::json bench_strategy_spec(const BenchOptions& opt) {
   nlohmann::json spec = {{"type", opt.strategy}};
   if (opt.rank > 0) spec["rank"] = opt.rank;
+  if (opt.gx_bits > 0) spec["gx_bits"] = opt.gx_bits;
   return spec;
 }
 
 std::shared_ptr<nn::backward::Strategy> bench_strategy(const BenchOptions& opt) {
-  if (opt.strategy == "vanilla" && opt.rank == 0) return nullptr;
+  if (opt.strategy == "vanilla" && opt.rank == 0 && opt.gx_bits == 0) return nullptr;
   std::string where = "bench --strategy " + opt.strategy;
   if (opt.rank > 0) where += " --rank " + std::to_string(opt.rank);
-  // --rank is INSTANT's setting; other strategies would reject it as an unknown key.
+  if (opt.gx_bits > 0) where += " --gx-bits " + std::to_string(opt.gx_bits);
+  // --rank is INSTANT's setting, --gx-bits HOT's; other strategies would reject them as unknown keys.
   if (opt.rank > 0 && opt.strategy != "instant")
     throw UsageError("--rank sets INSTANT's fixed rank; it needs --strategy instant (got --strategy " +
                      opt.strategy + ")");
+  if (opt.gx_bits > 0 && opt.strategy != "hot")
+    throw UsageError("--gx-bits sets HOT's g_x levels; it needs --strategy hot (got --strategy " + opt.strategy +
+                     ")");
   std::shared_ptr<nn::backward::Strategy> s = nn::backward::make_strategy(bench_strategy_spec(opt), where);
   s->set_layer("bench", 0);
   if (!opt.device.is_cpu() && s->cpu_only(false))

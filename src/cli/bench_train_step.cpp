@@ -20,9 +20,10 @@ namespace lb::cli {
 StrategyList apply_bench_strategy(nn::Module& model, const BenchOptions& opt) {
   if (opt.recompute)
     for (const auto& [name, m] : model.named_modules()) m->set_recompute(true);
-  if (opt.strategy == "vanilla" && opt.rank == 0) return {};
+  if (opt.strategy == "vanilla" && opt.rank == 0 && opt.gx_bits == 0) return {};
   std::string where = "--strategy " + opt.strategy;
   if (opt.rank > 0) where += " --rank " + std::to_string(opt.rank);
+  if (opt.gx_bits > 0) where += " --gx-bits " + std::to_string(opt.gx_bits);
   nlohmann::json settings = bench_strategy_spec(opt);
   settings.erase("type");
   const auto policy =

@@ -22,6 +22,7 @@ struct BenchOptions {
   bool json = false;                 // one JSON line instead of a readable summary
   std::string strategy = "vanilla";  // Linear/Conv backward strategy (bench_strategy.h)
   int rank = 0;                      // --rank N: fixed low-rank size (INSTANT R_x = R_y = N)
+  int gx_bits = 0;                   // --gx-bits 4|8: HOT's g_x levels (0: the strategy's default)
   std::string precision = "f32";     // --precision bf16: every float product on bf16 operands
   Device device = Device::cpu();     // --device cuda[:N]: model, batch and optimizer state there
   std::string codec;                 // --codec NAME: every kept activation in that codec (memory.codecs)
