@@ -36,12 +36,8 @@ HadamardKeep keep_of(std::vector<int> idx) {
   return k;
 }
 
-// The table quantize.cpp dispatches to (its rule, restated): what the comparisons with ref:: test.
-const char* dispatched_kernels() {
-  if (isa_enabled(Isa::Avx512)) return "avx512";
-  if (isa_enabled(Isa::Avx2)) return "avx2";
-  return "reference";
-}
+// The table quantize.cpp dispatches to: what the comparisons with ref:: test.
+const char* dispatched_kernels() { return quantize_kernel(); }
 
 TEST(HotQuantize, PhiloxFillMatchesStream) {
   std::printf("[ kernels  ] HOT quantisation: %s\n", dispatched_kernels());

@@ -9,6 +9,7 @@
 #include "src/cli/commands.h"
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/int8_gemm.h"
+#include "src/cpu/quantize.h"
 #include "src/cpu/sgemm_avx512.h"
 #include "src/cpu/sgemm_bf16.h"
 
@@ -75,6 +76,7 @@ int cmd_info(const std::vector<std::string>& args) {
             << " threads)\n"
             << "float GEMM kernel: " << cpu::sgemm_kernel_name() << "\n"
             << "int8 GEMM kernel: " << cpu::int8_gemm_kernel() << "\n"
+            << "HOT quantisers: " << cpu::quantize_kernel() << "\n"
             << "bf16 GEMM kernel: " << bf16_line() << "\n"
             << "OpenMP threads: " << omp_get_max_threads() << "\n";
   if (!cuda_compiled()) {

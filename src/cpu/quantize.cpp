@@ -29,6 +29,15 @@ const QuantizeImpl& impl() {
 }
 }  // namespace
 
+const char* quantize_kernel() {
+  const QuantizeImpl* i = &impl();
+#if LB_QUANT_X86_64
+  if (i == &kQuantizeAvx512) return "avx512";
+  if (i == &kQuantizeAvx2) return "avx2";
+#endif
+  return i == &kQuantizeReference ? "reference" : "?";
+}
+
 void philox_fill(const PhiloxKey& k, uint64_t e0, int64_t n, uint32_t* out) {
   impl().philox_fill(k, e0, n, out);
 }

@@ -106,6 +106,9 @@ TensorStats tensor_stats(const float* x, int64_t n);
 void quantize(const float* x, int64_t n, float inv, const QuantParams& p, int8_t* q);
 void dequantize(const int8_t* q, int64_t n, float scale, float* y);
 
+// Which kernels the functions above run: "avx512", "avx2" or "reference" (the scalar loops).
+const char* quantize_kernel();
+
 // Scalar references (same contracts).
 namespace ref {
 void philox_fill(const PhiloxKey& key, uint64_t e0, int64_t n, uint32_t* out);
