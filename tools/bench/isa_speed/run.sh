@@ -37,7 +37,9 @@ record() {
   local json="$1"; shift
   python3 - "$json" "$cpu" "$commit" "$(cut -d' ' -f1 /proc/loadavg)" "$@" >> "$out" <<'PY'
 import json, sys
-r = json.loads(sys.argv[1]) if sys.argv[1] else {}
+keep = ("workload", "framework", "strategy", "backward_ms", "forward_ms", "optimizer_ms", "ms_per_step",
+        "calibration_ms", "examples_per_s", "saved_bytes")  # the bench line's fields the table reads
+r = {k: v for k, v in (json.loads(sys.argv[1]) if sys.argv[1] else {}).items() if k in keep}
 r.update(cpu=sys.argv[2], commit=sys.argv[3], load=float(sys.argv[4]))
 for kv in sys.argv[5:]:
     k, v = kv.split("=", 1)

@@ -43,7 +43,7 @@ for cpu in dict.fromkeys(r["cpu"] for r in records):
                 if not rs:
                     continue
                 ms = statistics.median(r["backward_ms"] for r in rs)
-                key = lambda r: (r["part"], r["isa"], r["setting"])
+                key = lambda r: (r["part"], r.get("isa"), r.get("setting"))
                 sp = per_round(rs, key, lambda r: r["backward_ms"], lambda r: ("linear_bwd", r["isa"], "vanilla"))
                 kernel = rs[0].get("int8_gemm", "")
                 print(f"| {isa} | {setting} | {kernel} | {ms:.1f} | {'-' if setting == 'vanilla' else ratio_text(sp)} |")
@@ -56,7 +56,7 @@ for cpu in dict.fromkeys(r["cpu"] for r in records):
         for setting in dict.fromkeys(r["setting"] for r in mr):
             rs = [r for r in mr if r["setting"] == setting]
             eps = statistics.median(r["examples_per_s"] for r in rs)
-            key = lambda r: (r["part"], r["setting"])
+            key = lambda r: (r["part"], r.get("setting"))
             sp = per_round(rs, key, lambda r: 1 / r["examples_per_s"], lambda r: ("mrpc", "vanilla"))
             print(f"| {setting} | {eps:.1f} | {'-' if setting == 'vanilla' else ratio_text(sp)} |")
         print()
