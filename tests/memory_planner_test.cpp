@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <tuple>
 
@@ -36,11 +37,25 @@ TEST(MemoryBudget, ParsesSizesAndFractions) {
   EXPECT_TRUE(f.is_fraction());
   EXPECT_EQ(f.resolve(1000000), 100000);
   EXPECT_EQ(MemoryBudget::parse("2MB", "b").resolve(1), 2000000);
-  for (const char* bad : {"", "MB", "abc", "12XB", "0x", "1.5x", "-3MB", "0MB", "1..2MB"}) {
+  for (const char* bad : {"", "MB", "abc", "12XB", "0x", "1.5x", "-3MB", "0MB", "1..2MB", "0.5", "0.9B", "9.3e18",
+                          "9223372036854775808", "8EiB", "100000000TB"}) {
     const std::string m = lb::testing::error_message([&] { MemoryBudget::parse(bad, "memory.budget"); });
     EXPECT_NE(m.find("memory.budget: '" + std::string(bad) + "' is not a memory budget"), std::string::npos) << m;
     EXPECT_NE(m.find("0.1x"), std::string::npos) << m;
   }
+  // The edges: named, and resolve() saturates instead of casting out of int64's range.
+  EXPECT_NE(lb::testing::error_message([] { MemoryBudget::parse("0.5B", "b"); }).find("at least 1 byte"),
+            std::string::npos);
+  EXPECT_NE(lb::testing::error_message([] { MemoryBudget::parse("10000000TB", "b"); }).find("below 2^63 bytes"),
+            std::string::npos);
+  EXPECT_EQ(MemoryBudget::parse("1B", "b").resolve(0), 1);
+  EXPECT_EQ(MemoryBudget::parse("9000000TB", "b").resolve(0), 9000000000000000000);
+  MemoryBudget huge;
+  huge.bytes = 1e300;  // what a hand-edited plan file could hold
+  EXPECT_EQ(huge.resolve(0), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(MemoryBudget::parse("1x", "b").resolve(std::numeric_limits<int64_t>::max()),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(MemoryBudget::parse("0.000001x", "b").resolve(1), 1);
 }
 
 // Two blocks; per option (exact, bf16, int8, recompute, recompute + bf16, recompute + int8)

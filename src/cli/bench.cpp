@@ -80,12 +80,12 @@ std::optional<BenchOptions> parse_options(const std::vector<std::string>& args) 
       ->check(CLI::IsMember({"f32", "bf16", "int8", "int4", "int2"}));
   app.add_flag("--recompute", opt.recompute, "every block recomputed in backward (config memory.recompute)");
   app.add_flag("--json", opt.json, "one JSON line");
-  std::string budget;
-  app.add_option("--memory-budget", budget, "plans a config's model: leanback bench CONFIG.json --memory-budget SIZE");
+  MemoryBudgetFlag budget;
+  add_memory_budget_option(app, budget, "plans a config's model: leanback bench CONFIG.json --memory-budget SIZE");
   if (!parse_cli(app, std::vector<std::string>(args.begin() + 1, args.end()))) return std::nullopt;
-  if (!budget.empty())
+  if (budget.given())
     throw UsageError("--memory-budget: the planner plans a config's model and data, and " + args[0] +
-                     " has no config; give one: leanback bench CONFIG.json --memory-budget " + budget);
+                     " has no config; give one: leanback bench CONFIG.json --memory-budget " + budget.text);
   opt.device = parse_device_flag(device);
   apply_threads_flag(threads);
   return opt;

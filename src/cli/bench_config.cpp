@@ -54,12 +54,13 @@ int cmd_bench_config(const std::vector<std::string>& args) {
   CLI::App app{"A config's training step on the batch the memory planner profiles, timed; with "
                "--memory-budget, planned first.",
                "leanback bench CONFIG.json"};
-  std::string config_path, strategy, budget;
+  std::string config_path, strategy;
+  MemoryBudgetFlag budget;
   std::vector<std::string> sets;
   int iters = 5, warmup = 1, threads = 0;
   bool json = false;
   app.add_option("config", config_path, "the run's JSON config")->required();
-  app.add_option("--memory-budget", budget, std::string(kMemoryBudgetHelp) + "; the step runs the plan");
+  add_memory_budget_option(app, budget, std::string(kMemoryBudgetHelp) + "; the step runs the plan");
   app.add_option("--strategy", strategy, "backward of every compressible Linear/Conv2d (overrides the config's rules)")
       ->check(CLI::IsMember(strategy_names()));
   app.add_option("--set", sets, "override a config key (repeatable)")->allow_extra_args(false);

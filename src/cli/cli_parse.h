@@ -39,11 +39,21 @@ Device parse_device_flag(const std::string& flag);
 void apply_threads_flag(int threads);
 
 // --memory-budget SIZE: the config's memory.budget, in place of its codecs and recompute
-// lists (the planner chooses them); a bad size is a usage error naming the flag.
+// lists (the planner chooses them); a bad size, an empty one included, is a usage error
+// naming the flag.
 inline const char* kMemoryBudgetHelp =
     "plan codecs and recomputation per block so that the step's activation peak fits SIZE (120MB, 1.5GiB, or 0.1x "
     "of the exact vanilla peak); overrides memory.budget";
-void apply_memory_budget_flag(train::Config& config, const std::string& budget);
+struct MemoryBudgetFlag {
+  std::string text;
+  const CLI::Option* option = nullptr;
+  // On the command line, even as an empty string (`--memory-budget ""` is an error, not "none").
+  bool given() const { return option != nullptr && option->count() > 0; }
+};
+inline void add_memory_budget_option(CLI::App& app, MemoryBudgetFlag& flag, const std::string& help) {
+  flag.option = app.add_option("--memory-budget", flag.text, help);
+}
+void apply_memory_budget_flag(train::Config& config, const MemoryBudgetFlag& flag);
 
 // The flags every command spells the same way (the value is checked by parse_device_flag /
 // the listed choices; --threads is applied by apply_threads_flag).

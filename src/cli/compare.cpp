@@ -34,8 +34,8 @@ int cmd_compare(const std::vector<std::string>& args) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   app.add_option("--set", sets, "override a config key for every run (repeatable)")->allow_extra_args(false);
   app.add_option("--out", opt.out_dir, "compare directory (default: <run dir>-compare)");
-  std::string budget;
-  app.add_option("--memory-budget", budget, std::string(kMemoryBudgetHelp) + "; each run plans for it");
+  MemoryBudgetFlag budget;
+  add_memory_budget_option(app, budget, std::string(kMemoryBudgetHelp) + "; each run plans for it");
   add_device_option(app, device,
                     "cpu, or cuda / cuda:N (vanilla only for now: INSTANT's and HOT's kernels are CPU-only)");
   int threads = 0;

@@ -18,7 +18,8 @@ namespace lb::cli {
 
 int cmd_plan(const std::vector<std::string>& args) {
   CLI::App app{"Print which backward strategy each Linear/Conv2d layer gets, and why.", "leanback plan"};
-  std::string config_path, strategy, budget;
+  std::string config_path, strategy;
+  MemoryBudgetFlag budget;
   std::vector<std::string> sets;
   bool json = false, memory = false;
   app.add_option("config", config_path, "the run's JSON config")->required();
@@ -29,7 +30,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   app.add_flag("--memory", memory,
                "run one training step on the config's first batch and print what it keeps for backward, by op, "
                "role and module, and its activation peak");
-  app.add_option("--memory-budget", budget, std::string(kMemoryBudgetHelp) + "; prints the plan");
+  add_memory_budget_option(app, budget, std::string(kMemoryBudgetHelp) + "; prints the plan");
   if (!parse_cli(app, args)) return 0;
   train::Config c = train::load_config(config_path, sets);
   apply_memory_budget_flag(c, budget);

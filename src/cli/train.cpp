@@ -41,10 +41,10 @@ Device parse_device_flag(const std::string& flag) {
   return d;
 }
 
-void apply_memory_budget_flag(train::Config& config, const std::string& budget) {
-  if (budget.empty()) return;
+void apply_memory_budget_flag(train::Config& config, const MemoryBudgetFlag& flag) {
+  if (!flag.given()) return;
   try {
-    config.memory.budget = train::MemoryBudget::parse(budget, "--memory-budget");
+    config.memory.budget = train::MemoryBudget::parse(flag.text, "--memory-budget");
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
@@ -138,7 +138,8 @@ int run_mpirun(int64_t nproc, const std::vector<std::string>& args) {
 
 int cmd_train(const std::vector<std::string>& args) {
   CLI::App app{"Train a model from a JSON config (keys: configs/README.md).", "leanback train"};
-  std::string config_path, device = "cpu", budget;
+  std::string config_path, device = "cpu";
+  MemoryBudgetFlag budget;
   std::vector<std::string> sets;
   train::TrainOptions opt;
   int64_t seed = -1;
@@ -150,7 +151,7 @@ int cmd_train(const std::vector<std::string>& args) {
       ->check(CLI::IsMember(strategy_names()));
   app.add_option("--set", sets, "override a config key, e.g. --set optimizer.lr=3e-5 (repeatable)")
       ->allow_extra_args(false);
-  app.add_option("--memory-budget", budget, kMemoryBudgetHelp);
+  add_memory_budget_option(app, budget, kMemoryBudgetHelp);
   app.add_option("--memory-plan", opt.memory_plan,
                  "train under a saved memory plan instead of planning (leanback plan CONFIG --memory-budget SIZE "
                  "--json > FILE, or a run's memory_plan.json): made once for a config, it serves every seed");

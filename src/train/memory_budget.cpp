@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,7 @@ MemoryBudget MemoryBudget::parse(const std::string& text, const std::string& whe
                  "); write a size such as 120MB, 1.5GiB, 800KiB or 123456 (bytes), or a fraction of the "
                  "exact vanilla activation peak such as 0.1x");
   };
+  if (text.empty()) throw bad("it is empty");
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
   if (i == 0) throw bad("it does not start with a number");
@@ -41,13 +43,19 @@ MemoryBudget MemoryBudget::parse(const std::string& text, const std::string& whe
     if (unit == name) {
       if (!(v > 0)) throw bad("a budget is more than 0 bytes");
       b.bytes = v * scale;
+      if (b.bytes < 1) throw bad("a budget is at least 1 byte");
+      if (b.bytes >= kMaxBudgetBytes) throw bad("a budget is below 2^63 bytes");
       return b;
     }
   throw bad("unknown unit '" + unit + "'");
 }
 
 int64_t MemoryBudget::resolve(int64_t exact_vanilla_peak) const {
-  return static_cast<int64_t>(is_fraction() ? fraction * static_cast<double>(exact_vanilla_peak) : bytes);
+  // Saturating: a double at or past 2^63 has no int64 value (the cast would be undefined).
+  const double v = is_fraction() ? fraction * static_cast<double>(exact_vanilla_peak) : bytes;
+  if (!(v >= 1)) return 1;
+  if (v >= kMaxBudgetBytes) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(v);
 }
 
 std::string megabytes(int64_t bytes) {

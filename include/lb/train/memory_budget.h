@@ -9,6 +9,9 @@
 
 namespace lb::train {
 
+// Budgets are whole bytes in [1, 2^63): 2^63 as a double, the first value int64 cannot hold.
+inline constexpr double kMaxBudgetBytes = 9223372036854775808.0;
+
 struct MemoryBudget {
   double bytes = 0;     // a size (fraction == 0)
   double fraction = 0;  // "0.1x" (bytes == 0)
@@ -17,7 +20,8 @@ struct MemoryBudget {
   // Throws an Error naming `where` (a JSON path or a flag) and the forms it accepts.
   static MemoryBudget parse(const std::string& text, const std::string& where);
   bool is_fraction() const { return fraction > 0; }
-  // The bound in bytes, given the exact vanilla activation peak a fraction refers to.
+  // The bound in bytes, given the exact vanilla activation peak a fraction refers to; at least
+  // 1 and at most INT64_MAX whatever the inputs.
   int64_t resolve(int64_t exact_vanilla_peak) const;
 };
 
