@@ -409,7 +409,18 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   j["memory"].erase("codecs");
   j["memory"]["recompute_bf16"] = {"*"};
   m = lb::testing::error_message([&] { Config::from_json(j, "tiny.json"); });
-  EXPECT_NE(m.find("memory.recompute_bf16 itself; give the budget or those"), std::string::npos) << m;
+  EXPECT_NE(m.find("memory.recompute_bf16 itself, and the config sets memory.recompute_bf16; give the budget or "
+                   "those"),
+            std::string::npos)
+      << m;
+  // A number of bytes past int64 or under one byte: named, not cast (undefined for 1e300).
+  j["memory"].erase("recompute_bf16");
+  j["memory"]["budget"] = 1e300;
+  m = lb::testing::error_message([&] { Config::from_json(j, "tiny.json"); });
+  EXPECT_NE(m.find("is not a memory budget (a budget is below 2^63 bytes)"), std::string::npos) << m;
+  j["memory"]["budget"] = 0.5;
+  m = lb::testing::error_message([&] { Config::from_json(j, "tiny.json"); });
+  EXPECT_NE(m.find("is not a memory budget (a budget is at least 1 byte)"), std::string::npos) << m;
 }
 
 // A plan made once (leanback plan --json, or a run's memory_plan.json) trains other runs of
@@ -458,6 +469,17 @@ TEST(MemoryPlanner, ASavedPlanServesRunsOfItsInputsOnly) {
   hot.strategy = "hot";
   m = lb::testing::error_message([&] { train(Config::from_json(j, "tiny.json"), hot); });
   EXPECT_NE(m.find(file + ": planned for strategy \"\", this run has \"hot\""), std::string::npos) << m;
+  // Codecs or recomputation set by the config (or --set) are not dropped for the plan's.
+  for (const char* key : {"codecs", "recompute"}) {
+    other = j;
+    other["memory"][key] = std::string(key) == "codecs" ? nlohmann::json::array({{{"codec", "int8"}}})
+                                                        : nlohmann::json::array({"*"});
+    m = lb::testing::error_message([&] { train(Config::from_json(other, "tiny.json"), o); });
+    EXPECT_NE(m.find(file + ": --memory-plan carries its own codecs and recomputation, and tiny.json sets memory." +
+                     key),
+              std::string::npos)
+        << m;
+  }
   other = budgeted;
   other["memory"]["budget"] = "0.8x";
   m = lb::testing::error_message([&] { train(Config::from_json(other, "tiny.json"), o); });

@@ -43,14 +43,15 @@ Device parse_device_flag(const std::string& flag) {
 
 void apply_memory_budget_flag(train::Config& config, const MemoryBudgetFlag& flag) {
   if (!flag.given()) return;
+  if (const std::string given = config.memory.planned_settings_given(); !given.empty())
+    throw UsageError("--memory-budget: the planner chooses memory.codecs, memory.recompute and "
+                     "memory.recompute_bf16 itself, and " + config.source + " sets " + given +
+                     " (in the file or by --set); give the budget or those, not both");
   try {
     config.memory.budget = train::MemoryBudget::parse(flag.text, "--memory-budget");
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  config.memory.codecs.clear();  // the planner's choice replaces the config's
-  config.memory.recompute.clear();
-  config.memory.recompute_bf16.clear();
 }
 
 void apply_threads_flag(int threads) {

@@ -3,6 +3,7 @@
 
 #include "lb/io/json_file.h"
 
+#include <cmath>
 #include <filesystem>
 #include <regex>
 #include <fstream>
@@ -277,11 +278,17 @@ MemorySection MemorySection::from_json(const nlohmann::json& j) {
     LB_CHECK(b.is_string() || (b.is_number() && b.get<double>() > 0), "memory.budget: a size such as \"120MB\", "
              "\"1.5GiB\" or \"0.1x\" (a fraction of the exact vanilla activation peak), or a number of bytes; got ",
              b.dump());
-    m.budget = MemoryBudget::parse(b.is_string() ? b.get<std::string>() : std::to_string(b.get<int64_t>()),
+    // A number of bytes: whole ones as written; fractions and values past int64 (whose int64
+    // conversion would be undefined) in full decimal, so parse names the bound they break.
+    const auto number_text = [](double v) {
+      return v >= 1 && v < kMaxBudgetBytes && v == std::floor(v) ? std::to_string(static_cast<int64_t>(v))
+                                                                  : std::to_string(v);
+    };
+    m.budget = MemoryBudget::parse(b.is_string() ? b.get<std::string>() : number_text(b.get<double>()),
                                    "memory.budget");
-    LB_CHECK(m.codecs.empty() && m.recompute.empty() && m.recompute_bf16.empty(),
-             "memory.budget: the planner chooses memory.codecs, memory.recompute and memory.recompute_bf16 itself; "
-             "give the budget or those, not both");
+    LB_CHECK(m.planned_settings_given().empty(), "memory.budget: the planner chooses memory.codecs, "
+             "memory.recompute and memory.recompute_bf16 itself, and the config sets ", m.planned_settings_given(),
+             "; give the budget or those, not both");
   }
   m.fidelity_weight = r.number("fidelity_weight", 500, 0, 1e9);
   m.micro_batches = r.boolean("micro_batches", true);
@@ -289,6 +296,17 @@ MemorySection MemorySection::from_json(const nlohmann::json& j) {
   return m;
 }
 
+
+std::string MemorySection::planned_settings_given() const {
+  std::string keys;
+  const auto add = [&](bool set, const char* key) {
+    if (set) keys += (keys.empty() ? "" : ", ") + std::string(key);
+  };
+  add(!codecs.empty(), "memory.codecs");
+  add(!recompute.empty(), "memory.recompute");
+  add(!recompute_bf16.empty(), "memory.recompute_bf16");
+  return keys;
+}
 
 nlohmann::json MemorySection::to_json() const {
   nlohmann::json rules = nlohmann::json::array();

@@ -135,6 +135,9 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   // plans made apart could differ, as they rest on measured step times.
   std::optional<MemoryPlan> memory_plan, given_plan;
   if (!opt.memory_plan.empty()) {  // every rank reads it: the same file, the same errors
+    LB_CHECK(config.memory.planned_settings_given().empty(), opt.memory_plan, ": --memory-plan carries its own "
+             "codecs and recomputation, and ", config.source, " sets ", config.memory.planned_settings_given(),
+             " (in the file or by --set); give the plan or those, not both");
     given_plan = load_memory_plan(opt.memory_plan, config, opt.strategy);
     if (!config.memory.budget) config.memory.budget = MemoryBudget::parse(given_plan->budget_text, opt.memory_plan);
   }

@@ -120,6 +120,9 @@ struct MemorySection {
   // The config's "memory" section; errors name its JSON paths.
   static MemorySection from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;
+  // The settings a budget's planner would choose that this section sets itself, as their JSON
+  // paths ("memory.codecs, memory.recompute"), or "" (a budget and these are never combined).
+  std::string planned_settings_given() const;
 };
 
 // LoRA (lb/nn/lora.h; PEFT's LoraConfig): present = on. target_modules: a list of module
