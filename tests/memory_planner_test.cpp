@@ -140,6 +140,7 @@ TEST(MemoryPlanner, RecomputesInBf16WhereItPaysAndCarriesItThroughThePlanFile) {
 
   MemoryPlan plan;
   plan.budget_text = "60";
+  plan.budget_bytes = 60;
   PlannedPart part;
   part.part = "enc.0";
   part.option = p.options.back();
@@ -151,6 +152,27 @@ TEST(MemoryPlanner, RecomputesInBf16WhereItPaysAndCarriesItThroughThePlanFile) {
   EXPECT_EQ(back.parts[0].option.name(), "recompute in bf16 + int8");
   EXPECT_EQ(back.section.recompute_bf16, (std::vector<std::string>{"enc.0"}));
   EXPECT_EQ(back.summary(), "1 recompute in bf16 + int8; rest exact");
+
+  // Hand-edited numbers: named with their JSON path, never truncated or cast out of range.
+  const auto edited = [&](const std::string& key, const nlohmann::json& v) {
+    nlohmann::json j = plan.to_json();
+    if (key.rfind("parts.", 0) == 0)
+      j["parts"][0][key.substr(6)] = v;
+    else
+      j[key] = v;
+    return lb::testing::error_message([&] { MemoryPlan::from_json(j, "plan.json"); });
+  };
+  EXPECT_NE(edited("budget_bytes", 1e300).find("plan.json: budget_bytes: expected a whole number from 1 to "
+                                               "9223372036854775807, got 1e+300"),
+            std::string::npos);
+  EXPECT_NE(edited("budget_bytes", 0).find("budget_bytes: expected a whole number from 1"), std::string::npos);
+  EXPECT_NE(edited("micro_batches", 1.5).find("plan.json: micro_batches: expected a whole number from 1"),
+            std::string::npos);
+  EXPECT_NE(edited("micro_batches", 1e300).find("micro_batches: expected a whole number"), std::string::npos);
+  EXPECT_NE(edited("parts.kept_bytes", -1).find("plan.json: parts[0].kept_bytes: expected a whole number from 0"),
+            std::string::npos);
+  EXPECT_NE(edited("exact_peak_bytes", 18446744073709551615ull).find("exact_peak_bytes: expected a whole number"),
+            std::string::npos);
 }
 
 // HOT's six settings added to the toy: each keeps less than its exact-strategy twin and runs
@@ -671,6 +693,7 @@ TEST(MemoryPlanner, PicksThePlanThatCoversABatch) {
   stsb.by_length[1].predicted_step_ms = 1800;    // adds 20%
   EXPECT_EQ(stsb.length_plan_for(50, 900), 1);
   // The JSON keeps it; a plan without it reads back as 0 (compared by time).
+  stsb.budget_bytes = 1;  // a plan file holds at least 1 byte
   nlohmann::json j = stsb.to_json();
   EXPECT_EQ(MemoryPlan::from_json(j, "plan").by_length[0].exact_step_ms, 1900);
   j["by_length"][0].erase("exact_step_ms");

@@ -798,31 +798,50 @@ nlohmann::json MemoryPlan::to_json() const {
            }()}};
 }
 
+namespace {
+// The whole number at j[key] (`fallback` when absent, if given), in [lo, INT64_MAX]: a
+// fraction, a float or a value past int64 in a hand-edited plan file is an error naming the
+// file and the JSON path, not a truncation or an undefined conversion.
+int64_t plan_int(const nlohmann::json& j, const std::string& key, const std::string& source,
+                 const std::string& path, int64_t lo, std::optional<int64_t> fallback = std::nullopt) {
+  if (!j.contains(key)) {
+    if (fallback) return *fallback;
+    throw Error(source + ": " + path + key + " is missing: not a memory plan leanback wrote");
+  }
+  const nlohmann::json& v = j.at(key);
+  const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
+  if (!fits || v.get<int64_t>() < lo)
+    throw Error(source + ": " + path + key + ": expected a whole number from " + std::to_string(lo) + " to " +
+                std::to_string(INT64_MAX) + ", got " + v.dump());
+  return v.get<int64_t>();
+}
+}  // namespace
+
 MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& source) {
   try {
     MemoryPlan p;
     p.budget_text = j.at("budget").get<std::string>();
-    p.budget_bytes = j.at("budget_bytes").get<int64_t>();
-    p.micro_batches = j.value("micro_batches", int64_t{1});  // plans before them had none
-    p.batch_smallest_reachable = j.value("batch_smallest_reachable_bytes", int64_t{0});
-    LB_CHECK(p.micro_batches >= 1, source, ": micro_batches is ", p.micro_batches, " (expected 1 or more)");
-    p.exact_vanilla_peak = j.at("exact_vanilla_peak_bytes").get<int64_t>();
-    p.exact_peak = j.at("exact_peak_bytes").get<int64_t>();
-    p.predicted_peak = j.at("predicted_peak_bytes").get<int64_t>();
-    p.measured_peak = j.at("measured_peak_bytes").get<int64_t>();
-    p.smallest_reachable = j.at("smallest_reachable_bytes").get<int64_t>();
+    p.budget_bytes = plan_int(j, "budget_bytes", source, "", 1);
+    p.micro_batches = plan_int(j, "micro_batches", source, "", 1, 1);  // plans before them had none
+    p.batch_smallest_reachable = plan_int(j, "batch_smallest_reachable_bytes", source, "", 0, 0);
+    p.exact_vanilla_peak = plan_int(j, "exact_vanilla_peak_bytes", source, "", 0);
+    p.exact_peak = plan_int(j, "exact_peak_bytes", source, "", 0);
+    p.predicted_peak = plan_int(j, "predicted_peak_bytes", source, "", 0);
+    p.measured_peak = plan_int(j, "measured_peak_bytes", source, "", 0);
+    p.smallest_reachable = plan_int(j, "smallest_reachable_bytes", source, "", 0);
     p.exact_step_ms = j.at("exact_step_ms").get<double>();
     p.predicted_step_ms = j.at("predicted_step_ms").get<double>();
     p.profile_s = j.at("profile_s").get<double>();
     for (const auto& x : j.at("parts")) {
+      const std::string at = "parts[" + std::to_string(p.parts.size()) + "].";
       PlannedPart part;
       part.part = x.at("part").get<std::string>();
       part.option.codec = x.at("codec").get<std::string>();
       part.option.recompute = x.at("recompute").get<bool>();
       part.option.bf16_products = x.value("bf16_products", false);  // plans before it had none
       part.option.strategy = x.value("strategy", std::string());
-      part.kept_bytes = x.at("kept_bytes").get<int64_t>();
-      part.working_bytes = x.at("working_bytes").get<int64_t>();
+      part.kept_bytes = plan_int(x, "kept_bytes", source, at, 0);
+      part.working_bytes = plan_int(x, "working_bytes", source, at, 0);
       part.added_ms = x.at("added_ms").get<double>();
       part.fidelity = x.at("fidelity").get<double>();
       part.why = x.at("why").get<std::string>();
@@ -834,13 +853,14 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
     LB_CHECK(p.backward_rules.is_array(), source, ": backward_rules is not a list");
     for (auto& r : p.section.codecs) r.must_match = false;  // the planner's rules
     for (const auto& x : j.value("by_length", nlohmann::json::array())) {  // plans before them had none
+      const std::string at = "by_length[" + std::to_string(p.by_length.size()) + "].";
       LengthPlan l;
-      l.max_len = x.at("max_len").get<int64_t>();
-      l.max_tokens = x.value("max_tokens", int64_t{0});  // plans before them had none
+      l.max_len = plan_int(x, "max_len", source, at, 1);
+      l.max_tokens = plan_int(x, "max_tokens", source, at, 0, 0);  // plans before them had none
       l.section = MemorySection::from_json(x.at("memory"));
       for (auto& r : l.section.codecs) r.must_match = false;
-      l.predicted_peak = x.at("predicted_peak_bytes").get<int64_t>();
-      l.measured_peak = x.at("measured_peak_bytes").get<int64_t>();
+      l.predicted_peak = plan_int(x, "predicted_peak_bytes", source, at, 0);
+      l.measured_peak = plan_int(x, "measured_peak_bytes", source, at, 0);
       l.predicted_step_ms = x.at("predicted_step_ms").get<double>();
       l.exact_step_ms = x.value("exact_step_ms", 0.0);  // plans before it had none
       l.summary = x.at("summary").get<std::string>();
