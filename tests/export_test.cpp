@@ -354,6 +354,28 @@ TEST(Export, OutputExportSetting) {
   j["output"]["export"] = "yes";
   const std::string msg = lb::testing::error_message([&] { Config::from_json(j, "t.json"); });
   EXPECT_NE(msg.find("t.json: output.export: expected true, false or \"merged\""), std::string::npos) << msg;
+
+  // An export that cannot succeed is refused before training, and nothing is written: "merged"
+  // without LoRA; a LoRA adapter without a Hugging Face base for PEFT.
+  lb::testing::TempDir tmp("export_setting");
+  j["output"]["export"] = "merged";
+  std::string m1 = lb::testing::error_message([&] { train(Config::from_json(j, "t.json"), quiet(tmp.sub("a"))); });
+  EXPECT_NE(m1.find("t.json: output.export is \"merged\", which folds LoRA adapters into the weights, and this "
+                    "config has no lora section"),
+            std::string::npos)
+      << m1;
+  j["output"]["export"] = true;
+  j["lora"] = {{"r", 2}};
+  m1 = lb::testing::error_message([&] { train(Config::from_json(j, "t.json"), quiet(tmp.sub("b"))); });
+  EXPECT_NE(m1.find("t.json: output.export is true, and a LoRA run on a randomly initialised model has no Hugging "
+                    "Face base for PEFT"),
+            std::string::npos)
+      << m1;
+  EXPECT_FALSE(fs::exists(tmp.sub("a")));
+  EXPECT_FALSE(fs::exists(tmp.sub("b")));
+  j["output"]["export"] = "merged";  // what the message proposes trains and exports
+  EXPECT_EQ(train(Config::from_json(j, "t.json"), quiet(tmp.sub("c"))).steps, 1);
+  EXPECT_TRUE(fs::exists(tmp.sub("c") + "/export/model.safetensors"));
 }
 
 }  // namespace

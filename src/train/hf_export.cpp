@@ -220,10 +220,11 @@ std::vector<std::pair<std::string, Tensor>> model_tensors(nn::Module& m) {
 // PEFT's adapter: the adapters, what trained besides them (modules_to_save, biases per
 // lora.bias) and the base weights the pretrained directory lacks (leanback initialised them;
 // a fresh PEFT base would initialise them differently).
+bool has_peft_base(const Config& c) { return !c.model.pretrained.empty() && c.model.type != "resnet"; }
+const char* no_base_kind(const Config& c) { return c.model.type == "resnet" ? "ResNet" : "randomly initialised model"; }
+
 void check_peft_base(const Source& s) {
-  const Config& c = s.config;
-  LB_CHECK(!c.model.pretrained.empty() && c.model.type != "resnet", s.checkpoint,
-           ": a LoRA run on a ", c.model.type == "resnet" ? "ResNet" : "randomly initialised model",
+  LB_CHECK(has_peft_base(s.config), s.checkpoint, ": a LoRA run on a ", no_base_kind(s.config),
            " has no Hugging Face base for PEFT to load the adapter onto; export it with --merge");
 }
 
@@ -309,6 +310,15 @@ void prepare_out(const fs::path& out, bool overwrite, const std::string& flag) {
 }
 
 }  // namespace
+
+void check_export_setting(const Config& c) {
+  if (!c.output.export_model) return;
+  LB_CHECK(!c.output.export_merged || c.lora.enabled, c.source, ": output.export is \"merged\", which folds LoRA "
+           "adapters into the weights, and this config has no lora section; set output.export to true");
+  LB_CHECK(!c.lora.enabled || c.output.export_merged || has_peft_base(c), c.source, ": output.export is true, and a "
+           "LoRA run on a ", no_base_kind(c), " has no Hugging Face base for PEFT to load the adapter onto; set "
+           "output.export to \"merged\"");
+}
 
 ExportSummary export_checkpoint(const std::string& run_or_checkpoint, const fs::path& out,
                                 const ExportOptions& options, const std::string& flag) {

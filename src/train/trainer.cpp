@@ -124,6 +124,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   const Ranks ranks = join_ranks(opt.group, opt.device);
   dist::ProcessGroup& pg = *ranks.group;
   const bool main_rank = pg.is_main();
+  check_export_setting(config);  // before the run directory exists: nothing written for a run that cannot finish
   const std::string resume_ckpt = opt.resume.empty() ? "" : find_checkpoint(opt.resume);
   RunDirectory dir(resolve_run_dir(config, opt), resume_ckpt, opt.overwrite, pg);
   result.run_dir = dir.path().string();

@@ -51,6 +51,12 @@ struct ExportSummary {
   std::string usage;               // how to open it (Python), for the CLI to print
 };
 
+// Whether a run of `c` could export as its output.export asks, checked before training (an
+// export refused after hours of it loses nothing, but tells the user too late): "merged" needs
+// LoRA adapters; a LoRA adapter needs a Hugging Face base (model.pretrained, not ResNet) for
+// PEFT to load it onto. Throws an Error naming output.export.
+void check_export_setting(const Config& c);
+
 // Exports `run_or_checkpoint` (a run directory: its latest checkpoint, the one `leanback eval`
 // reads; or a checkpoint directory) into `out`. `flag` names the output option in errors.
 ExportSummary export_checkpoint(const std::string& run_or_checkpoint, const std::filesystem::path& out,
