@@ -1,5 +1,6 @@
 // leanback command-line entry: dispatches to subcommands; lb::Error becomes a message on
 // stderr and exit code 1 (2 for usage errors).
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -29,6 +30,10 @@ int fail(const std::string& cmd, const std::string& msg, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) the kernel would kill the process mid-write (SIGXFSZ,
+  // exit 153); ignored, the write fails with EFBIG and the writer names the file, leaving the
+  // last complete checkpoint as it was (writes are staged and renamed).
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::cout << lb::cli::usage();

@@ -172,6 +172,16 @@ void save_checkpoint(const std::string& dir_in, const nn::Module& model,
   const std::string save_id = new_save_id();
   const fs::path staging = parent / (staging_prefix(name) + save_id);
   LB_CHECK(fs::create_directory(staging, ec), "cannot create ", staging.string(), ": ", ec.message());
+  // A write that fails (a full disk, a file-size limit) leaves nothing behind: the staging
+  // directory is this save's own, made just above under its unique id.
+  struct RemoveUnlessSwapped {
+    const fs::path& path;
+    bool filled = false;
+    ~RemoveUnlessSwapped() {
+      std::error_code e;
+      if (!filled) fs::remove_all(path, e);
+    }
+  } guard{staging};
   const std::string dir = staging.string();
   io::save_safetensors((fs::path(dir) / kModelFile).string(), weights,
                        {{"format", "pt"}, {"producer", "leanback"}, {"save_id", save_id}});
@@ -199,6 +209,7 @@ void save_checkpoint(const std::string& dir_in, const nn::Module& model,
   state["extra"] = extra;
   io::write_text_atomic((fs::path(dir) / kStateFile).string(), state.dump(2) + "\n");
   fsync_dir(staging);
+  guard.filled = true;
   // Swap in. Without an old checkpoint: a plain rename. With one: exchange the two names
   // atomically, then delete what is now the staging name; where RENAME_EXCHANGE is not
   // supported, retire the old one under a hidden name first (a kill between the two renames
