@@ -135,7 +135,9 @@ std::map<std::string, Tensor> read_hf_weights(const std::string& dir) {
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   std::map<std::string, Tensor> out;
   auto add_file = [&](const fs::path& f) {
-    for (auto& [n, t] : io::load_safetensors(f.string()).tensors) out[n] = t;
+    const io::SafetensorsFile file = io::load_safetensors(f.string());
+    io::check_finite(file);
+    for (auto& [n, t] : file.tensors) out[n] = t;
   };
   if (fs::exists(single)) {
     add_file(single);

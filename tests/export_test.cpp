@@ -3,6 +3,7 @@
 // strict state_dict load — give the run's logits; LoRA runs export as PEFT adapters (onto the
 // pretrained base) or merged; the output directory is never one the user owns. The check
 // that transformers and peft open the files is tests/cli/export_hf.sh.
+#include <cmath>
 #include <fstream>
 #include <functional>
 
@@ -249,6 +250,26 @@ TEST(Export, LoraRunExportsAPeftAdapterOrAMergedModel) {
   EXPECT_NE(m.find("wider/adapter_model.safetensors: has no tensor for the adapter factor "
                    "'base_model.model.bert.encoder.layer.0.attention.self.key.lora_A.weight'"),
             std::string::npos) << m;
+  // A NaN in an adapter factor: refused naming the file and tensor (plausible metrics before).
+  const Config nan_b = Config::from_json(with_config("nan_b", [](nlohmann::json&) {}), "adapter.json");
+  {
+    const std::string f = (tmp.path() / "nan_b" / "adapter_model.safetensors").string();
+    const auto saved = io::load_safetensors(f);
+    std::vector<std::pair<std::string, Tensor>> out;
+    std::string poisoned;
+    for (const auto& [k, t] : saved.tensors) {
+      Tensor c2 = t.clone();
+      if (poisoned.empty() && k.find("lora_B") != std::string::npos && c2.dtype() == DType::F32) {
+        c2.data<float>()[0] = std::nanf("");
+        poisoned = k;
+      }
+      out.emplace_back(k, c2);
+    }
+    ASSERT_FALSE(poisoned.empty());
+    io::save_safetensors(f, out, saved.metadata);
+    m = lb::testing::error_message([&] { build_task_model(nan_b, 2, 0); });
+    EXPECT_NE(m.find(f + ": tensor '" + poisoned + "' holds NaN or inf (element 0)"), std::string::npos) << m;
+  }
 
   // Merged: a plain model, W + (alpha / r) B A, the run's logits to rounding.
   const fs::path merged = tmp.path() / "merged";

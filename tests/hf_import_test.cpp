@@ -1,6 +1,8 @@
 // Hugging Face directory import: names, legacy prefixes, reports, and clear errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -259,6 +261,28 @@ TEST(HfImport, RenamedTensorsAreRefusedOrWarnedAbout) {
       << w;
   EXPECT_NE(w.find(", ... (16 in all)"), std::string::npos) << w;
   EXPECT_NE(w.find("16 checkpoint tensor(s) went unused: encoder.layers.1."), std::string::npos) << w;
+}
+
+// One NaN or inf in a pretrained directory's weights is refused, naming the file, the tensor
+// and the element (it evaluated to "eval_loss": null and predicted all-"0" before), in f32
+// and in the half-precision dtypes checked by their exponent bits.
+TEST(HfImport, NonFiniteWeightsAreRefused) {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (double bad : {std::nan(""), HUGE_VAL}) {
+      HfDir d;
+      std::vector<std::pair<std::string, Tensor>> out;
+      for (auto& [n, t] : read_hf_weights(testing::fixture_path("hf_bert_encoder"))) {
+        Tensor c = t.to(DType::F64);
+        if (n == "encoder.layer.0.attention.self.query.weight") c.data<double>()[5] = bad;
+        out.emplace_back(n, c.to(dt));
+      }
+      io::save_safetensors(d.dir() + "/model.safetensors", out);
+      const std::string m = bert_error(d);
+      EXPECT_NE(m.find(d.dir() + "/model.safetensors: tensor 'encoder.layer.0.attention.self.query.weight' holds "
+                                 "NaN or inf (element 5)"),
+                std::string::npos)
+          << dtype_name(dt) << ": " << m;
+    }
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "lb/io/safetensors.h"
 
 #include "lb/io/atomic_file.h"
+#include "lb/io/printable.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -29,6 +30,7 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -385,6 +387,37 @@ void save_safetensors(const std::string& path,
       write_all(fd, t.raw_data(), t.nbytes(), path);
     }
   });
+}
+
+namespace {
+// The first NaN or inf of n values, by their exponent bits (bf16, f16) or std::isfinite; -1: none.
+template <typename T>
+int64_t first_non_finite_float(const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i])) return i;
+  return -1;
+}
+int64_t first_non_finite_half(const uint16_t* p, int64_t n, uint16_t exponent) {
+  for (int64_t i = 0; i < n; ++i)
+    if ((p[i] & exponent) == exponent) return i;
+  return -1;
+}
+}  // namespace
+
+void check_finite(const SafetensorsFile& f) {
+  for (const auto& [name, t] : f.tensors) {
+    const int64_t n = t.numel();
+    int64_t bad = -1;
+    switch (t.dtype()) {
+      case DType::F32: bad = first_non_finite_float(t.data<float>(), n); break;
+      case DType::F64: bad = first_non_finite_float(t.data<double>(), n); break;
+      case DType::BF16: bad = first_non_finite_half(reinterpret_cast<const uint16_t*>(t.raw_data()), n, 0x7f80); break;
+      case DType::F16: bad = first_non_finite_half(reinterpret_cast<const uint16_t*>(t.raw_data()), n, 0x7c00); break;
+      default: break;
+    }
+    LB_CHECK(bad < 0, f.path, ": tensor '", printable(name), "' holds NaN or inf (element ", bad,
+             "); leanback loads only finite weights");
+  }
 }
 
 }  // namespace lb::io

@@ -85,6 +85,7 @@ std::vector<std::string> load_peft_adapter(nn::Module& model, const std::string&
   LB_CHECK(is_file(file), file, ": missing (a PEFT adapter directory holds adapter_config.json and "
            "adapter_model.safetensors)");
   const auto saved = io::load_safetensors(file);
+  io::check_finite(saved);
   std::map<std::string, Tensor> weights;
   for (const auto& [k, t] : saved.tensors) {
     LB_CHECK(k.rfind(kPrefix, 0) == 0, file, ": tensor '", k, "' is not under ", kPrefix,

@@ -20,6 +20,10 @@ struct SafetensorsFile {
 };
 
 SafetensorsFile load_safetensors(const std::string& path);
+// Throws lb::Error naming the file, the tensor and the element when a floating-point tensor
+// of `f` holds NaN or inf: weights read from outside a checkpoint (a Hugging Face directory,
+// an export, a PEFT adapter) are refused as a checkpoint's are, before they train or predict.
+void check_finite(const SafetensorsFile& f);
 // Writes atomically (temp file in the same directory, fsync, rename).
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
