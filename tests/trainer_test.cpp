@@ -410,7 +410,15 @@ TEST(Trainer, ResumeAppliesANewLearningRate) {
   j["optimizer"]["lr"] = 5e-3;
   TrainOptions second = quiet(tmp.sub("run"));
   second.resume = tmp.sub("run");
+  ::testing::internal::CaptureStderr();
   train(Config::from_json(j, "tiny.json"), second);
+  const std::string notes = ::testing::internal::GetCapturedStderr();
+  // Said once, not once per parameter group (AdamW's decayed and undecayed groups share it).
+  size_t said = 0;
+  for (size_t at = notes.find("optimizer.lr is now"); at != std::string::npos;
+       at = notes.find("optimizer.lr is now", at + 1))
+    ++said;
+  EXPECT_EQ(said, 1u) << notes;
   std::vector<double> lrs;
   for (const auto& l : read_lines(tmp.sub("run") + "/metrics.jsonl")) {
     const auto m = nlohmann::json::parse(l);

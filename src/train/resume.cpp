@@ -2,6 +2,7 @@
 #include "src/train/resume.h"
 
 #include <iostream>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -32,8 +33,10 @@ TrainerState resume_run(const std::string& ckpt, nn::Module& module, optim::Opti
   // A changed optimizer.lr / weight_decay takes effect (never recorded and then ignored): the
   // schedule continues from this step, scaled from the new peak rate.
   auto& groups = optimizer.groups();
+  std::set<std::pair<double, double>> lr_noted;  // (now, before): one note each, not one per group
   for (size_t i = 0; i < groups.size() && i < configured.size(); ++i) {
-    if (groups[i].initial_lr != configured[i].first && main_rank)
+    if (groups[i].initial_lr != configured[i].first && main_rank &&
+        lr_noted.emplace(configured[i].first, groups[i].initial_lr).second)
       std::cerr << "resume: optimizer.lr is now " << configured[i].first << " (the checkpoint's run had "
                 << groups[i].initial_lr << "): the schedule continues from step " << ck.step
                 << " scaled from the new rate\n";
