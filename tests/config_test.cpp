@@ -8,6 +8,7 @@
 #include "lb/core/error.h"
 #include "lb/train/config.h"
 #include "testing/testing.h"
+#include "testing/train_configs.h"
 
 namespace lb::train {
 namespace {
@@ -191,6 +192,29 @@ TEST(Config, PathsExpandHomeAndLeanbackHome) {
   EXPECT_EQ(d.model.pretrained, std::string(std::getenv("HOME")) + "/.cache/leanback/models/m");
   EXPECT_NE(parse_error({{"data", {{"dir", "${LB_SURELY_UNSET_VAR}/x"}}}}).find("LB_SURELY_UNSET_VAR"),
             std::string::npos);
+}
+
+// eval / predict compare the model they build with the checkpoint's recorded config: settings
+// that change the maths are named with both values; path, init, dropout and padding are not.
+TEST(Config, MathsDifferencesNameTheKeyAndBothValues) {
+  nlohmann::json j = lb::testing::tiny_bert_config(1);
+  j["lora"] = {{"r", 2}, {"alpha", 4}};
+  const Config c = Config::from_json(j, "t.json");
+  nlohmann::json saved = c.to_json();
+  EXPECT_TRUE(maths_differences(c, saved).empty());
+  saved["model"]["hidden_dropout_prob"] = 0.5;
+  saved["model"]["initializer_range"] = 1.0;
+  saved["model"]["pretrained"] = "/elsewhere";
+  saved["lora"]["dropout"] = 0.3;
+  EXPECT_TRUE(maths_differences(c, saved).empty());
+  saved["model"]["hidden_act"] = "relu";
+  saved["lora"]["alpha"] = 160;
+  const std::vector<std::string> d = maths_differences(c, saved);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0], "lora.alpha: 4.0 here, 160 in the checkpoint");
+  EXPECT_EQ(d[1], "model.hidden_act: \"gelu\" here, \"relu\" in the checkpoint");
+  saved.erase("lora");
+  EXPECT_NE(maths_differences(c, saved).front().find("here, unset in the checkpoint"), std::string::npos);
 }
 
 }  // namespace

@@ -29,9 +29,30 @@ struct Loaded {
 const char* kCheckpointHelp =
     "a checkpoint, or a run directory (its latest); without it, the weights model.pretrained gives (a fine-tuned "
     "Hugging Face directory, a PEFT adapter)";
+constexpr const char* kAllowConfigChangeHelp =
+    "evaluate even where the config's model or lora settings differ from those the checkpoint trained with "
+    "(a warning names them)";
+
+// The checkpoint's recorded config against the one evaluating it: a setting that changes the
+// maths (lora.alpha, model.hidden_act, ...) would give other results from the same weights.
+void check_against_checkpoint(const train::Config& c, const std::string& config_path, const std::string& ckpt,
+                              const train::LoadedCheckpoint& loaded, bool allow) {
+  if (!loaded.state.contains("extra") || !loaded.state["extra"].contains("config")) return;
+  const std::vector<std::string> diff = train::maths_differences(c, loaded.state["extra"]["config"]);
+  if (diff.empty()) return;
+  std::string list;
+  for (const auto& d : diff) list += "\n  " + d;
+  if (!allow)
+    throw Error(config_path + ": the model it builds differs from the one checkpoint " + ckpt + " trained, in:" +
+                list + "\nevaluate with the config it trained with (its run directory's config.json), or pass "
+                "--allow-config-change");
+  std::cerr << "warning: --allow-config-change: the model differs from the one checkpoint " << ckpt
+            << " trained, in:" << list << "\n";
+}
 
 Loaded load(const std::string& config_path, const std::vector<std::string>& sets,
-            const std::string& checkpoint, const std::string& split, Device device, bool every_row = false) {
+            const std::string& checkpoint, const std::string& split, Device device, bool every_row = false,
+            bool allow_config_change = false) {
   Loaded l{train::load_config(config_path, sets), {}, nullptr};
   if (every_row) l.config.data.max_eval_examples = 0;  // a submission holds every test row
   train::TaskDataOptions o;
@@ -51,7 +72,9 @@ Loaded load(const std::string& config_path, const std::vector<std::string>& sets
              " more)" : std::string(), ", which would start at random: a pretrained encoder needs a fine-tuned "
              "checkpoint, or a directory exported from one");
   } else {
-    train::load_checkpoint(train::find_checkpoint(checkpoint, "--checkpoint"), l.model->module(), nullptr);
+    const std::string ckpt = train::find_checkpoint(checkpoint, "--checkpoint");
+    const train::LoadedCheckpoint loaded = train::load_checkpoint(ckpt, l.model->module(), nullptr);
+    check_against_checkpoint(l.config, config_path, ckpt, loaded, allow_config_change);
   }
   l.model->to(device);
   return l;
@@ -96,10 +119,12 @@ int cmd_eval(const std::vector<std::string>& args) {
   add_device_option(app, device);
   add_threads_option(app, threads);
   app.add_flag("--overwrite", overwrite, "replace an existing predictions file");
+  bool allow_change = false;
+  app.add_flag("--allow-config-change", allow_change, kAllowConfigChangeHelp);
   if (!parse_cli(app, args)) return 0;
   apply_threads_flag(threads);
   if (!predictions.empty()) refuse_existing(predictions, overwrite);
-  Loaded l = load(config_path, sets, checkpoint, split, parse_device_flag(device));
+  Loaded l = load(config_path, sets, checkpoint, split, parse_device_flag(device), false, allow_change);
   if (!l.data.eval_labeled() && predictions.empty())
     throw Error("split '" + l.data.eval_split + "' of task " + l.data.task +
                 " has no labels to evaluate against; use `leanback predict`, or --predictions FILE");
@@ -144,6 +169,8 @@ int cmd_predict(const std::vector<std::string>& args) {
   add_device_option(app, device);
   add_threads_option(app, threads);
   app.add_flag("--overwrite", overwrite, "replace existing submission files");
+  bool allow_change = false;
+  app.add_flag("--allow-config-change", allow_change, kAllowConfigChangeHelp);
   if (!parse_cli(app, args)) return 0;
   apply_threads_flag(threads);
   const train::Config probe = train::load_config(config_path, sets);
@@ -160,7 +187,8 @@ int cmd_predict(const std::vector<std::string>& args) {
     std::cerr << "predict: data.max_eval_examples (" << probe.data.max_eval_examples
               << ") does not apply: a submission holds every row of the split\n";
   for (const auto& split : splits) {
-    Loaded l = load(config_path, sets, checkpoint, split, parse_device_flag(device), /*every_row=*/true);
+    Loaded l =
+        load(config_path, sets, checkpoint, split, parse_device_flag(device), /*every_row=*/true, allow_change);
     const fs::path file = fs::path(out_dir) / (l.data.glue ? l.data.glue->submission_file(split)
                                                             : split + "_predictions.tsv");
     refuse_replacing(file, out_dir, overwrite);  // before the work

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "lb/core/error.h"
@@ -538,6 +540,44 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     }
   }
   return Config::from_json(j, path);
+}
+
+namespace {
+// The leaves of a JSON object by dotted path.
+void flatten(const nlohmann::json& j, const std::string& path, std::map<std::string, nlohmann::json>& out) {
+  if (!j.is_object()) {
+    out[path] = j;
+    return;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), path + "." + it.key(), out);
+}
+
+// Settings that do not change what a trained network computes from its weights.
+bool maths_neutral(const std::string& path) {
+  return path == "model.pretrained" || path == "model.initializer_range" || path == "model.skip_padding" ||
+         path.find("dropout") != std::string::npos;
+}
+}  // namespace
+
+std::vector<std::string> maths_differences(const Config& c, const nlohmann::json& saved) {
+  const nlohmann::json now = c.to_json();
+  std::map<std::string, nlohmann::json> a, b;
+  for (const char* section : {"model", "lora"}) {
+    if (now.contains(section)) flatten(now.at(section), section, a);
+    if (saved.is_object() && saved.contains(section)) flatten(saved.at(section), section, b);
+  }
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  std::vector<std::string> out;
+  for (const auto& k : keys) {
+    if (maths_neutral(k)) continue;
+    const auto ia = a.find(k), ib = b.find(k);
+    const std::string here = ia == a.end() ? "unset" : ia->second.dump();
+    const std::string there = ib == b.end() ? "unset" : ib->second.dump();
+    if (here != there) out.push_back(k + ": " + here + " here, " + there + " in the checkpoint");
+  }
+  return out;
 }
 
 }  // namespace lb::train

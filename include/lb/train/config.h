@@ -175,4 +175,11 @@ void apply_override(nlohmann::json& j, const std::string& assignment);
 // Reads, overrides and parses in one go.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
+// Where `c` and `saved` (the resolved config a checkpoint recorded, Config::to_json) differ in
+// a setting that changes what the network computes from its weights: the model section but
+// for its path, initialisation, dropout and padding-free path, and the lora section but for
+// dropout. One "model.hidden_act: relu here, \"gelu\" in the checkpoint" per key (the value
+// missing on one side reads "unset"); empty when they agree.
+std::vector<std::string> maths_differences(const Config& c, const nlohmann::json& saved);
+
 }  // namespace lb::train
