@@ -54,4 +54,12 @@ nlohmann::json environment_json() {
 
 std::string bf16_products_note() { return backend::bf16_products_note(); }
 
+std::string hot_kernel_warning() {
+  const std::string kernel = backend::cpu_kernel_info().int8_gemm;
+  if (kernel != "portable") return "";
+  return "HOT's integer GEMM runs the portable loop on this CPU (int8 GEMM kernel: portable; the vector kernels "
+         "need AVX2, `leanback info` lists them), many times slower than the f32 GEMM: vanilla or INSTANT "
+         "backward is faster here";
+}
+
 }  // namespace lb::train

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -94,7 +95,8 @@ nlohmann::json results_json(const TrainingSetup& s, const TrainerState& all, con
 
 // The log lines that open a run.
 void log_start(const Logger& log, const Config& config, const TrainingSetup& s, const RunDirectory& dir,
-               const std::string& resume_ckpt, dist::ProcessGroup& pg, const GradientSync& sync, bool print_plan) {
+               const std::string& resume_ckpt, dist::ProcessGroup& pg, const GradientSync& sync, bool print_plan,
+               const Device& device) {
   log.info("run directory " + dir.path().string() +
            (resume_ckpt.empty() ? "" : " (resuming from " + resume_ckpt + ")"));
   if (!s.load_log.empty()) log.info(s.load_log);
@@ -111,6 +113,10 @@ void log_start(const Logger& log, const Config& config, const TrainingSetup& s, 
              std::to_string(sync.buckets()) + " bucket(s) of " + std::to_string(sync.bytes_per_step() / 1024) +
              " KiB in all per step");
   if (config.train.precision == "bf16") log.info("precision bf16: products on " + bf16_products_note());
+  const bool hot = std::any_of(s.strategies.begin(), s.strategies.end(),
+                               [](const auto& st) { return st && st->type() == "hot"; });
+  if (hot && !device.is_cuda())
+    if (const std::string w = hot_kernel_warning(); !w.empty()) log.warn(w);
 }
 
 }  // namespace
@@ -204,7 +210,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   train_step.set_gradient_sync(&sync);
   if (resume_ckpt.empty()) metrics.write(run_line(config, s, opt.strategy));
   const Logger log(opt.quiet || !main_rank);
-  log_start(log, config, s, dir, resume_ckpt, pg, sync, !opt.quiet && main_rank);
+  log_start(log, config, s, dir, resume_ckpt, pg, sync, !opt.quiet && main_rank, ranks.device);
   // Mixed precision for every product of this run (training, calibration, evaluation).
   const MatmulPrecisionScope precision(matmul_precision_from_name(tc.precision));
   CalibrationSchedule calibration(s.strategies, *s.model, train_step, *s.calib_loader, s.batches, tc.grad_accum,

@@ -14,5 +14,9 @@ std::string git_commit();
 std::string cpu_model();
 // Which kernel runs a bf16 run's products on this CPU, for the run's log.
 std::string bf16_products_note();
+// A warning for a run that gives some layer HOT's backward on a CPU whose int8 GEMM is the
+// portable loop (no AVX2: many times slower than the f32 GEMM), naming the kernel and what
+// is fast instead; "" where the int8 kernel is a vector one.
+std::string hot_kernel_warning();
 
 }  // namespace lb::train
