@@ -403,11 +403,46 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rest.losses[i], full.losses[3 + i]) << "step " << 3 + i;
   EXPECT_EQ(io::read_json_file(saved)["profile_s"], 12345.0);
 
+  // Resumed without the budget, as the printed hint does: the run's plan goes on (not an
+  // unplanned rest of the run), and config.json keeps the budget.
+  nlohmann::json unbudgeted = j;
+  unbudgeted["memory"].erase("budget");
+  const Config plain = Config::from_json(unbudgeted, "tiny.json");
+  TrainOptions cut = quiet(tmp.sub("cut3"));
+  cut.interrupt_after = 3;
+  EXPECT_TRUE(train(c, cut).interrupted);
+  TrainOptions go_on = quiet(tmp.sub("cut3"));
+  go_on.resume = tmp.sub("cut3");
+  const TrainResult unplanned_flag = train(plain, go_on);
+  ASSERT_EQ(unplanned_flag.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(unplanned_flag.losses[i], full.losses[3 + i]) << "step " << 3 + i;
+  for (const auto& l : train_lines(tmp.sub("cut3")))
+    EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
+  EXPECT_EQ(io::read_json_file(tmp.sub("cut3") + "/config.json")["memory"]["budget"], "0.75x");
+  // ... explicit memory settings in the plan's place, or another plan: refused, naming both.
+  nlohmann::json with_codecs = unbudgeted;
+  with_codecs["memory"]["codecs"] = {{{"codec", "int8"}}};
+  std::string m = lb::testing::error_message([&] { train(Config::from_json(with_codecs, "tiny.json"), go_on); });
+  EXPECT_NE(m.find("tiny.json sets memory.codecs (in the file or by --set), but the run being resumed was planned "
+                   "for memory budget 0.75x"),
+            std::string::npos)
+      << m;
+  nlohmann::json other_plan = io::read_json_file(tmp.sub("cut3") + "/memory_plan.json");
+  other_plan["profile_s"] = 999.0;  // any difference makes it another plan
+  std::ofstream(tmp.sub("other_plan.json")) << other_plan.dump(2);
+  TrainOptions with_plan = go_on;
+  with_plan.memory_plan = tmp.sub("other_plan.json");
+  m = lb::testing::error_message([&] { train(plain, with_plan); });
+  EXPECT_NE(m.find("the run being resumed has its own memory plan"), std::string::npos) << m;
+  // ... and the run's own plan given again is the same run.
+  with_plan.memory_plan = tmp.sub("cut3") + "/memory_plan.json";
+  EXPECT_EQ(train(plain, with_plan).losses.size(), 0u);
+
   // Resumed with another budget: an error, not a silent replan.
   nlohmann::json other = j;
   other["memory"]["budget"] = "0.8x";
   second.resume = tmp.sub("cut");
-  std::string m = lb::testing::error_message([&] { train(Config::from_json(other, "tiny.json"), second); });
+  m = lb::testing::error_message([&] { train(Config::from_json(other, "tiny.json"), second); });
   EXPECT_NE(m.find("planned for 0.75x"), std::string::npos) << m;
 
   // A plan that is wrong (here: a budget far below what it keeps) stops the first step over it.

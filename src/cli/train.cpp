@@ -135,6 +135,30 @@ int run_mpirun(int64_t nproc, const std::vector<std::string>& args) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
+// One argument as the shell reads it back: bare when it is plain, else in single quotes.
+std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                       "0123456789-_./=:,+@%") == std::string::npos;
+  if (plain) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The command that continues an interrupted run as it began: the flags that shape it (the
+// run keeps its memory plan itself, and --resume names its directory).
+std::string resume_command(const std::string& config_path, const std::vector<std::string>& sets,
+                           const train::TrainOptions& opt, const std::string& device, int threads, int64_t nproc,
+                           const std::string& run_dir) {
+  std::string c = "leanback train " + shell_word(config_path);
+  for (const auto& s : sets) c += " --set " + shell_word(s);
+  if (!opt.strategy.empty()) c += " --strategy " + shell_word(opt.strategy);
+  if (opt.seed) c += " --seed " + std::to_string(*opt.seed);
+  if (device != "cpu") c += " --device " + shell_word(device);
+  if (threads > 0) c += " --threads " + std::to_string(threads);
+  if (nproc > 1) c += " --nproc " + std::to_string(nproc);
+  return c + " --resume " + shell_word(run_dir);
+}
 }  // namespace
 
 int cmd_train(const std::vector<std::string>& args) {
@@ -201,8 +225,8 @@ int cmd_train(const std::vector<std::string>& args) {
   if (!dist::world().is_main()) return r.interrupted ? StopSignals::exit_code() : 0;  // rank 0 reports
   if (r.interrupted) {
     std::cerr << "leanback train: interrupted at step " << r.steps << "; checkpoint "
-              << r.last_checkpoint << "\n  resume: leanback train " << config_path << " --resume "
-              << r.run_dir << "\n";
+              << r.last_checkpoint << "\n  resume: "
+              << resume_command(config_path, sets, opt, device, threads, dist::world().size(), r.run_dir) << "\n";
     return StopSignals::exit_code();
   }
   std::cout << r.final_eval.dump() << "\n";

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lb/core/error.h"
+#include "lb/io/json_file.h"
 #include "lb/train/checkpoint.h"
 #include "lb/train/metrics_log.h"
 
@@ -66,6 +67,27 @@ TrainerState resume_run(const std::string& ckpt, nn::Module& module, optim::Opti
     if (s <= st.step && fs::exists(run_dir / ("checkpoint-" + std::to_string(s)))) kept.push_back(s);
   st.checkpoints = kept;
   return st;
+}
+
+void keep_the_runs_plan(Config& config, const std::optional<MemoryPlan>& given_plan, const std::string& given_file,
+                        const fs::path& saved, bool say) {
+  const MemoryPlan runs = MemoryPlan::from_json(io::read_json_file(saved.string()), saved.string());
+  if (given_plan) {
+    LB_CHECK(given_plan->to_json() == runs.to_json(), "--memory-plan ", given_file, ": the run being resumed has its "
+             "own memory plan (", saved.string(), ") and this one differs; resume without --memory-plan to go on "
+             "under the run's plan, or start a new run with this one");
+    if (say) std::cerr << "resume: --memory-plan " << given_file << " is the run's own plan\n";
+    return;
+  }
+  if (config.memory.budget) return;  // the same budget goes on (the trainer refuses another)
+  LB_CHECK(config.memory.planned_settings_given().empty(), config.source, " sets ",
+           config.memory.planned_settings_given(), " (in the file or by --set), but the run being resumed was planned "
+           "for memory budget ", runs.budget_text, " (", saved.string(), "); resume without them to go on under "
+           "the run's plan, or start a new run");
+  config.memory.budget = MemoryBudget::parse(runs.budget_text, saved.string());
+  if (say)
+    std::cerr << "resume: the run goes on under its memory plan for budget " << runs.budget_text << " ("
+              << saved.string() << ")\n";
 }
 
 }  // namespace lb::train

@@ -148,8 +148,10 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     given_plan = load_memory_plan(opt.memory_plan, config, opt.strategy);
     if (!config.memory.budget) config.memory.budget = MemoryBudget::parse(given_plan->budget_text, opt.memory_plan);
   }
+  const fs::path saved = dir.path() / "memory_plan.json";
+  if (!resume_ckpt.empty() && fs::exists(saved))
+    keep_the_runs_plan(config, given_plan, opt.memory_plan, saved, main_rank && !opt.quiet);
   if (config.memory.budget) {
-    const fs::path saved = dir.path() / "memory_plan.json";
     std::string plan_text;
     if (main_rank) {
       if (!resume_ckpt.empty() && fs::exists(saved)) {

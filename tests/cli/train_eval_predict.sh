@@ -112,11 +112,13 @@ grep -q "kept 1 entry of $tmp/run that leanback did not write: mine.txt" "$tmp/o
   || fail "plan did not apply the override"
 
 # Ctrl-C saves a resumable checkpoint and exits 130, SIGTERM (kill, schedulers) the same with
-# 143; --resume finishes the run
+# 143; the printed resume command finishes the run as it began (under its memory plan too)
 long=(--set train.epochs=8 --set data.synthetic_train=640 --set data.synthetic_eval=100 --no-progress)
 for sig in INT:130 TERM:143; do
   name=${sig%%:*} want=${sig##*:}
-  "$lb" train "$configs/quickstart.json" "${long[@]}" --out "$tmp/$name" > /dev/null 2> "$tmp/$name.err" &
+  budget=()
+  [ "$name" = INT ] && budget=(--memory-budget 2MB)
+  "$lb" train "$configs/quickstart.json" "${long[@]}" "${budget[@]}" --out "$tmp/$name" > /dev/null 2> "$tmp/$name.err" &
   pid=$!
   for _ in $(seq 1 200); do grep -q "step 25/" "$tmp/$name.err" 2>/dev/null && break; sleep 0.1; done
   kill -"$name" "$pid"
@@ -126,9 +128,15 @@ for sig in INT:130 TERM:143; do
   grep -q "interrupted at step" "$tmp/$name.err" || fail "no interruption message after SIG$name"
   ls -d "$tmp/$name"/checkpoint-* > /dev/null 2>&1 || fail "no checkpoint after SIG$name"
 done
-"$lb" train "$configs/quickstart.json" "${long[@]}" --resume "$tmp/INT" > "$tmp/res.out" 2> "$tmp/res.err" \
-  || { cat "$tmp/res.err"; fail "resume failed"; }
+hint=$(sed -n 's/^  resume: leanback //p' "$tmp/INT.err")
+[ "$hint" = "train $configs/quickstart.json ${long[*]:0:6} --resume $tmp/INT" ] \
+  || { cat "$tmp/INT.err"; fail "the resume hint is not the run's command: $hint"; }
+eval "\"\$lb\" $hint" > "$tmp/res.out" 2> "$tmp/res.err" || { cat "$tmp/res.err"; fail "resume failed"; }
 grep -q '"step":160' "$tmp/res.out" || fail "resumed run did not reach step 160"
+grep -q "resume: the run goes on under its memory plan for budget 2MB" "$tmp/res.err" \
+  || { cat "$tmp/res.err"; fail "the resumed run did not keep its memory plan"; }
+grep -q '"budget": "2MB"' "$tmp/INT/config.json" || fail "config.json of the resumed run lost memory.budget"
+grep -q "differs" "$tmp/res.err" && { cat "$tmp/res.err"; fail "the resume hint's run differs from the run"; }
 
 # bad input: named, non-zero
 check() {  # expected-status pattern args...
