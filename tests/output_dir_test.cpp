@@ -104,6 +104,11 @@ TEST(OutputDir, ClearingKeepsWhatLeanbackDidNotWriteAndNeverFollowsLinks) {
   const fs::path run = tmp.path() / "run", outside = tmp.path() / "outside";
   create_output_dir(run, OutputKind::Run, "--out");
   ASSERT_EQ(output_marker(run), OutputKind::Run);
+  // What this run's leanback wrote, as its writers record it in the marker.
+  record_written(run, {"config.json", "plan.txt", "metrics.jsonl", "checkpoint-3", "checkpoint-4", "checkpoint-5",
+                       "checkpoint-6", "checkpoint-99", "eval_results.json", "plots/loss.png"});
+  EXPECT_TRUE(was_written(run, "plots/loss.png"));
+  EXPECT_FALSE(was_written(run, "plots/mine.png"));
   for (const char* f : {"config.json", "plan.txt", "metrics.jsonl", ".metrics.jsonl.tmp.123.0"}) touch(run / f);
   touch(run / "checkpoint-3" / "model.safetensors");
   touch(run / "checkpoint-3" / "trainer_state.json");
@@ -112,6 +117,11 @@ TEST(OutputDir, ClearingKeepsWhatLeanbackDidNotWriteAndNeverFollowsLinks) {
   touch(run / ".checkpoint-5.saving-1-2-3" / "model.safetensors");
   touch(run / "plots" / "loss.png");
   touch(run / "plots" / "sketch.txt", "mine");
+  touch(run / "plots" / "mine.png", "mine");  // a name like leanback's, not recorded
+  // An export someone placed where a checkpoint was: another kind's marker, kept whole.
+  create_output_dir(run / "checkpoint-99", OutputKind::Export, "--out");
+  record_written(run / "checkpoint-99", {"model.safetensors"});
+  touch(run / "checkpoint-99" / "model.safetensors", "an export");
   touch(run / "thesis.tex", "mine");
   touch(run / "src" / "main.cpp", "mine");
   touch(run / "checkpoint-x" / "model.safetensors", "not a checkpoint name");
@@ -123,7 +133,10 @@ TEST(OutputDir, ClearingKeepsWhatLeanbackDidNotWriteAndNeverFollowsLinks) {
 
   const auto kept = remove_owned_entries(run, OutputKind::Run);
   std::set<std::string> k(kept.begin(), kept.end());
-  EXPECT_EQ(k, (std::set<std::string>{"checkpoint-4/", "checkpoint-x", "plots/sketch.txt", "src", "thesis.tex"}));
+  EXPECT_EQ(k, (std::set<std::string>{"checkpoint-4/", "checkpoint-99/", "checkpoint-x", "plots/mine.png",
+                                      "plots/sketch.txt", "src", "thesis.tex"}));
+  EXPECT_EQ(read(run / "checkpoint-99" / "model.safetensors"), "an export");
+  EXPECT_EQ(read(run / "plots" / "mine.png"), "mine");
   for (const char* gone : {"config.json", "plan.txt", "metrics.jsonl", ".metrics.jsonl.tmp.123.0", "checkpoint-3",
                            ".checkpoint-5.saving-1-2-3", "plots/loss.png", "checkpoint-6", "eval_results.json",
                            "checkpoint-4/model.safetensors"})
@@ -136,6 +149,35 @@ TEST(OutputDir, ClearingKeepsWhatLeanbackDidNotWriteAndNeverFollowsLinks) {
   EXPECT_EQ(read(outside / "model.safetensors"), "precious");
   EXPECT_EQ(read(outside / "eval.json"), "precious");
   EXPECT_EQ(output_marker(run), OutputKind::Run);  // still provably ours
+}
+
+TEST(OutputDir, AMarkerFromBeforeTheRecordDeletesOnlyTheFixedNames) {
+  TempDir tmp("lb_outdir");
+  const fs::path run = tmp.path() / "run";
+  touch(run / kOutputMarker, R"({"written_by": "leanback", "kind": "run"})");
+  for (const char* f : {"config.json", "metrics.jsonl", "checkpoint-2/model.safetensors", "plots/loss.png",
+                        "plots/figure1.png", "notes.md"})
+    touch(run / f);
+  const auto kept = remove_owned_entries(run, OutputKind::Run);
+  EXPECT_EQ(std::set<std::string>(kept.begin(), kept.end()),
+            (std::set<std::string>{"notes.md", "plots"}));  // no *.png pattern
+  EXPECT_TRUE(fs::exists(run / "plots" / "loss.png"));
+  EXPECT_FALSE(fs::exists(run / "config.json"));
+  EXPECT_FALSE(fs::exists(run / "checkpoint-2"));
+  // The first record made in such a directory keeps what the fixed names cover.
+  touch(run / "checkpoint-3" / "model.safetensors");
+  record_written(run, {"eval_results.json"});
+  EXPECT_TRUE(was_written(run, "checkpoint-3"));
+  EXPECT_TRUE(was_written(run, "eval_results.json"));
+  // An export's overwrite never deletes plots: an export writes none.
+  const fs::path ex = tmp.path() / "export";
+  create_output_dir(ex, OutputKind::Export, "--out");
+  record_written(ex, {"config.json"});
+  touch(ex / "config.json");
+  touch(ex / "plots" / "figure1.png", "mine");
+  EXPECT_EQ(remove_owned_entries(ex, OutputKind::Export), std::vector<std::string>{"plots"});
+  EXPECT_EQ(read(ex / "plots" / "figure1.png"), "mine");
+  EXPECT_FALSE(fs::exists(ex / "config.json"));
 }
 
 TEST(OutputDir, CheckpointRemovalTakesOnlyCheckpointFiles) {
@@ -158,6 +200,12 @@ TEST(OutputDir, CheckpointRemovalTakesOnlyCheckpointFiles) {
   EXPECT_NE(remove_checkpoint_dir(ck).find("mine.txt"), std::string::npos);
   EXPECT_TRUE(fs::exists(ck / "mine.txt"));
   EXPECT_FALSE(fs::exists(ck / "model.safetensors"));
+  // A directory with a marker of its own (an export) is not a checkpoint.
+  const fs::path ex = tmp.path() / "checkpoint-7";
+  create_output_dir(ex, OutputKind::Export, "--out");
+  touch(ex / "model.safetensors", "an export");
+  EXPECT_NE(remove_checkpoint_dir(ex).find("holds a leanback export directory"), std::string::npos);
+  EXPECT_EQ(read(ex / "model.safetensors"), "an export");
 }
 
 TEST(OutputDir, CreatingNamesTheSystemsReason) {

@@ -225,10 +225,16 @@ TEST(Trainer, NeverOverwritesARunDirectory) {
   }
   TrainOptions o = quiet(run);
   o.overwrite = true;
+  // The link is not a checkpoint this run directory's record names (not ours to delete), and a
+  // checkpoint at step 7 would replace it: refused before anything is cleared.
+  std::string m = lb::testing::error_message([&] { train(c, o); });
+  EXPECT_NE(m.find("holds checkpoint-7, which leanback did not write there"), std::string::npos) << m;
+  EXPECT_TRUE(fs::exists(fs::symlink_status(run + "/checkpoint-7")));
+  EXPECT_TRUE(fs::exists(run + "/config.json"));
+  fs::remove(run + "/checkpoint-7");
   train(c, o);
   EXPECT_TRUE(fs::exists(run + "/notes.txt"));
   EXPECT_TRUE(fs::exists(run + "/config.json"));
-  EXPECT_FALSE(fs::exists(fs::symlink_status(run + "/checkpoint-7")));
   EXPECT_TRUE(fs::exists(tmp.sub("elsewhere") + "/model.safetensors"));
   // Resuming one run into another run's directory: refused without --overwrite, as a new run.
   const std::string other = tmp.sub("other");

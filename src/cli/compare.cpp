@@ -6,6 +6,7 @@
 #include "lb/io/atomic_file.h"
 #include "lb/train/compare.h"
 #include "lb/train/memory_planner.h"
+#include "lb/train/output_dir.h"
 #include "lb/train/plots.h"
 #include "lb/train/trainer.h"
 #include "src/cli/cli_parse.h"
@@ -96,6 +97,7 @@ int cmd_plot(const std::vector<std::string>& args) {
   if (fs::exists(fs::path(dir) / "compare.json")) {
     // The report first: the plots read it.
     const nlohmann::json report = train::build_report(dir);
+    train::record_written(dir, {"report.json", "report.md"});
     io::write_text_atomic((fs::path(dir) / "report.json").string(), report.dump(2) + "\n");
     const auto plots = train::draw_plots(dir);
     std::vector<std::string> rel;

@@ -101,6 +101,10 @@ void refuse_replacing(const fs::path& file, const fs::path& dir, bool overwrite)
     throw train::OutputRefused("--overwrite refused: " + file.string() + " is in " + dir.string() +
                                ", which leanback did not create for predictions (no " + train::kOutputMarker +
                                " marker), so it may be a file of yours; pass --out DIR for a new directory");
+  if (!train::was_written(dir, file.filename().string()))
+    throw train::OutputRefused("--overwrite refused: " + file.string() + " is not a file leanback wrote there (its " +
+                               train::kOutputMarker + " does not record it), so it may be yours; pass --out DIR "
+                               "for a new directory");
 }
 
 }  // namespace
@@ -192,6 +196,7 @@ int cmd_predict(const std::vector<std::string>& args) {
     const fs::path file = fs::path(out_dir) / (l.data.glue ? l.data.glue->submission_file(split)
                                                             : split + "_predictions.tsv");
     refuse_replacing(file, out_dir, overwrite);  // before the work
+    train::record_written(out_dir, {file.filename().string()});
     auto loader = train::make_loader(l.data, l.config, false, l.config.train.seed);
     const MatmulPrecisionScope precision(matmul_precision_from_name(l.config.train.precision));
     const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data);

@@ -500,6 +500,7 @@ CompareResult compare(const Config& config, const CompareOptions& opt) {
   }
   // A compare directory from before markers existed gets one: its compare.json proves it ours.
   create_output_dir(root, OutputKind::Compare, "--out");
+  record_written(root, {"compare.json", "report.json", "report.md"});
   io::write_text_atomic(cmp_path.string(), nlohmann::json{{"source", config.source},
                                                           {"config", config_j},
                                                           {"strategies", opt.strategies},
@@ -519,6 +520,7 @@ CompareResult compare(const Config& config, const CompareOptions& opt) {
                     << "); delete " << run.string() << " to run it again\n";
         continue;
       }
+      record_written(root, {fs::relative(run, root).generic_string()});
       TrainOptions t = base;
       t.strategy = s;
       t.seed = static_cast<uint64_t>(seed);
@@ -539,6 +541,7 @@ CompareResult compare(const Config& config, const CompareOptions& opt) {
         // A strategy that diverges is a result of the comparison, not a reason to stop it;
         // anything else (data, I/O) would fail every run alike and propagates.
         const std::string m = e.what();
+        record_written(run, {kFailedFile});
         io::write_text_atomic((run / kFailedFile).string(), m + "\n");
         if (!opt.quiet) std::cerr << "compare: " << s << " seed " << seed << " diverged: " << m << "\n";
         continue;

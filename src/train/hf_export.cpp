@@ -1,6 +1,7 @@
 // export_checkpoint (see hf_export.h).
 #include "lb/train/hf_export.h"
 
+#include <iostream>
 #include <set>
 
 #include "lb/core/error.h"
@@ -135,11 +136,13 @@ class Writer {
     text(name, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   void text(const std::string& name, const std::string& t) {
+    record_written(dir_, {name});
     io::write_text_atomic((dir_ / name).string(), t);
     summary_.files.push_back(name);
   }
   void tensors(const std::string& name, const std::vector<std::pair<std::string, Tensor>>& t) {
     // transformers refuses safetensors without a "format" entry in the metadata.
+    record_written(dir_, {name});
     io::save_safetensors((dir_ / name).string(), t, {{"format", "pt"}});
     summary_.files.push_back(name);
   }
@@ -306,7 +309,8 @@ void prepare_out(const fs::path& out, bool overwrite, const std::string& flag) {
                         kOutputMarker + " marker of kind export): choose a new or empty directory");
   if (!overwrite)
     throw OutputRefused(flag + " " + out.string() + " holds an earlier export; pass --overwrite to replace it");
-  remove_owned_entries(out, OutputKind::Export);
+  if (const auto kept = remove_owned_entries(out, OutputKind::Export); !kept.empty())
+    std::cerr << kept_entries_note(out, kept) << "\n";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -90,14 +91,12 @@ void remove_entry(const fs::path& p) {
 
 // Deletes the listed files of `dir` (and their write_atomic leftovers), then `dir` itself if
 // nothing else is left; returns what was kept, as "dir/name" entries.
-std::vector<std::string> remove_files_then_dir(const fs::path& dir, const std::vector<std::string>& files,
-                                               bool (*extra)(const std::string&) = nullptr) {
+std::vector<std::string> remove_files_then_dir(const fs::path& dir, const std::vector<std::string>& files) {
   std::vector<std::string> kept;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
-    const bool ours = std::find(files.begin(), files.end(), n) != files.end() || is_atomic_leftover_of(n, files) ||
-                      (extra != nullptr && extra(n));
+    const bool ours = std::find(files.begin(), files.end(), n) != files.end() || is_atomic_leftover_of(n, files);
     if (ours && is_link_or_file(e.path())) remove_entry(e.path());
     else kept.push_back((dir.filename() / n).string());
   }
@@ -106,12 +105,145 @@ std::vector<std::string> remove_files_then_dir(const fs::path& dir, const std::v
   return kept;
 }
 
-bool is_plot_file(const std::string& n) { return n.size() > 4 && n.compare(n.size() - 4, 4, ".png") == 0; }
-bool is_tsv_file(const std::string& n) { return n.size() > 4 && n.compare(n.size() - 4, 4, ".tsv") == 0; }
 
 const std::vector<std::string>& checkpoint_files() {
   static const std::vector<std::string> f{"model.safetensors", "optimizer.safetensors", "trainer_state.json"};
   return f;
+}
+
+std::optional<nlohmann::json> read_marker(const fs::path& dir) {
+  const fs::path m = dir / kOutputMarker;
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(m, ec))) return std::nullopt;
+  try {
+    nlohmann::json j = io::read_json_file(m.string());
+    if (j.is_object()) return j;
+  } catch (const Error&) {
+  }
+  return std::nullopt;
+}
+
+void write_marker(const fs::path& dir, OutputKind kind, const std::set<std::string>& written) {
+  const nlohmann::json j = {{"written_by", "leanback"},
+                            {"kind", output_kind_name(kind)},
+                            {"note", "leanback deletes or replaces files only in directories holding this marker, "
+                                     "and only the files it records here as written"},
+                            {"written", written}};
+  io::write_text_atomic((dir / kOutputMarker).string(), j.dump(2) + "\n");
+}
+
+bool marker_records_names(const fs::path& dir) {
+  const auto j = read_marker(dir);
+  return j && j->contains("written") && (*j)["written"].is_array();
+}
+
+// A marker from before markers recorded names: what that leanback wrote there by its fixed
+// names (checkpoint-<N> directories, a run's export/, a comparison's <strategy>/seed-<N>
+// runs), never by a pattern such as *.png.
+std::set<std::string> legacy_names(const fs::path& dir, OutputKind kind) {
+  static const std::vector<std::string> run_files{"config.json", "plan.txt", "memory_plan.json", "metrics.jsonl",
+                                                  "eval_results.json", "compare_failed.txt", "export"};
+  static const std::vector<std::string> compare_files{"compare.json", "report.json", "report.md"};
+  static const std::vector<std::string> export_files{
+      "config.json",           "model.safetensors",       "adapter_config.json",     "adapter_model.safetensors",
+      "vocab.txt",             "tokenizer_config.json",   "special_tokens_map.json", "preprocessor_config.json"};
+  std::set<std::string> names;
+  const auto add = [&](const std::vector<std::string>& v) { names.insert(v.begin(), v.end()); };
+  std::error_code ec;
+  switch (kind) {
+    case OutputKind::Run:
+      add(run_files);
+      for (const auto& e : fs::directory_iterator(dir, ec))
+        if (const std::string n = e.path().filename().string(); is_checkpoint_name(n) && !output_marker(e.path()))
+          names.insert(n);
+      break;
+    case OutputKind::Compare:
+      add(compare_files);
+      for (const auto& s : fs::directory_iterator(dir, ec))
+        if (is_real_dir(s.path()))
+          for (const auto& r : fs::directory_iterator(s.path(), ec))
+            if (output_marker(r.path()) == OutputKind::Run)
+              names.insert(s.path().filename().string() + "/" + r.path().filename().string());
+      break;
+    case OutputKind::Export: add(export_files); break;
+    case OutputKind::Predict: break;
+  }
+  return names;
+}
+
+// The names the marker of `dir` (of `kind`) records as written by leanback.
+std::set<std::string> written_names(const fs::path& dir, OutputKind kind) {
+  const auto j = read_marker(dir);
+  if (!j || !j->contains("written") || !(*j)["written"].is_array()) return legacy_names(dir, kind);
+  std::set<std::string> names;
+  for (const auto& n : (*j)["written"])
+    if (n.is_string()) names.insert(n.get<std::string>());
+  return names;
+}
+
+// A marked directory inside another that leanback clears with its own record: a run's
+// export/ (output.export), a comparison's <strategy>/seed-<N> runs. `rel`: its path in the
+// parent. Any other (an export someone placed at RUN/checkpoint-99) is kept whole.
+bool is_nested_output(OutputKind parent, OutputKind child, const std::string& rel) {
+  return (parent == OutputKind::Run && child == OutputKind::Export && rel == "export") ||
+         (parent == OutputKind::Compare && child == OutputKind::Run && std::count(rel.begin(), rel.end(), '/') == 1);
+}
+
+// Deletes, in `root`/`sub` ("" for root itself), the entries the record `written` names
+// (paths relative to root) and their leftovers; appends what is kept to `kept`.
+void clear_recorded(const fs::path& root, const std::string& sub, OutputKind kind, const std::set<std::string>& written,
+                    std::vector<std::string>& kept) {
+  const fs::path dir = sub.empty() ? root : root / sub;
+  const std::string prefix = sub.empty() ? "" : sub + "/";
+  std::vector<std::string> here;  // recorded names directly in this directory
+  for (const auto& w : written)
+    if (w.rfind(prefix, 0) == 0 && w.find('/', prefix.size()) == std::string::npos) here.push_back(w.substr(prefix.size()));
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
+  std::sort(entries.begin(), entries.end());
+  for (const auto& p : entries) {
+    const std::string n = p.filename().string(), rel = prefix + n;
+    if (sub.empty() && n == kOutputMarker) continue;  // kept: the directory stays provably ours
+    const bool recorded = written.count(rel) > 0;
+    if (is_link_or_file(p)) {
+      if (recorded || is_atomic_leftover_of(n, here)) remove_entry(p);
+      else kept.push_back(rel);
+      continue;
+    }
+    if (!is_real_dir(p)) {
+      kept.push_back(rel);
+      continue;
+    }
+    if (const auto marker = output_marker(p)) {  // another output directory: cleared by its own record
+      if (!recorded || !is_nested_output(kind, *marker, rel)) {
+        kept.push_back(rel + "/");
+        continue;
+      }
+      const auto k = remove_owned_entries(p, *marker);
+      if (k.empty()) {
+        remove_entry(p / kOutputMarker);
+        remove_entry(p);
+      }
+      for (const auto& x : k) kept.push_back(rel + "/" + x);
+      continue;
+    }
+    const bool checkpoint = kind == OutputKind::Run && sub.empty() &&
+                            ((recorded && is_checkpoint_name(n)) ||
+                             (is_checkpoint_leftover(n) && written.count(n.substr(1, n.find('.', 1) - 1)) > 0));
+    if (checkpoint) {
+      if (!remove_checkpoint_dir(p).empty()) kept.push_back(rel + "/");
+      continue;
+    }
+    const bool holds_recorded = std::any_of(written.begin(), written.end(),
+                                            [&](const std::string& w) { return w.rfind(rel + "/", 0) == 0; });
+    if (!holds_recorded) {
+      kept.push_back(rel);
+      continue;
+    }
+    const size_t before = kept.size();
+    clear_recorded(root, rel, kind, written, kept);
+    if (kept.size() == before) remove_entry(p);
+  }
 }
 
 }  // namespace
@@ -135,26 +267,14 @@ void refuse_protected_dir(const fs::path& dir, const std::string& flag) {
 }
 
 std::optional<OutputKind> output_marker(const fs::path& dir) {
-  const fs::path m = dir / kOutputMarker;
-  std::error_code ec;
-  if (!fs::is_regular_file(fs::symlink_status(m, ec))) return std::nullopt;
-  try {
-    const nlohmann::json j = io::read_json_file(m.string());
-    const std::string k = j.is_object() && j.contains("kind") && j["kind"].is_string() ? j["kind"].get<std::string>() : "";
-    for (OutputKind kind : {OutputKind::Run, OutputKind::Compare, OutputKind::Predict, OutputKind::Export})
-      if (k == output_kind_name(kind)) return kind;
-  } catch (const Error&) {
-  }
+  const auto j = read_marker(dir);
+  const std::string k = j && j->contains("kind") && (*j)["kind"].is_string() ? (*j)["kind"].get<std::string>() : "";
+  for (OutputKind kind : {OutputKind::Run, OutputKind::Compare, OutputKind::Predict, OutputKind::Export})
+    if (k == output_kind_name(kind)) return kind;
   return std::nullopt;
 }
 
-void write_output_marker(const fs::path& dir, OutputKind kind) {
-  const nlohmann::json j = {{"written_by", "leanback"},
-                            {"kind", output_kind_name(kind)},
-                            {"note", "leanback deletes or replaces files only in directories holding this marker, "
-                                     "and only the files it writes there"}};
-  io::write_text_atomic((dir / kOutputMarker).string(), j.dump(2) + "\n");
-}
+void write_output_marker(const fs::path& dir, OutputKind kind) { write_marker(dir, kind, {}); }
 
 bool output_dir_fresh(const fs::path& dir, const std::string& flag) {
   std::error_code ec;
@@ -200,7 +320,9 @@ void create_output_dir(const fs::path& dir, OutputKind kind, const std::string& 
   if (ec || !fs::is_directory(dir, ec))
     throw OutputRefused(flag + " " + dir.string() + ": cannot create the directory (" +
                         (ec ? ec.message() : std::string("a file is in the way")) + ")");
-  if (!output_marker(dir)) write_output_marker(dir, kind);
+  // A directory from before markers existed (resumed, or a comparison reused) gets one that
+  // records what that leanback wrote there by its fixed names.
+  if (!output_marker(dir)) write_marker(dir, kind, fs::is_empty(dir, ec) ? std::set<std::string>{} : legacy_names(dir, kind));
 }
 
 std::string remove_checkpoint_dir(const fs::path& dir) {
@@ -217,6 +339,8 @@ std::string remove_checkpoint_dir(const fs::path& dir) {
     return "";
   }
   if (!fs::is_directory(st)) return dir.string() + " is not a directory";
+  if (const auto marker = output_marker(dir))
+    return dir.string() + " kept: it holds a leanback " + output_kind_name(*marker) + " directory, not a checkpoint";
   const auto kept = remove_files_then_dir(dir, checkpoint_files());
   if (kept.empty()) return "";
   std::string s = dir.string() + " kept: it also holds";
@@ -227,64 +351,39 @@ std::string remove_checkpoint_dir(const fs::path& dir) {
 std::vector<std::string> remove_owned_entries(const fs::path& dir, OutputKind kind) {
   LB_CHECK(output_marker(dir) == kind, dir.string(), " holds no leanback ", output_kind_name(kind),
            " marker; nothing is deleted there");
-  static const std::vector<std::string> run_files{"config.json", "plan.txt", "memory_plan.json", "metrics.jsonl",
-                                                  "eval_results.json", "compare_failed.txt"};
-  static const std::vector<std::string> compare_files{"compare.json", "report.json", "report.md"};
-  static const std::vector<std::string> export_files{
-      "config.json",           "model.safetensors",       "adapter_config.json",     "adapter_model.safetensors",
-      "vocab.txt",             "tokenizer_config.json",   "special_tokens_map.json", "preprocessor_config.json"};
-  static const std::vector<std::string> no_files;
-  const std::vector<std::string>& files = kind == OutputKind::Run       ? run_files
-                                          : kind == OutputKind::Compare ? compare_files
-                                          : kind == OutputKind::Export  ? export_files
-                                                                        : no_files;
   std::vector<std::string> kept;
-  const auto keep = [&](const std::vector<std::string>& k) { kept.insert(kept.end(), k.begin(), k.end()); };
-  std::vector<fs::path> entries;
-  for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
-  std::sort(entries.begin(), entries.end());
-  for (const auto& p : entries) {
-    const std::string n = p.filename().string();
-    if (n == kOutputMarker) continue;  // kept: the directory stays provably ours
-    if (std::find(files.begin(), files.end(), n) != files.end() || is_atomic_leftover_of(n, files)) {
-      if (is_link_or_file(p)) remove_entry(p);
-      else kept.push_back(n);
-    } else if (kind == OutputKind::Run && (is_checkpoint_name(n) || is_checkpoint_leftover(n))) {
-      if (const std::string k = remove_checkpoint_dir(p); !k.empty()) kept.push_back(n + "/");
-    } else if (kind == OutputKind::Run && n == "export" && is_real_dir(p) &&
-               output_marker(p) == OutputKind::Export) {  // output.export's directory
-      const auto k = remove_owned_entries(p, OutputKind::Export);
-      if (k.empty()) {
-        remove_entry(p / kOutputMarker);
-        remove_entry(p);
-      }
-      for (const auto& x : k) kept.push_back(n + "/" + x);
-    } else if (n == "plots" && is_real_dir(p)) {
-      keep(remove_files_then_dir(p, {}, is_plot_file));
-    } else if (kind == OutputKind::Predict && is_tsv_file(n) && is_link_or_file(p)) {
-      remove_entry(p);
-    } else if (kind == OutputKind::Compare && is_real_dir(p)) {
-      // <strategy>/seed-<N>/: each a run directory with its own marker.
-      std::vector<std::string> sub_kept;
-      for (const auto& r : fs::directory_iterator(p)) {
-        if (is_real_dir(r.path()) && output_marker(r.path()) == OutputKind::Run) {
-          const auto k = remove_owned_entries(r.path(), OutputKind::Run);
-          if (k.empty()) {
-            remove_entry(r.path() / kOutputMarker);
-            remove_entry(r.path());
-          }
-          for (const auto& x : k) sub_kept.push_back(n + "/" + r.path().filename().string() + "/" + x);
-        } else {
-          sub_kept.push_back(n + "/" + r.path().filename().string());
-        }
-      }
-      if (sub_kept.empty()) remove_entry(p);
-      keep(sub_kept);
-    } else {
-      kept.push_back(n);
-    }
-  }
+  clear_recorded(dir, "", kind, written_names(dir, kind), kept);
   return kept;
+}
+
+std::string kept_entries_note(const fs::path& dir, const std::vector<std::string>& kept) {
+  std::string s = "--overwrite: kept " + std::to_string(kept.size()) + (kept.size() == 1 ? " entry" : " entries") +
+                  " of " + dir.string() + " that leanback did not write:";
+  for (const auto& k : kept) s += " " + k;
+  return s;
+}
+
+void record_written(const fs::path& dir, const std::vector<std::string>& names) {
+  const auto kind = output_marker(dir);
+  if (!kind) return;  // not ours: nothing will be deleted there, so nothing to record
+  std::set<std::string> all = written_names(dir, *kind);
+  const size_t before = all.size();
+  all.insert(names.begin(), names.end());
+  if (all.size() != before || !marker_records_names(dir)) write_marker(dir, *kind, all);
+}
+
+void forget_written(const fs::path& dir, const std::vector<std::string>& names) {
+  const auto kind = output_marker(dir);
+  if (!kind) return;
+  std::set<std::string> all = written_names(dir, *kind);
+  size_t erased = 0;
+  for (const auto& n : names) erased += all.erase(n);
+  if (erased > 0) write_marker(dir, *kind, all);
+}
+
+bool was_written(const fs::path& dir, const std::string& name) {
+  const auto kind = output_marker(dir);
+  return kind && written_names(dir, *kind).count(name) > 0;
 }
 
 }  // namespace lb::train

@@ -10,6 +10,7 @@
 
 #include "lb/core/error.h"
 #include "lb/io/atomic_file.h"
+#include "lb/train/output_dir.h"
 #include "plot_report_py.h"
 
 namespace lb::train {
@@ -64,6 +65,10 @@ std::vector<std::string> draw_plots(const std::string& dir) {
   std::istringstream in(out);
   for (std::string l; std::getline(in, l);)
     if (l.rfind("wrote ", 0) == 0) files.push_back(l.substr(6));
+  // In a run or compare directory, --overwrite may delete them again (output_dir.h).
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(fs::relative(f, d).generic_string());
+  record_written(d, names);
   return files;
 }
 

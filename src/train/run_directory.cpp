@@ -72,25 +72,40 @@ fs::path RunDirectory::checkpoint_path(int64_t step) const {
 
 void RunDirectory::prepare(bool quiet) {
   if (!main_rank_) return;
+  // A checkpoint this run writes would replace what stands at its name: only ours may. Checked
+  // before an old run is cleared, so that a refusal leaves the directory as it was. (Without
+  // a marker the directory is new, or a run from before markers, whose names it records.)
+  if (output_marker(path_))
+    for (const auto& e : fs::directory_iterator(path_)) {
+      const fs::path& p = e.path();
+      if (checkpoint_step(p) < 0 || (was_written(path_, p.filename().string()) && !output_marker(p))) continue;
+      const auto marker = output_marker(p);
+      throw OutputRefused("run directory " + path_.string() + " holds " + p.filename().string() + ", which " +
+                          (marker ? "is a leanback " + std::string(output_kind_name(*marker)) + " directory"
+                                  : std::string("leanback did not write there")) +
+                          ", not a checkpoint of this run; a checkpoint at that step would replace it: move " +
+                          p.string() + " out of the run directory, or pass --out DIR");
+    }
   if (replace_) {
     const auto kept = remove_owned_entries(path_, OutputKind::Run);
-    if (!kept.empty() && !quiet) {
-      std::cerr << "--overwrite: kept " << kept.size() << " entr" << (kept.size() == 1 ? "y" : "ies") << " of "
-                << path_.string() << " that leanback did not write:";
-      for (const auto& k : kept) std::cerr << " " << k;
-      std::cerr << "\n";
-    }
+    if (!kept.empty() && !quiet) std::cerr << kept_entries_note(path_, kept) << "\n";
   }
   create_output_dir(path_, OutputKind::Run, "--out");
+}
+
+void RunDirectory::write_file(const std::string& name, const std::string& text) const {
+  if (!main_rank_) return;
+  record_written(path_, {name});
+  io::write_text_atomic((path_ / name).string(), text);
 }
 
 void RunDirectory::write_run_files(const nlohmann::json& resolved_config, const std::string& plan_table,
                                    const nlohmann::json& memory_plan) {
   if (!main_rank_) return;
-  io::write_text_atomic((path_ / "config.json").string(), resolved_config.dump(2) + "\n");
-  io::write_text_atomic((path_ / "plan.txt").string(), plan_table);
-  if (!memory_plan.is_null())
-    io::write_text_atomic((path_ / "memory_plan.json").string(), memory_plan.dump(2) + "\n");
+  record_written(path_, {"metrics.jsonl"});  // the trainer's MetricsLog writes it next
+  write_file("config.json", resolved_config.dump(2) + "\n");
+  write_file("plan.txt", plan_table);
+  if (!memory_plan.is_null()) write_file("memory_plan.json", memory_plan.dump(2) + "\n");
 }
 
 std::string RunDirectory::last_good_note() const {
@@ -108,6 +123,13 @@ void RunDirectory::save(TrainerState& st, bool is_best, const nn::Module& module
   nlohmann::json all = extra;
   all["trainer"] = st.with_calibrations(calibrator_report).to_json();
   const fs::path dir = checkpoint_path(st.step);
+  const std::string name = dir.filename().string();
+  // Written mid-run in a directory checked at the start (prepare): what stands at the name
+  // now and is not ours is someone's, and saving would replace it.
+  LB_CHECK(!fs::exists(fs::symlink_status(dir)) || (was_written(path_, name) && !output_marker(dir)), dir.string(),
+           " appeared during the run and is not a checkpoint of it; move it away and continue with --resume ",
+           path_.string(), last_good_note());
+  record_written(path_, {name});
   try {
     save_checkpoint(dir.string(), module, &optimizer, &schedule, all);
   } catch (const NonFiniteState& e) {
@@ -125,6 +147,8 @@ void RunDirectory::save(TrainerState& st, bool is_best, const nn::Module& module
       keep.push_back(s);
     } else if (const std::string k = remove_checkpoint_dir(checkpoint_path(s)); !k.empty()) {
       log.warn("retention: " + k);
+    } else {
+      forget_written(path_, {checkpoint_path(s).filename().string()});
     }
   }
   st.checkpoints = keep;

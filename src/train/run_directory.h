@@ -34,6 +34,9 @@ class RunDirectory {
   // leanback wrote; the rest is listed on stderr unless quiet) and creates the directory with
   // its marker.
   void prepare(bool quiet);
+  // Records `name` in the directory's marker (what --overwrite may delete), then writes it
+  // (rank 0; atomically).
+  void write_file(const std::string& name, const std::string& text) const;
   // config.json (the resolved config) and plan.txt; with a memory budget, memory_plan.json
   // (the planner's plan, which a resumed run reuses; null: none).
   void write_run_files(const nlohmann::json& resolved_config, const std::string& plan_table,

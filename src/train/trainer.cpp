@@ -21,6 +21,7 @@
 #include "lb/train/hf_export.h"
 #include "lb/train/memory_planner.h"
 #include "lb/train/metrics_log.h"
+#include "lb/train/output_dir.h"
 #include "lb/train/progress.h"
 #include "lb/train/run_info.h"
 #include "src/train/batch_length_plans.h"
@@ -368,8 +369,9 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
       results["data_parallel"] = {{"ranks", pg.size()}, {"backend", pg.backend()},
                                   {"allreduce_ms_total", sync.ms_total()},
                                   {"allreduce_bytes_per_step", sync.bytes_per_step()}};
-    if (main_rank) io::write_text_atomic((dir.path() / "eval_results.json").string(), results.dump(2) + "\n");
+    dir.write_file("eval_results.json", results.dump(2) + "\n");
     if (main_rank && config.output.export_model) {
+      record_written(dir.path(), {"export"});
       ExportOptions eo;
       eo.merge = config.output.export_merged;
       eo.overwrite = true;  // <run>/export is this run's own (a resumed run exports again)

@@ -88,6 +88,13 @@ echo mine > "$tmp/mine/dev_predictions.tsv"
 "$lb" predict "$configs/quickstart.json" --checkpoint "$tmp/run" --out "$tmp/mine" --overwrite "${small[@]:0:6}" \
   2> "$tmp/mine.err" && fail "predict --overwrite replaced a file in a directory it did not create"
 grep -q "which leanback did not create for predictions" "$tmp/mine.err" || { cat "$tmp/mine.err"; fail "no message"; }
+# ... and only a file its marker records: the user's file put in leanback's directory stays
+mkdir -p "$tmp/sub2" && echo mine > "$tmp/sub2/dev_predictions.tsv"
+echo '{"written_by": "leanback", "kind": "predict", "written": []}' > "$tmp/sub2/.leanback-output.json"
+"$lb" predict "$configs/quickstart.json" --checkpoint "$tmp/run" --out "$tmp/sub2" --overwrite "${small[@]:0:6}" \
+  2> "$tmp/mine2.err" && fail "predict --overwrite replaced a file its marker does not record"
+grep -q "is not a file leanback wrote there" "$tmp/mine2.err" || { cat "$tmp/mine2.err"; fail "no message"; }
+[ "$(cat "$tmp/sub2/dev_predictions.tsv")" = mine ] || fail "predict --overwrite replaced the user's file"
 [ "$(cat "$tmp/mine/dev_predictions.tsv")" = mine ] || fail "predict replaced the user's file"
 "$lb" predict "$configs/quickstart.json" --checkpoint "$tmp/run" --out "$tmp/sub" --overwrite "${small[@]:0:6}" \
   2>/dev/null || fail "predict --overwrite of its own directory failed"
@@ -106,6 +113,28 @@ grep -q -- "--overwrite refused: $tmp/thesis is not empty and was not created by
   || { cat "$tmp/ow.err"; fail "--overwrite of a run directory failed"; }
 [ -f "$tmp/run/mine.txt" ] || fail "--overwrite deleted a file leanback did not write"
 grep -q "kept 1 entry of $tmp/run that leanback did not write: mine.txt" "$tmp/ow.err" || fail "no kept-files note"
+# --overwrite deletes what the run directory's marker records, not what looks like leanback's:
+# a plot of the user's under plots/ stays, and so does an export placed at a checkpoint's name
+# (with it there the run is refused, as a checkpoint could replace it; nothing is deleted)
+mkdir -p "$tmp/run/plots" && echo mine > "$tmp/run/plots/mine.png"
+"$lb" export "$tmp/run" --out "$tmp/run/checkpoint-99" 2> /dev/null || fail "export into the run directory failed"
+"$lb" train "$configs/quickstart.json" "${small[@]}" --out "$tmp/run" --overwrite > /dev/null 2> "$tmp/ow2.err" \
+  && fail "--overwrite over an export at checkpoint-99 was not refused"
+grep -q "holds checkpoint-99, which is a leanback export directory" "$tmp/ow2.err" \
+  || { cat "$tmp/ow2.err"; fail "no message for an export at checkpoint-99"; }
+[ -f "$tmp/run/checkpoint-99/model.safetensors" ] && [ -f "$tmp/run/config.json" ] \
+  || fail "a refused --overwrite deleted files"
+mv "$tmp/run/checkpoint-99" "$tmp/export99"
+"$lb" train "$configs/quickstart.json" "${small[@]}" --out "$tmp/run" --overwrite > /dev/null 2> "$tmp/ow3.err" \
+  || { cat "$tmp/ow3.err"; fail "--overwrite failed"; }
+grep -q "that leanback did not write: mine.txt plots$" "$tmp/ow3.err" || { cat "$tmp/ow3.err"; fail "no kept plot"; }
+[ "$(cat "$tmp/run/plots/mine.png")" = mine ] || fail "--overwrite deleted the user's plot"
+# ... and export's --overwrite keeps what an export never writes
+mkdir -p "$tmp/export99/plots" && echo mine > "$tmp/export99/plots/figure1.png"
+"$lb" export "$tmp/run" --out "$tmp/export99" --overwrite > /dev/null 2> "$tmp/ow4.err" || fail "export --overwrite failed"
+grep -q "kept 1 entry of $tmp/export99 that leanback did not write: plots" "$tmp/ow4.err" \
+  || { cat "$tmp/ow4.err"; fail "export --overwrite printed no kept list"; }
+[ "$(cat "$tmp/export99/plots/figure1.png")" = mine ] || fail "export --overwrite deleted the user's figure"
 
 # plan
 "$lb" plan "$configs/quickstart.json" --strategy instant | grep -q "bert.encoder.layer.0.intermediate.dense .*instant .*--strategy instant" \

@@ -2,10 +2,12 @@
 // whether a directory may be written into, replaced or cleared, and what may be deleted.
 //
 // The rule (never destroy what is not ours): a directory leanback creates, or finds empty,
-// gets a marker file (kOutputMarker, naming its kind). Only a directory holding the marker
-// of the right kind may be replaced with --overwrite, and even then only the entries
-// leanback writes there are deleted (by name: config.json, checkpoint-<N>/ with its three
-// files, ...); anything else is kept and listed. "/", the home directory, the current
+// gets a marker file (kOutputMarker, naming its kind and recording, before each write, the
+// names leanback writes there). Only a directory holding the marker of the right kind may be
+// replaced with --overwrite, and even then only the entries its marker records are deleted
+// (config.json, checkpoint-<N>/ with its three files, plots/loss.png, ...; never by a pattern
+// such as *.png); anything else is kept and listed, and so is a directory holding a marker
+// of its own unless the record names it as this directory's export or comparison run. "/", the home directory, the current
 // directory and every ancestor of it are never an output directory. Removal never follows
 // a symbolic link: a link is removed as a link, its target is never entered.
 #pragma once
@@ -42,10 +44,22 @@ void write_output_marker(const std::filesystem::path& dir, OutputKind kind);
 // True when `dir` is missing or an empty directory (a file there is refused).
 bool output_dir_fresh(const std::filesystem::path& dir, const std::string& flag);
 
-// Deletes, inside `dir` (which must hold the marker of `kind`), the entries leanback writes
-// for that kind, never following links; returns the entries it kept (not leanback's). The
-// marker stays: the directory is still provably leanback's.
+// Deletes, inside `dir` (which must hold the marker of `kind`), the entries its marker records
+// (a marker from before the record: the kind's fixed names), never following links; returns
+// the entries it kept (not leanback's). The marker stays: the directory is still provably
+// leanback's.
 std::vector<std::string> remove_owned_entries(const std::filesystem::path& dir, OutputKind kind);
+
+// "--overwrite: kept N entries of DIR that leanback did not write: a b/ ...".
+std::string kept_entries_note(const std::filesystem::path& dir, const std::vector<std::string>& kept);
+
+// Adds `names` (relative to `dir`, '/'-separated: "config.json", "checkpoint-12",
+// "plots/loss.png") to the record in the marker of `dir`, before they are written; nothing
+// happens in a directory without a marker (leanback deletes nothing there). forget_written
+// takes names out again (a checkpoint deleted by retention); was_written asks the record.
+void record_written(const std::filesystem::path& dir, const std::vector<std::string>& names);
+void forget_written(const std::filesystem::path& dir, const std::vector<std::string>& names);
+bool was_written(const std::filesystem::path& dir, const std::string& name);
 
 // Whether a training run may use `dir`: resume_ckpt is the checkpoint being resumed ("" when
 // starting afresh). Returns true when an old run there is to be replaced (--overwrite on a
