@@ -56,7 +56,8 @@ std::string usage() {
          "  bench gemm [--m M --n N --k K [--ta] [--tb]] [--iters N] [--threads T] [--json]\n"
          "                               float GEMM GFLOP/s, ours vs OpenBLAS\n"
          "  bench tokenize [--vocab DIR|FILE] [--data TSV] [--iters N] [--json]\n"
-         "                               WordPiece tokens/s on SST-2 train, one thread\n";
+         "                               WordPiece tokens/s on SST-2 train, one thread\n"
+         "  --verbose (any command) or LEANBACK_DEBUG=1: errors also name the check and source line\n";
 }
 
 int cmd_info(const std::vector<std::string>& args) {

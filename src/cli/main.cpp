@@ -1,6 +1,8 @@
 // leanback command-line entry: dispatches to subcommands; lb::Error becomes a message on
 // stderr and exit code 1 (2 for usage errors).
+#include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -27,6 +29,10 @@ int fail(const std::string& cmd, const std::string& msg, int code) {
   std::cerr << "leanback " << cmd << ": " << msg << "\n";
   return code;
 }
+
+std::string where(const lb::Error& e, bool verbose) {
+  return verbose && !e.where().empty() ? " " + e.where() : "";
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -38,6 +44,17 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::cout << lb::cli::usage();
     return args.empty() ? 2 : 0;
+  }
+  // --verbose (anywhere) or LEANBACK_DEBUG=1: errors also say where in leanback they arose.
+  const char* debug_env = std::getenv("LEANBACK_DEBUG");
+  bool verbose = debug_env != nullptr && *debug_env != '\0' && std::string(debug_env) != "0";
+  if (const auto it = std::remove(args.begin(), args.end(), std::string("--verbose")); it != args.end()) {
+    args.erase(it, args.end());
+    verbose = true;
+  }
+  if (args.empty()) {
+    std::cout << lb::cli::usage();
+    return 2;
   }
   const std::string cmd = args[0];
   args.erase(args.begin());
@@ -58,7 +75,7 @@ int main(int argc, char** argv) {
   } catch (const lb::cli::UsageError& e) {
     return fail(cmd, e.what(), 2);
   } catch (const lb::Error& e) {
-    return fail(cmd, std::string("error: ") + e.what(), 1);
+    return fail(cmd, std::string("error: ") + e.what() + where(e, verbose), 1);
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the system refused (too long, /proc, permissions): name it and the reason.
     std::string paths = e.path1().string();

@@ -1,15 +1,24 @@
-// lb::Error and LB_CHECK: every user-facing failure throws lb::Error carrying file:line
-// and a message that names the shapes, dtypes, files or JSON paths involved.
+// lb::Error and LB_CHECK: every user-facing failure throws lb::Error with a message that
+// names the shapes, dtypes, files or JSON paths involved (what()), and apart from it where in
+// leanback it was raised (where(), for developers: the CLI shows it only with
+// LEANBACK_DEBUG=1 or --verbose).
 #pragma once
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace lb {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+  explicit Error(const std::string& msg, std::string where = "") : std::runtime_error(msg), where_(std::move(where)) {}
+  // "[check failed: <condition>] (<source file>:<line>)" of the LB_CHECK / LB_FAIL that threw;
+  // "" for an Error made directly.
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
 };
 
 namespace detail {
@@ -21,11 +30,11 @@ void append_all(std::ostringstream& os, const T& v, const Rest&... rest) {
 }
 template <typename... Args>
 [[noreturn]] void throw_error(const char* file, int line, const char* cond, const Args&... args) {
-  std::ostringstream os;
+  std::ostringstream os, where;
   append_all(os, args...);
-  if (cond) os << " [check failed: " << cond << "]";
-  os << " (" << file << ":" << line << ")";
-  throw Error(os.str());
+  if (cond) where << "[check failed: " << cond << "] ";
+  where << "(" << file << ":" << line << ")";
+  throw Error(os.str(), where.str());
 }
 }  // namespace detail
 
