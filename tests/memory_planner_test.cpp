@@ -178,6 +178,27 @@ TEST(MemoryPlanner, RecomputesInBf16WhereItPaysAndCarriesItThroughThePlanFile) {
             std::string::npos);
   EXPECT_NE(edited("exact_peak_bytes", 18446744073709551615ull).find("exact_peak_bytes: expected a whole number"),
             std::string::npos);
+  // Every other field too: the file and the JSON path, never a bare JSON library message.
+  EXPECT_EQ(edited("budget", 5), "plan.json: budget: expected a string, got 5");
+  EXPECT_EQ(edited("parts.codec", 3), "plan.json: parts[0].codec: expected a string, got 3");
+  EXPECT_EQ(edited("parts.added_ms", "x"), "plan.json: parts[0].added_ms: expected a number, got \"x\"");
+  EXPECT_EQ(edited("parts.recompute", 1), "plan.json: parts[0].recompute: expected true or false, got 1");
+  EXPECT_EQ(edited("parts", 7), "plan.json: parts: expected a list, got 7");
+  EXPECT_EQ(edited("memory", 4), "plan.json: memory: expected a JSON object, got 4");
+  EXPECT_EQ(edited("memory", {{"recompute", 5}}), "plan.json: memory.recompute: expected a list of strings, got 5");
+  EXPECT_EQ(edited("backward_rules", {{{"match", 5}}}), "plan.json: backward_rules[0].match: expected a string, got 5");
+  EXPECT_NE(edited("backward_rules", {{{"match", "x"}, {"type", "hot"}, {"gx_bits", 99}}})
+                .find("plan.json: backward_rules[0].gx_bits: 99 is out of range"),
+            std::string::npos);
+  EXPECT_EQ(edited("by_length", {{{"max_len", 8}, {"memory", {{"codecs", 1}}}}}).rfind(
+                "plan.json: by_length[0].memory.codecs: expected a list of rules", 0),
+            0u);
+  nlohmann::json no_parts = plan.to_json();
+  no_parts.erase("parts");
+  EXPECT_EQ(lb::testing::error_message([&] { MemoryPlan::from_json(no_parts, "plan.json"); }),
+            "plan.json: parts is missing: not a memory plan leanback wrote");
+  EXPECT_EQ(lb::testing::error_message([&] { MemoryPlan::from_json({1, 2}, "plan.json"); }),
+            "plan.json: expected a JSON object, got [1,2]");
 }
 
 // HOT's six settings added to the toy: each keeps less than its exact-strategy twin and runs

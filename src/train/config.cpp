@@ -238,14 +238,14 @@ ScheduleSection parse_schedule(const nlohmann::json& j) {
 
 }  // namespace
 
-MemorySection MemorySection::from_json(const nlohmann::json& j) {
+MemorySection MemorySection::from_json(const nlohmann::json& j, const std::string& at) {
   MemorySection m;
-  JsonReader r(j, "memory");
+  JsonReader r(j, at);
   if (const auto& codecs = r.raw("codecs"); !codecs.is_null()) {
-    LB_CHECK(codecs.is_array(), "memory.codecs: expected a list of rules ({\"match\", \"op\", \"role\", "
+    LB_CHECK(codecs.is_array(), at, ".codecs: expected a list of rules ({\"match\", \"op\", \"role\", "
              "\"codec\", ...}), got ", codecs.dump());
     for (size_t i = 0; i < codecs.size(); ++i) {
-      const std::string path = "memory.codecs[" + std::to_string(i) + "]";
+      const std::string path = at + ".codecs[" + std::to_string(i) + "]";
       LB_CHECK(codecs[i].is_object(), path, ": expected a rule object, got ", codecs[i].dump());
       JsonReader c(codecs[i], path);
       autograd::CodecRule rule;
@@ -277,7 +277,7 @@ MemorySection MemorySection::from_json(const nlohmann::json& j) {
   m.recompute = string_list(r, "recompute", {});
   m.recompute_bf16 = string_list(r, "recompute_bf16", {});
   if (const auto& b = r.raw("budget"); !b.is_null()) {
-    LB_CHECK(b.is_string() || (b.is_number() && b.get<double>() > 0), "memory.budget: a size such as \"120MB\", "
+    LB_CHECK(b.is_string() || (b.is_number() && b.get<double>() > 0), at, ".budget: a size such as \"120MB\", "
              "\"1.5GiB\" or \"0.1x\" (a fraction of the exact vanilla activation peak), or a number of bytes; got ",
              b.dump());
     // A number of bytes: whole ones as written; fractions and values past int64 (whose int64
@@ -287,8 +287,8 @@ MemorySection MemorySection::from_json(const nlohmann::json& j) {
                                                                   : std::to_string(v);
     };
     m.budget = MemoryBudget::parse(b.is_string() ? b.get<std::string>() : number_text(b.get<double>()),
-                                   "memory.budget");
-    LB_CHECK(m.planned_settings_given().empty(), "memory.budget: the planner chooses memory.codecs, "
+                                   at + ".budget");
+    LB_CHECK(m.planned_settings_given().empty(), at, ".budget: the planner chooses memory.codecs, "
              "memory.recompute and memory.recompute_bf16 itself, and the config sets ", m.planned_settings_given(),
              "; give the budget or those, not both");
   }

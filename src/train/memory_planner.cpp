@@ -809,79 +809,139 @@ nlohmann::json MemoryPlan::to_json() const {
 }
 
 namespace {
-// The whole number at j[key] (`fallback` when absent, if given), in [lo, INT64_MAX]: a
-// fraction, a float or a value past int64 in a hand-edited plan file is an error naming the
-// file and the JSON path, not a truncation or an undefined conversion.
-int64_t plan_int(const nlohmann::json& j, const std::string& key, const std::string& source,
-                 const std::string& path, int64_t lo, std::optional<int64_t> fallback = std::nullopt) {
-  if (!j.contains(key)) {
-    if (fallback) return *fallback;
-    throw Error(source + ": " + path + key + " is missing: not a memory plan leanback wrote");
+// A plan file's fields, read with every error naming the file and the field's JSON path
+// (a hand-edited or damaged plan is named, never a bare JSON library message).
+class PlanFields {
+ public:
+  explicit PlanFields(std::string source) : source_(std::move(source)) {}
+
+  // j[key], which must be there.
+  const nlohmann::json& at(const nlohmann::json& j, const std::string& path, const std::string& key) const {
+    if (!j.is_object()) fail(path.empty() ? "" : path.substr(0, path.size() - 1), "a JSON object", j);
+    if (!j.contains(key)) throw Error(source_ + ": " + path + key + " is missing: not a memory plan leanback wrote");
+    return j.at(key);
   }
-  const nlohmann::json& v = j.at(key);
-  const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
-  if (!fits || v.get<int64_t>() < lo)
-    throw Error(source + ": " + path + key + ": expected a whole number from " + std::to_string(lo) + " to " +
-                std::to_string(INT64_MAX) + ", got " + v.dump());
-  return v.get<int64_t>();
-}
+  // The whole number at j[key] (`fallback` when absent, if given), in [lo, INT64_MAX]: a
+  // fraction, a float or a value past int64 is an error, not a truncation or an undefined
+  // conversion.
+  int64_t integer(const nlohmann::json& j, const std::string& path, const std::string& key, int64_t lo,
+                  std::optional<int64_t> fallback = std::nullopt) const {
+    if (fallback && j.is_object() && !j.contains(key)) return *fallback;
+    const nlohmann::json& v = at(j, path, key);
+    const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
+    if (!fits || v.get<int64_t>() < lo)
+      fail(path + key, "a whole number from " + std::to_string(lo) + " to " + std::to_string(INT64_MAX), v);
+    return v.get<int64_t>();
+  }
+  double number(const nlohmann::json& j, const std::string& path, const std::string& key,
+                std::optional<double> fallback = std::nullopt) const {
+    if (fallback && j.is_object() && !j.contains(key)) return *fallback;
+    const nlohmann::json& v = at(j, path, key);
+    if (!v.is_number()) fail(path + key, "a number", v);
+    return v.get<double>();
+  }
+  std::string text(const nlohmann::json& j, const std::string& path, const std::string& key,
+                   std::optional<std::string> fallback = std::nullopt) const {
+    if (fallback && j.is_object() && !j.contains(key)) return *fallback;
+    const nlohmann::json& v = at(j, path, key);
+    if (!v.is_string()) fail(path + key, "a string", v);
+    return v.get<std::string>();
+  }
+  bool flag(const nlohmann::json& j, const std::string& path, const std::string& key,
+            std::optional<bool> fallback = std::nullopt) const {
+    if (fallback && j.is_object() && !j.contains(key)) return *fallback;
+    const nlohmann::json& v = at(j, path, key);
+    if (!v.is_boolean()) fail(path + key, "true or false", v);
+    return v.get<bool>();
+  }
+  // The list at j[key] (empty when absent and `optional`).
+  const nlohmann::json& list(const nlohmann::json& j, const std::string& path, const std::string& key,
+                             bool optional = false) const {
+    static const nlohmann::json empty = nlohmann::json::array();
+    if (optional && j.is_object() && !j.contains(key)) return empty;
+    const nlohmann::json& v = at(j, path, key);
+    if (!v.is_array()) fail(path + key, "a list", v);
+    return v;
+  }
+  // A section read by another reader (whose errors name its path from `path`): named with the file.
+  template <typename F>
+  auto section(F&& read) const -> decltype(read()) {
+    try {
+      return read();
+    } catch (const Error& e) {
+      throw Error(source_ + ": " + e.what(), e.where());
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& path, const std::string& want, const nlohmann::json& got) const {
+    std::string g = got.dump();
+    if (g.size() > 80) g = g.substr(0, 77) + "...";
+    throw Error(source_ + ": " + (path.empty() ? "" : path + ": ") + "expected " + want + ", got " + g);
+  }
+  std::string source_;
+};
 }  // namespace
 
 MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& source) {
-  try {
-    MemoryPlan p;
-    p.budget_text = j.at("budget").get<std::string>();
-    p.budget_bytes = plan_int(j, "budget_bytes", source, "", 1);
-    p.micro_batches = plan_int(j, "micro_batches", source, "", 1, 1);  // plans before them had none
-    p.batch_smallest_reachable = plan_int(j, "batch_smallest_reachable_bytes", source, "", 0, 0);
-    p.exact_vanilla_peak = plan_int(j, "exact_vanilla_peak_bytes", source, "", 0);
-    p.exact_peak = plan_int(j, "exact_peak_bytes", source, "", 0);
-    p.predicted_peak = plan_int(j, "predicted_peak_bytes", source, "", 0);
-    p.measured_peak = plan_int(j, "measured_peak_bytes", source, "", 0);
-    p.smallest_reachable = plan_int(j, "smallest_reachable_bytes", source, "", 0);
-    p.exact_step_ms = j.at("exact_step_ms").get<double>();
-    p.predicted_step_ms = j.at("predicted_step_ms").get<double>();
-    p.profile_s = j.at("profile_s").get<double>();
-    for (const auto& x : j.at("parts")) {
-      const std::string at = "parts[" + std::to_string(p.parts.size()) + "].";
-      PlannedPart part;
-      part.part = x.at("part").get<std::string>();
-      part.option.codec = x.at("codec").get<std::string>();
-      part.option.recompute = x.at("recompute").get<bool>();
-      part.option.bf16_products = x.value("bf16_products", false);  // plans before it had none
-      part.option.strategy = x.value("strategy", std::string());
-      part.kept_bytes = plan_int(x, "kept_bytes", source, at, 0);
-      part.working_bytes = plan_int(x, "working_bytes", source, at, 0);
-      part.added_ms = x.at("added_ms").get<double>();
-      part.fidelity = x.at("fidelity").get<double>();
-      part.why = x.at("why").get<std::string>();
-      p.parts.push_back(part);
-    }
-    p.section = MemorySection::from_json(j.at("memory"));
-    p.backward_rules = j.value("backward_rules", nlohmann::json::array());
-    p.profiled_on = j.value("profiled_on", nlohmann::json());  // plans before them had none
-    LB_CHECK(p.backward_rules.is_array(), source, ": backward_rules is not a list");
-    for (auto& r : p.section.codecs) r.must_match = false;  // the planner's rules
-    for (const auto& x : j.value("by_length", nlohmann::json::array())) {  // plans before them had none
-      const std::string at = "by_length[" + std::to_string(p.by_length.size()) + "].";
-      LengthPlan l;
-      l.max_len = plan_int(x, "max_len", source, at, 1);
-      l.max_tokens = plan_int(x, "max_tokens", source, at, 0, 0);  // plans before them had none
-      l.section = MemorySection::from_json(x.at("memory"));
-      for (auto& r : l.section.codecs) r.must_match = false;
-      l.predicted_peak = plan_int(x, "predicted_peak_bytes", source, at, 0);
-      l.measured_peak = plan_int(x, "measured_peak_bytes", source, at, 0);
-      l.predicted_step_ms = x.at("predicted_step_ms").get<double>();
-      l.exact_step_ms = x.value("exact_step_ms", 0.0);  // plans before it had none
-      l.summary = x.at("summary").get<std::string>();
-      LB_CHECK(l.max_len > 0 && l.max_tokens >= 0, source, ": by_length: max_len ", l.max_len, ", max_tokens ",
-               l.max_tokens, " (expected max_len > 0, max_tokens >= 0)");
-      p.by_length.push_back(l);
-    }
-    return p;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(source + ": not a memory plan leanback wrote (" + e.what() + ")");
+  const PlanFields f(source);
+  MemoryPlan p;
+  p.budget_text = f.text(j, "", "budget");
+  p.budget_bytes = f.integer(j, "", "budget_bytes", 1);
+  p.micro_batches = f.integer(j, "", "micro_batches", 1, 1);  // plans before them had none
+  p.batch_smallest_reachable = f.integer(j, "", "batch_smallest_reachable_bytes", 0, 0);
+  p.exact_vanilla_peak = f.integer(j, "", "exact_vanilla_peak_bytes", 0);
+  p.exact_peak = f.integer(j, "", "exact_peak_bytes", 0);
+  p.predicted_peak = f.integer(j, "", "predicted_peak_bytes", 0);
+  p.measured_peak = f.integer(j, "", "measured_peak_bytes", 0);
+  p.smallest_reachable = f.integer(j, "", "smallest_reachable_bytes", 0);
+  p.exact_step_ms = f.number(j, "", "exact_step_ms");
+  p.predicted_step_ms = f.number(j, "", "predicted_step_ms");
+  p.profile_s = f.number(j, "", "profile_s");
+  for (const auto& x : f.list(j, "", "parts")) {
+    const std::string at = "parts[" + std::to_string(p.parts.size()) + "].";
+    PlannedPart part;
+    part.part = f.text(x, at, "part");
+    part.option.codec = f.text(x, at, "codec");
+    part.option.recompute = f.flag(x, at, "recompute");
+    part.option.bf16_products = f.flag(x, at, "bf16_products", false);  // plans before it had none
+    part.option.strategy = f.text(x, at, "strategy", "");
+    part.kept_bytes = f.integer(x, at, "kept_bytes", 0);
+    part.working_bytes = f.integer(x, at, "working_bytes", 0);
+    part.added_ms = f.number(x, at, "added_ms");
+    part.fidelity = f.number(x, at, "fidelity");
+    part.why = f.text(x, at, "why");
+    p.parts.push_back(part);
   }
+  const nlohmann::json& memory = f.at(j, "", "memory");
+  p.section = f.section([&] { return MemorySection::from_json(memory, "memory"); });
+  p.backward_rules = f.list(j, "", "backward_rules", /*optional=*/true);
+  // Checked here as the config checks its own rules, so that an error names this file.
+  for (size_t i = 0; i < p.backward_rules.size(); ++i) {
+    const std::string at = "backward_rules[" + std::to_string(i) + "].";
+    nlohmann::json spec = p.backward_rules[i];
+    f.text(spec, at, "match");
+    spec.erase("match");
+    f.section([&] { return nn::backward::StrategySetting::parse(spec, at.substr(0, at.size() - 1)); });
+  }
+  p.profiled_on = j.value("profiled_on", nlohmann::json());  // plans before them had none
+  for (auto& r : p.section.codecs) r.must_match = false;  // the planner's rules
+  for (const auto& x : f.list(j, "", "by_length", /*optional=*/true)) {  // plans before them had none
+    const std::string at = "by_length[" + std::to_string(p.by_length.size()) + "].";
+    LengthPlan l;
+    l.max_len = f.integer(x, at, "max_len", 1);
+    l.max_tokens = f.integer(x, at, "max_tokens", 0, 0);  // plans before them had none
+    const nlohmann::json& m = f.at(x, at, "memory");
+    l.section = f.section([&] { return MemorySection::from_json(m, at + "memory"); });
+    for (auto& r : l.section.codecs) r.must_match = false;
+    l.predicted_peak = f.integer(x, at, "predicted_peak_bytes", 0);
+    l.measured_peak = f.integer(x, at, "measured_peak_bytes", 0);
+    l.predicted_step_ms = f.number(x, at, "predicted_step_ms");
+    l.exact_step_ms = f.number(x, at, "exact_step_ms", 0.0);  // plans before it had none
+    l.summary = f.text(x, at, "summary");
+    p.by_length.push_back(l);
+  }
+  return p;
 }
 
 }  // namespace lb::train

@@ -118,7 +118,7 @@ struct MemorySection {
   // gradients accumulate (memory_planner.h).
   bool micro_batches = true;
   // The config's "memory" section; errors name its JSON paths.
-  static MemorySection from_json(const nlohmann::json& j);
+  static MemorySection from_json(const nlohmann::json& j, const std::string& at = "memory");  // errors name `at`
   nlohmann::json to_json() const;
   // The settings a budget's planner would choose that this section sets itself, as their JSON
   // paths ("memory.codecs, memory.recompute"), or "" (a budget and these are never combined).
