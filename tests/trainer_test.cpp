@@ -730,6 +730,21 @@ TEST_P(TrainerByStrategy, InterruptedAndResumedEqualsUninterrupted) {
   EXPECT_EQ(resumed["calibration"]["calibrations"], whole["calibration"]["calibrations"]);
   EXPECT_EQ(resumed["calibration"]["steps"], whole["calibration"]["steps"]);
   EXPECT_GT(resumed["train_samples_per_second"].get<double>(), 0.0);
+  // ... and so do its per-layer counts (they covered the last segment alone before).
+  ASSERT_EQ(resumed["layers"].size(), whole["layers"].size());
+  for (size_t i = 0; i < whole["layers"].size(); ++i) {
+    const auto &w = whole["layers"][i], &r = resumed["layers"][i];
+    for (const char* key : {"backward_calls", "calibration_backward_calls"})
+      EXPECT_EQ(r["measured"][key], w["measured"][key]) << key << " of " << w["layer"];
+    EXPECT_GT(r["measured"]["backward_ms_total"].get<double>(), 0.0) << w["layer"];
+    if (w.contains("instant")) {
+      EXPECT_EQ(r["instant"]["fallback_calls"], w["instant"]["fallback_calls"]) << w["layer"];
+      EXPECT_EQ(r["instant"]["calibrations"], w["instant"]["calibrations"]) << w["layer"];
+    }
+    if (w.contains("calibration"))
+      EXPECT_EQ(r["calibration"]["calibrations"], w["calibration"]["calibrations"]) << w["layer"];
+  }
+  EXPECT_EQ(resumed["layers"][0]["measured"]["backward_calls"].get<int64_t>(), 6 * 2) << "6 steps of 2 micro-batches";
 }
 
 // Images end to end: an image folder (train/ and test/, two classes told apart by colour and

@@ -202,7 +202,7 @@ void save_checkpoint(const std::string& dir_in, const nn::Module& model,
   nlohmann::json backward = nlohmann::json::object();
   for (auto& [name, s] : strategies_of(const_cast<nn::Module&>(model)))
   {
-    backward[name] = {{"type", s->type()}, {"state", s->state_json()}};
+    backward[name] = {{"type", s->type()}, {"state", s->state_json()}, {"accounting", s->accounting_state()}};
     if (s->fell_back()) backward[name]["fallback_reason"] = s->fallback_reason();
   }
   state["backward"] = backward;
@@ -296,6 +296,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
         continue;
       }
       s->load_state_json(entry.at("state"));
+      if (entry.contains("accounting")) s->load_accounting_state(entry.at("accounting"));  // before it: none
       if (entry.contains("fallback_reason")) s->fall_back_to_exact(entry.at("fallback_reason").get<std::string>());
     }
   } catch (const nlohmann::json::exception& e) {

@@ -620,6 +620,22 @@ void Instant::load_state_json(const nlohmann::json& j) {
   ++generation_;  // states saved before the load must not meet these bases
 }
 
+nlohmann::json Instant::accounting_state() const {
+  nlohmann::json j = Strategy::accounting_state();
+  j["fallback_calls"] = fallback_calls_;
+  j["calibration_flops"] = calib_flops_;
+  j["calibration_ms"] = calib_ms_;
+  return j;
+}
+
+void Instant::load_accounting_state(const nlohmann::json& j) {
+  Strategy::load_accounting_state(j);
+  JsonReader r(j, "accounting (" + layer_name_ + ")");
+  fallback_calls_ = r.integer("fallback_calls", 0, 0, int64_t{1} << 62);
+  calib_flops_ = r.number("calibration_flops", 0, 0, 1e300);
+  calib_ms_ = r.number("calibration_ms", 0, 0, 1e300);
+}
+
 StrategySummary Instant::summary() const {
   StrategySummary s = Strategy::summary();
   s.compressing = !fell_back_ && (frozen_ ? compresses_frozen(last_geom_) : compresses(last_geom_));

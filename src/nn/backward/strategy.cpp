@@ -9,6 +9,7 @@
 #include "lb/autograd/kept_input.h"
 #include "lb/autograd/node.h"
 #include "lb/autograd/saved_operand.h"
+#include "lb/core/json_reader.h"
 #include "lb/ops/linalg.h"
 #include "lb/ops/reduce.h"
 
@@ -159,6 +160,22 @@ StrategySummary Strategy::summary() const {
   s.paper = {paper_backward_flops_as_run(last_geom_), paper_saved_bytes_fp32_as_run(last_geom_)};
   s.measured = {calls_, backward_ms_, last_saved_bytes_, calib_calls_, calib_backward_ms_};
   return s;  // exact: not compressing (strategies that compress say so)
+}
+
+nlohmann::json Strategy::accounting_state() const {
+  return {{"backward_calls", calls_},
+          {"backward_ms", backward_ms_},
+          {"calibration_backward_calls", calib_calls_},
+          {"calibration_backward_ms", calib_backward_ms_}};
+}
+
+void Strategy::load_accounting_state(const nlohmann::json& j) {
+  JsonReader r(j, "accounting (" + layer_name_ + ")");
+  constexpr int64_t kMany = int64_t{1} << 62;
+  calls_ = r.integer("backward_calls", 0, 0, kMany);
+  backward_ms_ = r.number("backward_ms", 0, 0, 1e300);
+  calib_calls_ = r.integer("calibration_backward_calls", 0, 0, kMany);
+  calib_backward_ms_ = r.number("calibration_backward_ms", 0, 0, 1e300);  // a strategy's own keys: its override
 }
 
 nlohmann::json Strategy::report() const {

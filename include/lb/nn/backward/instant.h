@@ -132,6 +132,8 @@ class Instant : public Strategy, public Calibratable {
   // so a resumed run keeps its bases until its next scheduled calibration.
   nlohmann::json state_json() const override;
   void load_state_json(const nlohmann::json& j) override;
+  nlohmann::json accounting_state() const override;  // + fallback calls, calibration cost
+  void load_accounting_state(const nlohmann::json& j) override;
 
   // Token axis with variable L (set_max_tokens): the bases span positions 0..max_L-1, the
   // Grams sum every batch zero-extended to max_L (padding positions beyond a batch's L add

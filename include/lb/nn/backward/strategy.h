@@ -215,6 +215,12 @@ class Strategy {
   virtual StrategySummary summary() const;
   virtual nlohmann::json report() const;
 
+  // The accounting counters of the run so far (backward calls and ms, calibration passes'
+  // calls and ms; a strategy adds its own), saved with checkpoints so that a resumed run's
+  // per-layer report covers the whole run, as its totals do. Errors name the layer.
+  virtual nlohmann::json accounting_state() const;
+  virtual void load_accounting_state(const nlohmann::json& j);
+
   // ---- learned state (checkpoints) ----
   // Per-layer decisions a strategy makes while training (e.g. HOT's LQS quantiser choice),
   // saved with checkpoints and restored before training resumes. Empty by default.
