@@ -186,7 +186,8 @@ int cmd_predict(const std::vector<std::string>& args) {
       splits = data::glue_task(probe.data.task).test_splits;
   }
   train::refuse_protected_dir(out_dir, "--out");
-  if (train::output_dir_fresh(out_dir, "--out")) train::create_output_dir(out_dir, train::OutputKind::Predict, "--out");
+  // Created once the model is built and checked: a refused predict leaves nothing behind.
+  bool create_out = train::output_dir_fresh(out_dir, "--out");
   if (probe.data.max_eval_examples > 0)
     std::cerr << "predict: data.max_eval_examples (" << probe.data.max_eval_examples
               << ") does not apply: a submission holds every row of the split\n";
@@ -196,6 +197,8 @@ int cmd_predict(const std::vector<std::string>& args) {
     const fs::path file = fs::path(out_dir) / (l.data.glue ? l.data.glue->submission_file(split)
                                                             : split + "_predictions.tsv");
     refuse_replacing(file, out_dir, overwrite);  // before the work
+    if (create_out) train::create_output_dir(out_dir, train::OutputKind::Predict, "--out");
+    create_out = false;
     train::record_written(out_dir, {file.filename().string()});
     auto loader = train::make_loader(l.data, l.config, false, l.config.train.seed);
     const MatmulPrecisionScope precision(matmul_precision_from_name(l.config.train.precision));
