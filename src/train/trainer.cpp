@@ -24,7 +24,7 @@
 #include "lb/train/output_dir.h"
 #include "lb/train/progress.h"
 #include "lb/train/run_info.h"
-#include "src/train/batch_length_plans.h"
+#include "src/train/budgeted_run.h"
 #include "src/train/calibration_schedule.h"
 #include "src/train/data_parallel.h"
 #include "src/train/eval_step.h"
@@ -120,6 +120,91 @@ void log_start(const Logger& log, const Config& config, const TrainingSetup& s, 
     if (const std::string w = hot_kernel_warning(); !w.empty()) log.warn(w);
 }
 
+// The TrainStep of this run: clipping, schedule, ranks, device, the layers' strategies and the
+// kept-tensor codecs (the memory plan's, for the longest batch).
+TrainStepOptions train_step_options(const Config& config, const TrainingSetup& s, dist::ProcessGroup& pg,
+                                    const Device& device) {
+  TrainStepOptions o;
+  o.max_grad_norm = config.train.max_grad_norm;
+  o.schedule = &s.schedule;
+  o.group = &pg;
+  o.device = device;
+  o.strategies = s.strategies;
+  // HOT's stochastic-rounding streams: keyed by rank too (rank 0 keeps the single-process key).
+  o.seed = config.train.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(pg.rank()));
+  if (!config.memory.codecs.empty()) o.codecs = std::make_shared<autograd::CodecRules>(config.memory.codecs);
+  return o;
+}
+
+// What `leanback export` needs besides the weights, kept with every checkpoint.
+TaskLabels task_labels(const TrainingSetup& s) {
+  TaskLabels t;
+  t.names = s.data.glue ? s.data.glue->class_names : s.data.label_names;
+  t.num_labels = s.data.num_labels;
+  t.regression = s.data.regression;
+  return t;
+}
+
+// The gradient-fidelity probe of `step` (train.grad_probe_every), timed into the run's totals.
+void probe(TaskModel& model, TrainStep& train_step, const TrainingSetup& s, int64_t step, TrainerState& st,
+           MetricsLog& metrics) {
+  const auto p0 = Clock::now();
+  nlohmann::json layers = run_grad_probe(model, train_step, s.strategies, *s.calib_loader, step);
+  const double ms = ms_between(p0, Clock::now());
+  st.probe_ms += ms;
+  if (!layers.empty()) metrics.write({{"type", "probe"}, {"step", step}, {"ms", ms}, {"layers", layers}});
+}
+
+// The micro-batches of each optimizer step: step s of an epoch takes its micro-batches
+// [j·k, (j+1)·k) (trainer.h); the loader is moved only where the run jumps (a resume).
+class StepBatches {
+ public:
+  StepBatches(data::BatchSource& loader, int64_t steps_per_epoch, int64_t grad_accum, int64_t batches)
+      : loader_(loader), steps_per_epoch_(steps_per_epoch), grad_accum_(grad_accum), batches_(batches) {}
+  std::vector<data::Batch> of_step(int64_t step) {
+    const int64_t epoch = step / steps_per_epoch_;
+    const int64_t first = (step % steps_per_epoch_) * grad_accum_;
+    const int64_t last = std::min(first + grad_accum_, batches_);
+    if (epoch_ != epoch || next_ != first) loader_.start_epoch(epoch, first);
+    epoch_ = epoch;
+    std::vector<data::Batch> micro(static_cast<size_t>(last - first));
+    examples_ = 0;
+    for (auto& b : micro) {
+      LB_CHECK(loader_.next(b), "training loader ended early at epoch ", epoch);
+      examples_ += b.size();
+    }
+    next_ = last;
+    return micro;
+  }
+  int64_t examples() const { return examples_; }  // of the last step's batches
+
+ private:
+  data::BatchSource& loader_;
+  int64_t steps_per_epoch_, grad_accum_, batches_;
+  int64_t epoch_ = -1, next_ = 0, examples_ = 0;  // where the loader stands
+};
+
+// The end of a finished run: eval_results.json (totals across resumes: the checkpoint carried
+// the earlier part) and, with output.export, the export of its last checkpoint (rank 0).
+void finish_run(const Config& config, const TrainingSetup& s, const TrainerState& st, const nlohmann::json& last_eval,
+                const nlohmann::json& calibration, const GradientSync& sync, dist::ProcessGroup& pg,
+                const RunDirectory& dir, const Logger& log) {
+  nlohmann::json results = results_json(s, st.with_calibrations(calibration), last_eval, calibration,
+                                        st.best_step >= 0 ? dir.checkpoint_path(st.best_step).string() : "");
+  if (pg.size() > 1)
+    results["data_parallel"] = {{"ranks", pg.size()}, {"backend", pg.backend()},
+                                {"allreduce_ms_total", sync.ms_total()},
+                                {"allreduce_bytes_per_step", sync.bytes_per_step()}};
+  dir.write_file("eval_results.json", results.dump(2) + "\n");
+  if (!pg.is_main() || !config.output.export_model) return;
+  record_written(dir.path(), {"export"});
+  ExportOptions eo;
+  eo.merge = config.output.export_merged;
+  eo.overwrite = true;  // <run>/export is this run's own (a resumed run exports again)
+  const ExportSummary ex = export_checkpoint(dir.last_checkpoint(), dir.path() / "export", eo, "output.export");
+  log.info("exported " + ex.checkpoint + " (" + ex.format + ") to " + (dir.path() / "export").string());
+}
+
 }  // namespace
 
 TrainResult train(const Config& config_in, const TrainOptions& opt) {
@@ -135,47 +220,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   const std::string resume_ckpt = opt.resume.empty() ? "" : find_checkpoint(opt.resume);
   RunDirectory dir(resolve_run_dir(config, opt), resume_ckpt, opt.overwrite, pg);
   result.run_dir = dir.path().string();
-
-  // A memory budget: the planner's codecs and recomputation (memory_planner.h), or, resuming,
-  // the plan the run made (memory_plan.json), so that it goes on as it began.
-  // Data-parallel: rank 0 plans (each rank's batch is data.batch_size, the batch the planner
-  // profiles, and the budget bounds each rank's peak) and every rank carries out its plan:
-  // plans made apart could differ, as they rest on measured step times.
-  std::optional<MemoryPlan> memory_plan, given_plan;
-  if (!opt.memory_plan.empty()) {  // every rank reads it: the same file, the same errors
-    LB_CHECK(config.memory.planned_settings_given().empty(), opt.memory_plan, ": --memory-plan carries its own "
-             "codecs and recomputation, and ", config.source, " sets ", config.memory.planned_settings_given(),
-             " (in the file or by --set); give the plan or those, not both");
-    given_plan = load_memory_plan(opt.memory_plan, config, opt.strategy);
-    if (!config.memory.budget) config.memory.budget = MemoryBudget::parse(given_plan->budget_text, opt.memory_plan);
-  }
-  const fs::path saved = dir.path() / "memory_plan.json";
-  if (!resume_ckpt.empty() && fs::exists(saved))
-    keep_the_runs_plan(config, given_plan, opt.memory_plan, saved, main_rank && !opt.quiet);
-  if (config.memory.budget) {
-    std::string plan_text;
-    if (main_rank) {
-      if (!resume_ckpt.empty() && fs::exists(saved)) {
-        memory_plan = MemoryPlan::from_json(io::read_json_file(saved.string()), saved.string());
-        LB_CHECK(memory_plan->budget_text == config.memory.budget->text, config.source, ": memory.budget is ",
-                 config.memory.budget->text, " but the run being resumed was planned for ",
-                 memory_plan->budget_text, " (", saved.string(), "); resume with the same budget, or start a new run");
-      } else if (given_plan) {
-        memory_plan = std::move(given_plan);
-      } else {
-        // Ctrl-C while planning (minutes on a CPU) stops it: nothing has been written yet.
-        memory_plan = plan_memory(config, opt.strategy, *config.memory.budget, /*shorter_batches=*/true,
-                                  [] { return stop_requested().load(); });
-      }
-      if (pg.size() > 1) plan_text = memory_plan->to_json().dump();
-    }
-    if (pg.size() > 1) {
-      pg.broadcast(plan_text, 0, "memory plan");
-      if (!main_rank) memory_plan = MemoryPlan::from_json(nlohmann::json::parse(plan_text), "rank 0's memory plan");
-    }
-    config = apply_memory_plan(config, *memory_plan);
-    result.memory_plan = memory_plan->to_json();
-  }
+  BudgetedRun budget(config, opt, dir.path(), !resume_ckpt.empty(), pg);  // applies its plan to config
   // Everything is built and validated before any training work; only then is an old run
   // (with --overwrite) cleared, and only of the files leanback wrote there.
   TrainingSetup s = set_up_training(config, opt.strategy, ranks.device, pg);
@@ -187,24 +232,11 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   // config.json: every default filled in, the backward strategies' settings included.
   nlohmann::json resolved = config.to_json();
   resolved["backward"] = config.backward.resolved_json();
-  dir.write_run_files(resolved, s.plan.table() + (memory_plan ? "\n" + memory_plan->table() : ""),
-                      memory_plan ? memory_plan->to_json() : nlohmann::json(nullptr));
+  dir.write_run_files(resolved, s.plan.table() + budget.table(), budget.json());
   MetricsLog metrics((dir.path() / "metrics.jsonl").string(), main_rank);
-  TrainStepOptions step_options;
-  step_options.max_grad_norm = tc.max_grad_norm;
-  step_options.schedule = &s.schedule;
-  step_options.group = &pg;
-  step_options.device = ranks.device;
-  step_options.strategies = s.strategies;
-  // HOT's stochastic-rounding streams: keyed by rank too (rank 0 keeps the single-process key).
-  step_options.seed = tc.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(pg.rank()));
-  if (!config.memory.codecs.empty())
-    step_options.codecs = std::make_shared<autograd::CodecRules>(config.memory.codecs);
+  const TrainStepOptions step_options = train_step_options(config, s, pg, ranks.device);
   TrainStep train_step(module, *s.optimizer, step_options);
-  // A plan made per batch length: each step runs the one for its longest sequence.
-  std::optional<BatchLengthPlans> length_plans;
-  if (memory_plan && !memory_plan->by_length.empty())
-    length_plans.emplace(*memory_plan, module, train_step, step_options.codecs);
+  budget.attach(module, train_step, step_options.codecs);
   // Same starting weights on every rank (they are initialised alike, and a resumed run loaded
   // the same checkpoint; the broadcast makes it so bitwise).
   GradientSync sync(pg, train_step.trainable(),
@@ -219,21 +251,13 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   CalibrationSchedule calibration(s.strategies, *s.model, train_step, *s.calib_loader, s.batches, tc.grad_accum,
                                   pg.size() > 1 ? &pg : nullptr);
   // A calibration pass runs the plan for its own batches' length, not the last step's.
-  if (length_plans)
-    calibration.set_before_pass([&](const std::vector<data::Batch>& mb) { length_plans->put_in_force_for(mb); });
-
-  // What `leanback export` needs besides the weights, kept with every checkpoint.
-  TaskLabels task_labels;
-  task_labels.names = s.data.glue ? s.data.glue->class_names : s.data.label_names;
-  task_labels.num_labels = s.data.num_labels;
-  task_labels.regression = s.data.regression;
+  calibration.set_before_pass([&](const std::vector<data::Batch>& mb) { budget.put_in_force_for(mb); });
+  const nlohmann::json checkpoint_extra = {{"config", config.to_json()},
+                                           {"strategy_override", opt.strategy},
+                                           {"model", s.model->model_config()},
+                                           {"task", task_labels(s).to_json()}};
   const auto save = [&](bool is_best) {
-    dir.save(st, is_best, module, *s.optimizer, s.schedule,
-             {{"config", config.to_json()},
-              {"strategy_override", opt.strategy},
-              {"model", s.model->model_config()},
-              {"task", task_labels.to_json()}},
-             calibration.report(),
+    dir.save(st, is_best, module, *s.optimizer, s.schedule, checkpoint_extra, calibration.report(),
              tc.keep_checkpoints, log);
   };
   const auto saved_now = [&] {
@@ -265,7 +289,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   module.train();
   Progress progress(s.total_steps, opt.progress < 0 ? ::isatty(2) != 0 : opt.progress == 1, opt.quiet || !main_rank);
   StepLog step_log(s.total_steps, s.steps_per_epoch, pg.size(), ranks.device);
-  int64_t loader_epoch = -1, loader_next = 0;  // where train_loader stands
+  StepBatches batches(*s.train_loader, s.steps_per_epoch, tc.grad_accum, s.batches);
   nlohmann::json last_eval;
   int64_t steps_this_run = 0;
   double train_ms = 0;  // this process's optimizer steps (st.train_ms: the whole run's)
@@ -279,56 +303,18 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     const int64_t step = st.step;
     train_step.begin_step(step);
     calibration.run_if_due(step, st, metrics, log, progress);
-    if (tc.grad_probe_every > 0 && step % tc.grad_probe_every == 0) {
-      const auto p0 = Clock::now();
-      nlohmann::json layers = run_grad_probe(*s.model, train_step, s.strategies, *s.calib_loader, step);
-      const double ms = ms_between(p0, Clock::now());
-      st.probe_ms += ms;
-      if (!layers.empty()) metrics.write({{"type", "probe"}, {"step", step}, {"ms", ms}, {"layers", layers}});
-    }
-    // Optimizer step s of an epoch takes its micro-batches [j·k, (j+1)·k) (trainer.h).
-    const int64_t epoch = step / s.steps_per_epoch;
-    const int64_t first = (step % s.steps_per_epoch) * tc.grad_accum;
-    const int64_t last = std::min(first + tc.grad_accum, s.batches);
-    if (loader_epoch != epoch || loader_next != first) s.train_loader->start_epoch(epoch, first);
-    loader_epoch = epoch;
+    if (tc.grad_probe_every > 0 && step % tc.grad_probe_every == 0) probe(*s.model, train_step, s, step, st, metrics);
     const auto t0 = Clock::now();
-    std::vector<data::Batch> micro(static_cast<size_t>(last - first));
-    int64_t step_examples = 0;
-    for (auto& b : micro) {
-      LB_CHECK(s.train_loader->next(b), "training loader ended early at epoch ", epoch);
-      step_examples += b.size();
-    }
-    loader_next = last;
+    const std::vector<data::Batch> micro = batches.of_step(step);
     const auto t_data = Clock::now();
-    const int length_plan = length_plans ? length_plans->apply(micro) : -1;
+    budget.begin_step(micro, ranks.device);
     StepResult r;
-    std::optional<autograd::PeakWatch> watch;  // with a budget: where each step's peak is set
-    if (memory_plan) watch.emplace(allocator_for(ranks.device), /*with_kept=*/false);
     try {
       r = train_step.run(step, micro_batches(*s.model, micro), /*measure_saved=*/true);
     } catch (const Diverged& e) {
       throw Diverged(e.what() + dir.last_good_note());
     }
-    if (memory_plan && r.activation_peak_bytes > memory_plan->budget_bytes) {
-      watch->check("after the backward");
-      const auto& site = watch->site();
-      throw Error(config.source + ": step " + std::to_string(step + 1) + " peaked at " +
-                  megabytes(r.activation_peak_bytes) + " of activations, " +
-                  megabytes(r.activation_peak_bytes - memory_plan->budget_bytes) + " over memory.budget " +
-                  memory_plan->budget_text + " (" + megabytes(memory_plan->budget_bytes) + "; planned peak " +
-                  (length_plan < 0 ? megabytes(memory_plan->measured_peak) : [&] {
-                    const LengthPlan& l = memory_plan->by_length[static_cast<size_t>(length_plan)];
-                    return megabytes(l.measured_peak) + " for batches of " + l.batches();
-                  }()) +
-                  ")" +
-                  (site ? ", set in " + site->phase + (site->op.empty() ? "" : " of " + site->op + " in " +
-                                                       (site->module.empty() ? "(model)" : site->module))
-                        : std::string()) +
-                  ": the plan (memory_plan.json) underestimated that part; plan again with a lower budget" +
-                  dir.last_good_note());
-    }
-    watch.reset();
+    budget.end_step(step, r.activation_peak_bytes, config.source, dir.last_good_note());
     const double step_ms = ms_between(t0, Clock::now());
     ++st.step;
     ++steps_this_run;
@@ -339,7 +325,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     st.train_ms += step_ms;
     st.train_examples += r.examples;
     ++st.timed_steps;
-    progress.update(st.step, r.loss, static_cast<double>(step_examples) / (step_ms / 1000.0));
+    progress.update(st.step, r.loss, static_cast<double>(batches.examples()) / (step_ms / 1000.0));
     if (st.step % tc.log_every == 0 || st.step == s.total_steps) step_log.flush(st.step, metrics, progress);
     if (st.step % s.eval_every == 0 || st.step == s.total_steps) {
       progress.pause();
@@ -360,37 +346,9 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     log.info("interrupted at step " + std::to_string(st.step) + "; resume with --resume " + dir.path().string());
   } else {
     result.final_eval = last_eval;
-    // Totals span the whole run, across resumes (the checkpoint carried the earlier part).
-    const nlohmann::json cal = calibration.report();
-    nlohmann::json results = results_json(
-        s, st.with_calibrations(cal), last_eval, cal,
-        st.best_step >= 0 ? dir.checkpoint_path(st.best_step).string() : "");
-    if (pg.size() > 1)
-      results["data_parallel"] = {{"ranks", pg.size()}, {"backend", pg.backend()},
-                                  {"allreduce_ms_total", sync.ms_total()},
-                                  {"allreduce_bytes_per_step", sync.bytes_per_step()}};
-    dir.write_file("eval_results.json", results.dump(2) + "\n");
-    if (main_rank && config.output.export_model) {
-      record_written(dir.path(), {"export"});
-      ExportOptions eo;
-      eo.merge = config.output.export_merged;
-      eo.overwrite = true;  // <run>/export is this run's own (a resumed run exports again)
-      const ExportSummary ex = export_checkpoint(dir.last_checkpoint(), dir.path() / "export", eo, "output.export");
-      log.info("exported " + ex.checkpoint + " (" + ex.format + ") to " + (dir.path() / "export").string());
-    }
+    finish_run(config, s, st, last_eval, calibration.report(), sync, pg, dir, log);
   }
-  if (length_plans) {
-    std::string counts;
-    for (const auto& [label, n] : length_plans->steps()) {
-      result.memory_plan_steps[label] = n;
-      counts += (counts.empty() ? "" : ", ") +
-                (label == "longest" ? std::string("the longest batches' plan") : "at most " + label +
-                                      (label.find(' ') == std::string::npos ? " tokens" : "")) +
-                ": " + std::to_string(n);
-    }
-    log.info("steps by memory plan (batch length): " + counts);
-    metrics.write({{"type", "memory_plan_steps"}, {"steps", result.memory_plan_steps}});
-  }
+  budget.report(log, metrics, result);
   result.steps = st.step;
   result.best_eval = st.best_eval;
   result.last_checkpoint = dir.last_checkpoint();

@@ -149,7 +149,7 @@ for sig in INT:130 TERM:143; do
   [ "$name" = INT ] && budget=(--memory-budget 2MB)
   "$lb" train "$configs/quickstart.json" "${long[@]}" "${budget[@]}" --out "$tmp/$name" > /dev/null 2> "$tmp/$name.err" &
   pid=$!
-  for _ in $(seq 1 200); do grep -q "step 25/" "$tmp/$name.err" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 1 900); do grep -q "step 25/" "$tmp/$name.err" 2>/dev/null && break; sleep 0.1; done
   kill -"$name" "$pid"
   wait "$pid"
   rc=$?
