@@ -282,7 +282,13 @@ TEST(Export, LoraRunExportsAPeftAdapterOrAMergedModel) {
   cm.lora = LoraSection{};
   cm.model.pretrained = merged.string();
   EXPECT_LT(max_rel_diff(logits_on_eval_batch(*build_task_model(cm, 2, 0), c), want), 1e-5);
+}
 
+TEST(Export, MergeNeedsAdaptersAndARandomBaseOnlyMerges) {
+  TempDir tmp("lb_export");
+  ExportOptions mo;
+  mo.merge = true;
+  train(Config::from_json(tiny_text(1), "tiny.json"), quiet(tmp.sub("full")));
   // A LoRA run on a random initialisation has no base to put an adapter on: --merge only.
   nlohmann::json r = tiny_text(1);
   r["lora"] = {{"r", 2}};

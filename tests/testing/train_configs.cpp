@@ -2,6 +2,7 @@
 
 #include <stb_image_write.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,14 @@ models::BertConfig golden_bert_config(int64_t num_labels) {
   c.attention_probs_dropout_prob = 0;
   c.num_labels = num_labels;
   return c;
+}
+
+std::vector<nlohmann::json> train_lines(const std::string& run) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run + "/metrics.jsonl");
+  for (std::string l; std::getline(in, l);)
+    if (auto j = nlohmann::json::parse(l); j["type"] == "train") out.push_back(j);
+  return out;
 }
 
 }  // namespace lb::testing

@@ -1,6 +1,8 @@
 // Small training configs shared by the trainer and compare tests.
 #pragma once
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,8 @@ nlohmann::json tiny_bert_config(int64_t steps, double dropout = 0.1);
 
 // Training options for tests: run directory `out`, no log lines, no progress bar.
 train::TrainOptions quiet(const std::string& out);
+// The "train" lines of a run directory's metrics.jsonl.
+std::vector<nlohmann::json> train_lines(const std::string& run);
 
 // An image folder under `root` (train/ and test/, two classes of 8x8 PNGs told apart by
 // colour, with noise): 48 training and 16 test images per class.
