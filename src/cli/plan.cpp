@@ -5,12 +5,14 @@
 // for backward by op, role and module, with the step's activation peak (memory_report.h).
 // With --memory-budget SIZE (or the config's memory.budget): the memory planner's plan
 // (memory_planner.h): per block, its codec and recomputation, bytes, time and why.
+#include <algorithm>
 #include <iostream>
 
 #include "lb/data/glue.h"
 #include "lb/nn/backward/policy.h"
 #include "lb/train/memory_planner.h"
 #include "lb/train/memory_report.h"
+#include "lb/train/run_info.h"
 #include "lb/train/task_model.h"
 #include "src/cli/cli_parse.h"
 
@@ -61,6 +63,11 @@ int cmd_plan(const std::vector<std::string>& args) {
   }
   if (json) std::cout << plan.to_json().dump(2) << "\n";
   else std::cout << plan.table();
+  // HOT on a CPU whose int8 GEMM is the portable loop: said here too, before a run is started.
+  const bool hot = std::any_of(plan.layers.begin(), plan.layers.end(),
+                               [](const nn::backward::PlanEntry& e) { return e.spec.value("type", "") == "hot"; });
+  if (hot)
+    if (const std::string w = train::hot_kernel_warning(); !w.empty()) std::cerr << "warning: " << w << "\n";
   return 0;
 }
 
