@@ -16,7 +16,7 @@
 #include "lb/nn/backward/accounting.h"
 #include "lb/nn/backward/policy.h"
 #include "lb/nn/layers.h"
-#include "lb/train/checkpoint.h"
+#include "lb/train/run/checkpoint.h"
 #include "testing/testing.h"
 
 namespace lb::train {

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "lb/core/error.h"
-#include "lb/train/compare.h"
+#include "lb/train/report/compare.h"
 #include "testing/testing.h"
 #include "testing/train_configs.h"
 

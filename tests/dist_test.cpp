@@ -17,7 +17,7 @@
 #include "lb/io/safetensors.h"
 #include "lb/nn/layers.h"
 #include "lb/ops.h"
-#include "lb/train/memory_planner.h"
+#include "lb/train/memory/memory_planner.h"
 #include "lb/train/trainer.h"
 #include "src/train/data_parallel.h"
 #include "testing/testing.h"

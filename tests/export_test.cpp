@@ -1,4 +1,4 @@
-// `leanback export` (lb/train/hf_export.h): trained tiny BERT / ViT / ResNet runs exported and
+// `leanback export` (lb/train/export/hf_export.h): trained tiny BERT / ViT / ResNet runs exported and
 // read back — by our Hugging Face import (the files transformers reads) or, for ResNet, by a
 // strict state_dict load — give the run's logits; LoRA runs export as PEFT adapters (onto the
 // pretrained base) or merged; the output directory is never one the user owns. The check
@@ -12,9 +12,9 @@
 #include "lb/autograd/grad_mode.h"
 #include "lb/io/json_file.h"
 #include "lb/io/safetensors.h"
-#include "lb/train/checkpoint.h"
-#include "lb/train/hf_export.h"
-#include "lb/train/output_dir.h"
+#include "lb/train/run/checkpoint.h"
+#include "lb/train/export/hf_export.h"
+#include "lb/train/run/output_dir.h"
 #include "lb/train/task_data.h"
 #include "lb/train/task_model.h"
 #include "lb/train/trainer.h"

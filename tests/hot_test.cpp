@@ -13,7 +13,7 @@
 #include "lb/ops.h"
 #include "lb/core/quantize_formulas.h"
 #include "lb/optim/optimizer.h"
-#include "lb/train/checkpoint.h"
+#include "lb/train/run/checkpoint.h"
 #include "lb/nn/layers.h"
 #include "testing/testing.h"
 

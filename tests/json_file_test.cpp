@@ -11,7 +11,7 @@
 #include "lb/io/json_file.h"
 #include "lb/io/safetensors.h"
 #include "lb/nn/layers.h"
-#include "lb/train/checkpoint.h"
+#include "lb/train/run/checkpoint.h"
 #include "lb/train/config.h"
 #include "models/hf_import.h"
 #include "testing/testing.h"

@@ -13,8 +13,8 @@
 
 #include "lb/core/error.h"
 #include "lb/io/json_file.h"
-#include "lb/train/memory_planner.h"
-#include "lb/train/memory_report.h"
+#include "lb/train/memory/memory_planner.h"
+#include "lb/train/memory/memory_report.h"
 #include "lb/train/trainer.h"
 #include "testing/testing.h"
 #include "testing/train_configs.h"

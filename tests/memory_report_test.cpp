@@ -12,7 +12,7 @@
 #include "lb/nn/layers.h"
 #include "lb/ops.h"
 #include "lb/train/config.h"
-#include "lb/train/memory_report.h"
+#include "lb/train/memory/memory_report.h"
 #include "testing/testing.h"
 #include "testing/train_configs.h"
 

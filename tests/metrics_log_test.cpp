@@ -1,4 +1,4 @@
-// metrics.jsonl (lb/train/metrics_log.h): a line is appended whole or not at all. A full disk
+// metrics.jsonl (lb/train/run/metrics_log.h): a line is appended whole or not at all. A full disk
 // is simulated with a file-size limit (RLIMIT_FSIZE): the write fails part-way, the error
 // names the file, and the file still ends at the previous line.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "lb/core/error.h"
-#include "lb/train/metrics_log.h"
+#include "lb/train/run/metrics_log.h"
 #include "testing/testing.h"
 
 namespace lb::train {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lb/core/error.h"
-#include "lb/train/metrics.h"
+#include "lb/train/report/metrics.h"
 #include "testing/testing.h"
 
 namespace lb::train {

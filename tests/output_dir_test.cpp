@@ -1,4 +1,4 @@
-// Output directories (lb/train/output_dir.h): protected paths are refused, only a marked
+// Output directories (lb/train/run/output_dir.h): protected paths are refused, only a marked
 // directory may be cleared, and clearing deletes only what leanback writes, never following
 // a link. Everything here happens inside a temporary directory; "/" and $HOME are only ever
 // passed to the check, which reads and never writes.
@@ -11,7 +11,7 @@
 #include <functional>
 #include <set>
 
-#include "lb/train/output_dir.h"
+#include "lb/train/run/output_dir.h"
 #include "testing/testing.h"
 
 namespace lb::train {

@@ -4,7 +4,11 @@
 # compiler alone would accept an upward include; this check fails on one and names the file,
 # the line and the layers the file may include. Also the backend boundary: nn, train and
 # models reach kernels only through the backend tables, so no file there includes a src/cpu/
-# or cuda/ header, <cblas.h> or <lapacke.h>.
+# or cuda/ header, <cblas.h> or <lapacke.h>. And the training layer's rooms (src/train/<room>/,
+# lb/train/<room>/; its top level holds the config, task, step and trainer): run/ (run
+# directories, checkpoints, resume, logs) includes no other room; memory/ (budgets, the
+# planner, accounting) and export/ (Hugging Face, PEFT) include run/ only; report/ (metrics,
+# compare, plots, probes) includes any. A directory that is no known room is an error.
 #   tools/check_layers.sh [SOURCE_DIR]      (CTest: Layers.IncludesPointDown)
 set -euo pipefail
 root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -30,7 +34,20 @@ function layer(p) {
   if (p ~ /^src\/cli\//) return "cli"
   return ""
 }
+# The room of a train file or include path: "top" for the top level of the training layer.
+function room(p) {
+  sub(/^include\//, "", p)
+  sub(/^(src|lb)\/train\//, "", p)
+  if (p !~ /\//) return "top"
+  sub(/\/.*/, "", p)
+  return p
+}
 BEGIN {
+  rooms_allowed["top"] = " top run memory export report "
+  rooms_allowed["run"] = " top run "
+  rooms_allowed["memory"] = " top memory run "
+  rooms_allowed["export"] = " top export run "
+  rooms_allowed["report"] = " top report run memory export "
   low = " ops autograd backend core "
   allowed["core"] = " core "
   allowed["backend"] = " backend core "
@@ -59,6 +76,15 @@ BEGIN {
     bad = 1; next
   }
   to = layer(inc); if (to == "") next
+  if (from == "train" && !(room(file) in rooms_allowed)) {
+    printf "%s: src/train/%s/ is not a room of the training layer (tools/check_layers.sh lists them)\n", file, room(file)
+    bad = 1; next
+  }
+  if (from == "train" && to == "train" && index(rooms_allowed[room(file)], " " room(inc) " ") == 0) {
+    printf "%s:%s: train room %s includes %s (room %s); %s may include only:%s\n", file, line, room(file), inc,
+           room(inc), room(file), rooms_allowed[room(file)]
+    bad = 1; next
+  }
   if (index(allowed[from], " " to " ") == 0) {
     printf "%s:%s: layer %s includes %s (layer %s); %s may include only:%s\n", file, line, from, inc, to, from, allowed[from]
     bad = 1

@@ -1,5 +1,5 @@
 // Internal: which CPU kernels run on this machine (chosen at run time from the CPU's features
-// and LEANBACK_ISA), for the run's environment record and log (src/train/run_info.cpp).
+// and LEANBACK_ISA), for the run's environment record and log (src/train/run/run_info.cpp).
 #pragma once
 #include <string>
 

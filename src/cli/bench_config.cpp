@@ -12,8 +12,8 @@
 #include <optional>
 #include <sstream>
 
-#include "lb/train/memory_planner.h"
-#include "lb/train/memory_report.h"
+#include "lb/train/memory/memory_planner.h"
+#include "lb/train/memory/memory_report.h"
 #include "src/cli/bench_workloads.h"
 #include "src/cli/cli_parse.h"
 

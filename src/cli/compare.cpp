@@ -1,13 +1,13 @@
 // `leanback compare CONFIG --strategies vanilla,instant,hot [--seeds N] [--set k=v]... [--out DIR]`
-// (lb/train/compare.h) and `leanback plot RUN_DIR|COMPARE_DIR` (lb/train/plots.h).
+// (lb/train/report/compare.h) and `leanback plot RUN_DIR|COMPARE_DIR` (lb/train/report/plots.h).
 #include <filesystem>
 #include <iostream>
 
 #include "lb/io/atomic_file.h"
-#include "lb/train/compare.h"
-#include "lb/train/memory_planner.h"
-#include "lb/train/output_dir.h"
-#include "lb/train/plots.h"
+#include "lb/train/report/compare.h"
+#include "lb/train/memory/memory_planner.h"
+#include "lb/train/run/output_dir.h"
+#include "lb/train/report/plots.h"
 #include "lb/train/trainer.h"
 #include "src/cli/cli_parse.h"
 #include "src/cli/stop_signals.h"

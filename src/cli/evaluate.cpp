@@ -8,9 +8,9 @@
 
 #include "lb/core/precision.h"
 #include "lb/io/atomic_file.h"
-#include "lb/train/checkpoint.h"
+#include "lb/train/run/checkpoint.h"
 #include "lb/train/evaluate.h"
-#include "lb/train/output_dir.h"
+#include "lb/train/run/output_dir.h"
 #include "lb/train/trainer.h"
 #include "src/cli/cli_parse.h"
 

@@ -1,8 +1,8 @@
 // `leanback export RUN_DIR|CHECKPOINT_DIR --out DIR [--merge] [--overwrite]`: a trained model
-// as a Hugging Face (or PEFT, or torchvision) directory (lb/train/hf_export.h).
+// as a Hugging Face (or PEFT, or torchvision) directory (lb/train/export/hf_export.h).
 #include <iostream>
 
-#include "lb/train/hf_export.h"
+#include "lb/train/export/hf_export.h"
 #include "src/cli/cli_parse.h"
 
 namespace lb::cli {

@@ -10,9 +10,9 @@
 
 #include "lb/data/glue.h"
 #include "lb/nn/backward/policy.h"
-#include "lb/train/memory_planner.h"
-#include "lb/train/memory_report.h"
-#include "lb/train/run_info.h"
+#include "lb/train/memory/memory_planner.h"
+#include "lb/train/memory/memory_report.h"
+#include "lb/train/run/run_info.h"
 #include "lb/train/task_model.h"
 #include "src/cli/cli_parse.h"
 

@@ -18,7 +18,7 @@
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/dist/process_group.h"
 #include "lb/nn/backward/factory.h"
-#include "lb/train/memory_planner.h"
+#include "lb/train/memory/memory_planner.h"
 #include "lb/train/trainer.h"
 #include "src/cli/cli_parse.h"
 #include "src/cli/stop_signals.h"

@@ -14,11 +14,11 @@
 #include "lb/data/batch.h"
 #include "lb/dist/process_group.h"
 #include "lb/nn/backward/calibration.h"
-#include "lb/train/metrics_log.h"
-#include "lb/train/progress.h"
+#include "lb/train/run/metrics_log.h"
+#include "lb/train/run/progress.h"
 #include "lb/train/task_model.h"
 #include "lb/train/train_step.h"
-#include "src/train/trainer_state.h"
+#include "src/train/run/trainer_state.h"
 
 namespace lb::train {
 

@@ -16,7 +16,7 @@
 #include "lb/core/error.h"
 #include "lb/core/json_reader.h"
 #include "lb/nn/backward/policy.h"
-#include "lb/train/peft_adapter.h"
+#include "lb/train/export/peft_adapter.h"
 #include "models/bert.h"
 #include "models/resnet.h"
 #include "models/vit.h"

@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "lb/data/batch.h"
-#include "lb/train/metrics_log.h"
-#include "lb/train/progress.h"
+#include "lb/train/run/metrics_log.h"
+#include "lb/train/run/progress.h"
 #include "lb/train/task_data.h"
 #include "lb/train/task_model.h"
-#include "src/train/trainer_state.h"
+#include "src/train/run/trainer_state.h"
 
 namespace lb::train {
 

@@ -10,7 +10,7 @@
 #include "lb/data/image_loader.h"
 #include "lb/data/synthetic_text.h"
 #include "lb/data/tokenizer.h"
-#include "lb/train/metrics.h"
+#include "lb/train/report/metrics.h"
 
 namespace lb::train {
 

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "lb/core/error.h"
-#include "lb/train/peft_adapter.h"
+#include "lb/train/export/peft_adapter.h"
 #include "models/bert.h"
 #include "models/hf_import.h"
 #include "models/resnet.h"

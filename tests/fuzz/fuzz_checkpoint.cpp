@@ -13,7 +13,7 @@
 #include "lb/nn/layers.h"
 #include "lb/optim/lr_schedule.h"
 #include "lb/optim/optimizer.h"
-#include "lb/train/checkpoint.h"
+#include "lb/train/run/checkpoint.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace {

@@ -1,4 +1,4 @@
-"""Golden values for src/train/metrics.cpp: sklearn's accuracy_score, f1_score and
+"""Golden values for src/train/report/metrics.cpp: sklearn's accuracy_score, f1_score and
 matthews_corrcoef and scipy's pearsonr and spearmanr on random and edge cases.
 
 Writes tests/fixtures/metrics_golden.json (NaN stored as null). Run from the repo root:

@@ -15,7 +15,7 @@
 #include "lb/autograd/saved_codec.h"
 #include "lb/nn/backward/policy.h"
 #include "lb/nn/lora.h"
-#include "lb/train/memory_budget.h"
+#include "lb/train/memory/memory_budget.h"
 
 namespace lb::train {
 
