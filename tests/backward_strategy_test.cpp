@@ -68,7 +68,7 @@ TEST(Strategy, FrozenWeightComputesItsProductOnce) {
 }
 
 TEST(Strategy, PaperMetricsMatchReference) {
-  // One BERT-base layer at L = 512 (ALGORITHMS.md): vanilla 14495.5 MFLOPs and 13.5 MiB.
+  // One BERT-base layer at L = 512 (docs/algorithms.md): vanilla 14495.5 MFLOPs and 13.5 MiB.
   auto s = vanilla();
   const std::vector<LayerGeometry> layer = {{1, 512, 768, 768}, {1, 512, 768, 768}, {1, 512, 768, 768},
                                             {1, 512, 768, 768}, {1, 512, 768, 3072}, {1, 512, 3072, 768}};

@@ -175,7 +175,7 @@ TEST(Hot, HlaBasisAndProjector) {
   }
   EXPECT_LT(err, 1e-12);
   EXPECT_NEAR(trace, 8.0, 1e-12);  // rank 8 per block
-  // The reference's lbp_triangle set for n = 16 (hot-notes.md §2.2).
+  // The reference code's lbp_triangle set for n = 16.
   HotSettings tri;
   tri.hla_basis = "lbp_triangle";
   std::vector<int> seqs;
@@ -341,7 +341,7 @@ TEST(Hot, SavedBytesMatchFormulas) {
   struct Case {
     int64_t B, L, expect_rows;
   };
-  // M = B·L tokens -> ⌈M/16⌉·8 int8 rows of I (hot-notes.md §9.3: (B, 208, I) -> B·104·I).
+  // M = B·L tokens -> ⌈M/16⌉·8 int8 rows of I (B = 1, L = 208: 104 rows).
   for (const Case& c : std::vector<Case>{{2, 208, 208}, {3, 10, 16}, {1, 1, 8}}) {
     Tensor x = randn32({c.B, c.L, 64}, 41).set_requires_grad();
     Tensor y = strategy_linear(x, w, Tensor(), s);

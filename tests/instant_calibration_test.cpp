@@ -126,7 +126,7 @@ TEST(Instant, SavedBytesMatchFormula) {
 }
 
 TEST(Instant, PaperMetricsMatchReference) {
-  // One BERT-base layer at L = 512 (ALGORITHMS.md): INSTANT 28.31 MFLOPs × (R_x + R_y) and
+  // One BERT-base layer at L = 512 (docs/algorithms.md): INSTANT 28.31 MFLOPs × (R_x + R_y) and
   // 0.02637 MiB × R_x per sample. Token-axis bases of rank 8 at L = 512 (one calibration).
   auto s = instant({{"axis", "token"}, {"rank", 8}});
   const Tensor w = testing::randn({16, 16}, 1, DType::F32), b = testing::randn({16}, 2, DType::F32);

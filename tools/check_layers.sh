@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every #include points down the layers (CMakeLists.txt: one static target per layer, linked
-# downward only; DESIGN.md "Layers"). All the headers sit under one include root, so the
+# downward only; docs/design.md "Layers"). All the headers sit under one include root, so the
 # compiler alone would accept an upward include; this check fails on one and names the file,
 # the line and the layers the file may include. Also the backend boundary: nn, train and
 # models reach kernels only through the backend tables, so no file there includes a src/cpu/

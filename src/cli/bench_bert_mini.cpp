@@ -1,4 +1,4 @@
-// Workloads bert_mini (DESIGN.md "Benchmark workloads") and bert_base:
+// Workloads bert_mini (docs/design.md "Benchmark workloads") and bert_base:
 // BertForSequenceClassification with L=4, H=256, 4 heads, FFN 1024 (bert_base: L=12, H=768,
 // 12 heads, FFN 3072), vocab 30522, dropout 0.1 (Hugging Face defaults), on one fixed batch of
 // 32 sequences of 128 random token ids (attention mask all ones, 2 labels), AdamW (lr 1e-4,

@@ -1,4 +1,4 @@
-// Workload linear_bwd (DESIGN.md "Benchmark workloads"): one hidden-layer Linear 768 -> 3072
+// Workload linear_bwd (docs/design.md "Benchmark workloads"): one hidden-layer Linear 768 -> 3072
 // with bias on x (32, 128, 768) f32. The weights are parameters requiring grad and x is an
 // activation requiring grad, so backward computes g_x, g_w and g_b like a hidden layer does.
 // Each iteration: drop the leaf grads (as zero_grad(set_to_none=True)), time the forward,

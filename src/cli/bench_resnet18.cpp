@@ -1,4 +1,4 @@
-// Workload resnet18 (DESIGN.md "Benchmark workloads"): torchvision-layout ResNet-18 with the
+// Workload resnet18 (docs/design.md "Benchmark workloads"): torchvision-layout ResNet-18 with the
 // CIFAR stem (3×3 stride-1 conv1, no max-pool), 10 classes, BatchNorm in training mode, on
 // one fixed batch of 64 N(0, 1) 32×32×3 images, SGD (lr 0.1, momentum 0.9, weight decay
 // 5e-4). One step = forward + cross-entropy, backward, optimizer step, zero_grad.

@@ -55,7 +55,7 @@ void bench_strategy_fields(nlohmann::json& r, const nn::backward::Strategy* s,
     s = vanilla.get();
   }
   r["strategy_spec"] = s->hyperparams();
-  // Paper metrics (ALGORITHMS.md "Accounting"): backward GEMM FLOPs and saved input per sample.
+  // Paper metrics (docs/algorithms.md "Accounting"): backward GEMM FLOPs and saved input per sample.
   r["backward_mflops_per_sample"] = s->paper_backward_flops(g) / 1e6;
   r["saved_mib_fp32_per_sample"] = s->paper_saved_bytes_fp32(g) / (1024.0 * 1024.0);
   if (vanilla) return;

@@ -1,4 +1,4 @@
-// Workload vit_tiny (DESIGN.md "Benchmark workloads"): ViTForImageClassification with depth
+// Workload vit_tiny (docs/design.md "Benchmark workloads"): ViTForImageClassification with depth
 // 12, dim 192, 3 heads, FFN 768, patch 4 on 32×32×3 images (64 patches + CLS), 10 classes,
 // no dropout (Hugging Face ViT defaults), on one fixed batch of 64 N(0, 1) images, AdamW
 // (lr 1e-4, weight decay 0.01 on every parameter). One step = forward + cross-entropy,

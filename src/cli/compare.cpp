@@ -38,7 +38,7 @@ int cmd_compare(const std::vector<std::string>& args) {
   MemoryBudgetFlag budget;
   add_memory_budget_option(app, budget, std::string(kMemoryBudgetHelp) + "; each run plans for it");
   add_device_option(app, device,
-                    "cpu, or cuda / cuda:N (vanilla only for now: INSTANT's and HOT's kernels are CPU-only)");
+                    "cpu, or cuda / cuda:N (every strategy has CUDA kernels, except HOT's f64 emulation oracle)");
   int threads = 0;
   add_threads_option(app, threads);
   app.add_flag("--no-plots", no_plots, "write the report without drawing plots");

@@ -185,7 +185,7 @@ int cmd_train(const std::vector<std::string>& args) {
   app.add_option("--seed", seed, "seed of every random stream (overrides train.seed)")
       ->check(CLI::NonNegativeNumber);
   add_device_option(app, device,
-                    "cpu, or cuda / cuda:N (every layer vanilla for now: INSTANT's and HOT's kernels are CPU-only)");
+                    "cpu, or cuda / cuda:N (every strategy has CUDA kernels, except HOT's f64 emulation oracle)");
   int threads = 0;
   add_threads_option(app, threads, "CPU threads of every kernel, per process (default: OMP_NUM_THREADS, else every "
                                    "core, divided among --nproc processes)");

@@ -1,4 +1,4 @@
-// CPU kernels for thin low-rank projections along the token axis (INSTANT, ALGORITHMS.md
+// CPU kernels for thin low-rank projections along the token axis (INSTANT, docs/algorithms.md
 // "Where the time goes"). A projection with R ≪ L rows touches every element of a large
 // (B, L, C) tensor with only R multiply-adds, so it is memory-bound: these kernels read the
 // big tensor exactly once, in its own (B, L, C) layout, parallel over samples and column

@@ -18,7 +18,7 @@
 // whole block, writing whole destination lines (pack_a_rows, pack_b_rows).
 // Measured on the 2-vCPU AMD EPYC (Zen 5) dev machine, one thread: vdpbf16ps peaks at 417
 // GFLOP/s (vfmadd231ps at 225); this kernel runs 315-400 GFLOP/s on the Linear shapes of
-// bert_mini and DESIGN.md (`leanback bench gemm --precision bf16`), 285-345 on attention's
+// bert_mini and docs/design.md (`leanback bench gemm --precision bf16`), 285-345 on attention's
 // per-head 128 x 64 x 128 products. Tried and dropped: 48 + 16 instead of 32 + 32 for a
 // 64-column tail (n = 64: 306 -> 275 GFLOP/s, 128 x 64 x 128: 291 -> 262).
 #include "src/cpu/sgemm_bf16.h"

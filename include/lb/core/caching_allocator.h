@@ -1,4 +1,4 @@
-// A caching allocator for device memory (DESIGN.md "Core contracts"), written against an
+// A caching allocator for device memory (docs/design.md "Core contracts"), written against an
 // abstract source of raw memory so that its logic runs, and is tested, on any machine: the
 // CUDA backend plugs in cudaMalloc/cudaFree (cuda/caching_allocator.cu), the tests a fake
 // device with a capacity.

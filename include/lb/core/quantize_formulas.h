@@ -2,7 +2,7 @@
 // reference, and CUDA kernels (LB_HD = __host__ __device__ under nvcc), so every backend
 // rounds the same values to the same integers and parity tests can be exact.
 //
-// Conventions (HOT, ALGORITHMS.md):
+// Conventions (HOT, docs/algorithms.md):
 //  - Symmetric levels: b bits -> integers in [-qmax, qmax], qmax = 2^(b-1) - 1 (7 or 127;
 //    -2^(b-1) is never used). The scale is s = absmax / qmax; values are multiplied by
 //    inv = qmax / absmax (0 when absmax is 0: everything quantises to 0).

@@ -116,7 +116,7 @@ std::vector<int> hla_rows(const HotSettings& s) {
   if (s.full_basis) {
     for (int q = 0; q < 16; ++q) seqs.push_back(q);
   } else if (s.hla_basis == "lbp_triangle") {
-    // The reference's make_WHT for n = 16 (hot-notes.md §2.2): a 4x4 boustrophedon grid of
+    // The reference code's make_WHT for n = 16: a 4x4 boustrophedon grid of
     // sequencies, keeping the low-pass triangle i + j ≤ 3 (sf = 0 at vectorPercentile 50).
     constexpr int S = 4;
     for (int i = 0; i < S; ++i) {

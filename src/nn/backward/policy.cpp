@@ -132,7 +132,7 @@ std::vector<std::pair<Module*, PlanEntry>> Policy::decide(Module& root, const st
         e.reason += " (not compressible: " + path_ + ".exclude)";
       }
     }
-    // Frozen layers keep nothing for g_w anyway; grouped convs stay exact (ALGORITHMS.md).
+    // Frozen layers keep nothing for g_w anyway; grouped convs stay exact (docs/algorithms.md).
     const Tensor& weight = lin ? lin->weight() : conv->weight();
     const bool exact_already = setting.spec.value("type", "") == "vanilla";
     if (!weight.requires_grad() && !exact_already && lin && setting.prototype->compresses_gx()) {

@@ -1,4 +1,4 @@
-// Backward-cost accounting for a model, per layer and in total (ALGORITHMS.md "Accounting"):
+// Backward-cost accounting for a model, per layer and in total (docs/algorithms.md "Accounting"):
 // the paper metrics (backward GEMM MFLOPs per sample, saved-input MiB in fp32 terms, at each
 // layer's last geometry) next to the measured ones (bytes the strategies kept at their last
 // call, backward milliseconds, what the tape holds now, allocator current/peak by tag).

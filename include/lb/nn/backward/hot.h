@@ -1,4 +1,4 @@
-// HOT backward strategy (Kim et al., CVPR 2025; ALGORITHMS.md "HOT", notes/hot-notes.md §10)
+// HOT backward strategy (Kim et al., CVPR 2025; docs/algorithms.md "HOT")
 // with real integer kernels.
 //
 // On the GEMM view x (B, L, I), w (O, I), g_y (B, L, O), M = B·L rows:
@@ -82,7 +82,7 @@ class Hot : public Strategy, public Calibratable {
   double paper_backward_flops(const LayerGeometry& g) const override;
   double paper_frozen_backward_flops(const LayerGeometry& g) const override;
   double paper_saved_bytes_fp32(const LayerGeometry& g) const override;
-  // The paper's bit-operation count (hot-notes.md §8.2, the reference counter's formula).
+  // The paper's bit-operation count (the reference counter's formula).
   double paper_backward_bops(const LayerGeometry& g) const;
   // quantizer: the LQS choice
   StrategySummary summary() const override;

@@ -1,5 +1,5 @@
-// INSTANT backward strategy (Doan et al., ICLR 2026; ALGORITHMS.md "INSTANT", notes in
-// docs/notes/instant-notes.md). Low-rank projections of the saved activation x and of the
+// INSTANT backward strategy (Doan et al., ICLR 2026; docs/algorithms.md "INSTANT")
+// Low-rank projections of the saved activation x and of the
 // output gradient g_y, with bases from periodic calibration:
 //
 //   token axis   (n = L):  P (R_x, L), Q (R_y, L), shared by the batch.

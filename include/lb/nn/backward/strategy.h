@@ -1,6 +1,6 @@
 // Pluggable backward for Linear (and, through im2col, Conv2d) layers.
 //
-// Every strategy works on one GEMM view of a layer call (ALGORITHMS.md):
+// Every strategy works on one GEMM view of a layer call (docs/algorithms.md):
 //   x (B, L, I), w (O, I), y = x wᵀ + b (B, L, O), g_y (B, L, O).
 // Forward is always exact; the strategy decides what to keep for backward (save) and how to
 // compute g_x = g_y w and g_w = Σ_b g_yᵀ x from it (backward). g_b = Σ g_y is always exact
@@ -297,7 +297,7 @@ class Strategy {
 // Records one node on the tape holding the state's tensors.
 Tensor strategy_linear(const Tensor& x, const Tensor& w, const Tensor& b,
                        const std::shared_ptr<Strategy>& strategy, const CallContext& call = {});
-// Conv2d through `strategy` (groups > 1 stays the exact op: ALGORITHMS.md).
+// Conv2d through `strategy` (groups > 1 stays the exact op: docs/algorithms.md).
 Tensor strategy_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dArgs& args,
                        const std::shared_ptr<Strategy>& strategy, const CallContext& call = {});
 

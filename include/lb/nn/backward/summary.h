@@ -19,7 +19,7 @@ struct StrategySummary {
     int64_t B = 0, L = 0, I = 0, O = 0;
     int64_t sequences = 0, longest = 0;  // a padding-free call; 0: not packed
   };
-  // Per sample, at that geometry (ALGORITHMS.md "Accounting").
+  // Per sample, at that geometry (docs/algorithms.md "Accounting").
   struct Paper {
     double backward_flops = 0;       // a multiply-add = 2
     double saved_bytes_fp32 = 0;
