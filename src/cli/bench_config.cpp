@@ -77,7 +77,7 @@ int cmd_bench_config(const std::vector<std::string>& args) {
   std::optional<train::MemoryPlan> plan;
   if (config.memory.budget) {
     // The step timed is the longest batch's: plans for shorter ones would go unused.
-    plan = train::plan_memory(config, strategy, *config.memory.budget, /*shorter_batches=*/false);
+    plan = train::plan_memory(config, strategy, *config.memory.budget, /*shorter_batches=*/false, {}, /*quiet=*/false);
     config = train::apply_memory_plan(config, *plan);
   }
   const train::MemoryReport r =

@@ -37,7 +37,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   train::Config c = train::load_config(config_path, sets);
   apply_memory_budget_flag(c, budget);
   if (c.memory.budget) {
-    const train::MemoryPlan p = train::plan_memory(c, strategy, *c.memory.budget);
+    const train::MemoryPlan p = train::plan_memory(c, strategy, *c.memory.budget, true, {}, /*quiet=*/false);
     if (json) std::cout << p.to_json().dump(2) << "\n";
     else std::cout << p.table();
     return 0;

@@ -66,7 +66,7 @@ BudgetedRun::BudgetedRun(Config& config, const TrainOptions& opt, const fs::path
     } else {
       // Ctrl-C while planning (minutes on a CPU) stops it: nothing has been written yet.
       plan_ = plan_memory(config, opt.strategy, *config.memory.budget, /*shorter_batches=*/true,
-                          [] { return stop_requested().load(); });
+                          [] { return stop_requested().load(); }, /*quiet=*/opt.quiet);
     }
     if (pg.size() > 1) plan_text = plan_->to_json().dump();
   }

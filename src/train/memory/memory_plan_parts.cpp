@@ -130,9 +130,5 @@ std::string mb(int64_t bytes) {  // in MB, to 0.1 MB (0.001 MB below 10 MB)
 }
 
 
-void stop_if_asked(const StopCheck& stop, const Config& config) {
-  if (stop && stop())
-    throw PlanInterrupted(config.source + ": memory.budget: interrupted while planning; nothing was written");
-}
 
 }  // namespace lb::train::planning

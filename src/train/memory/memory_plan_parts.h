@@ -41,8 +41,6 @@ Config with_memory(Config c, const std::vector<autograd::CodecRule>& codecs, std
 Config with_memory(Config c, const MemorySection& m);
 // The rules that carry a choice out (per block, its own scope and its submodules).
 MemorySection section_of(const MemoryChoice& s, const MemoryProfile& p);
-// Throws PlanInterrupted (nothing written) when `stop` says so: Ctrl-C while planning.
-void stop_if_asked(const StopCheck& stop, const Config& config);
 // Bytes in MB, to 0.1 MB (0.001 MB below 10 MB).
 std::string mb(int64_t bytes);
 

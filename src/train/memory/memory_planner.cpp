@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <iomanip>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <optional>
@@ -24,9 +25,9 @@ namespace {
 // The plan for the config's largest batch (see plan_memory), or with `real_tokens` for its
 // batches with that many real tokens; HOT is a candidate only where `consider_hot`.
 MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                        bool consider_hot, int64_t real_tokens, const StopCheck& stop) {
+                        bool consider_hot, int64_t real_tokens, const PlanWatch& watch) {
   const Config config = worst_case_batch(config_in, real_tokens);
-  MemoryProfile p = profile_memory(config, strategy, real_tokens, stop);
+  MemoryProfile p = profile_memory(config, strategy, real_tokens, watch);
   const std::vector<std::string>& blocks = p.blocks;
   const size_t n = blocks.size();
   MemoryPlan plan;
@@ -46,11 +47,11 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
     const bool recomputes = !first.feasible || std::any_of(first.block.begin(), first.block.end(), [&](int o) {
       return p.options[static_cast<size_t>(o)].recompute;
     });
-    if (recomputes) profile_bf16_recompute(p, config, strategy, real_tokens, stop);
+    if (recomputes) profile_bf16_recompute(p, config, strategy, real_tokens, watch);
   }
   const bool hot = consider_hot && strategies_plannable(config, strategy);
   if (hot && (!choose_memory(p, plan.budget_bytes, weight).feasible || could_pay(p, fidelity_prior({"f32", false, "hot"}), weight)))
-    profile_strategy(p, config, strategy, "hot", stop);
+    profile_strategy(p, config, strategy, "hot", watch);
   plan.smallest_reachable = smallest_reachable_budget(p);
   const auto describe_budget = [&] {
     return "memory.budget " + budget.text + " (" + mb(plan.budget_bytes) + " MB of activation peak" +
@@ -156,8 +157,8 @@ std::vector<int64_t> fewer_tokens(int64_t batch, int64_t max_len) {
 // The plan for the config's batch as it is (see plan_memory): its largest batch, then,
 // for BERT, shorter ones.
 MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                      bool shorter_batches, bool consider_hot, const StopCheck& stop) {
-  MemoryPlan plan = plan_longest(config_in, strategy, budget, consider_hot, 0, stop);
+                      bool shorter_batches, bool consider_hot, const PlanWatch& watch) {
+  MemoryPlan plan = plan_longest(config_in, strategy, budget, consider_hot, 0, watch);
   // Shorter batches, BERT: a plan per shorter length for the same bytes, longest first, until
   // one runs exact (shorter ones then do too); where padding is skipped, the same per number
   // of real tokens. Where the longest batch needs HOT the plans would differ in backward
@@ -169,7 +170,7 @@ MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, cons
     // The plan for batches of `shape`'s max_seq_len (and `tokens` real tokens, if > 0);
     // true where it runs exact.
     const auto plan_shape = [&](const Config& shape, int64_t tokens) {
-      stop_if_asked(stop, config_in);
+      watch.check(config_in);
       LengthPlan lp;
       lp.max_len = shape.data.max_seq_len;
       lp.max_tokens = tokens;
@@ -184,7 +185,7 @@ MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, cons
       }
       MemoryPlan sub;
       try {
-        sub = plan_longest(shape, strategy, bytes, /*consider_hot=*/false, tokens, stop);
+        sub = plan_longest(shape, strategy, bytes, /*consider_hot=*/false, tokens, watch);
       } catch (const PlanInterrupted&) {
         throw;
       } catch (const Error&) {
@@ -214,19 +215,19 @@ MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, cons
 // Micro-batches for a batch no plan fits (`whole`: why; see memory_planner.h): the first k
 // that fits, of B's divisors from whole.needed / whole.budget on, micro-batch 1 last.
 MemoryPlan plan_micro_batches(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                              bool shorter_batches, const BudgetUnreachable& whole, const StopCheck& stop) {
+                              bool shorter_batches, const BudgetUnreachable& whole, const PlanWatch& watch) {
   const int64_t batch = config_in.data.batch_size;
   const MemoryBudget bytes = MemoryBudget::parse(std::to_string(whole.budget), "memory.budget");
   std::optional<BudgetUnreachable> last;
   // Each failure's own reach re-estimates k, so few of a large batch's divisors are profiled.
   for (int64_t k = next_micro_batches(batch, 1, whole.needed, whole.budget); k > 0;
        k = next_micro_batches(batch, k, last->needed, whole.budget)) {
-    stop_if_asked(stop, config_in);
+    watch.check(config_in);
     Config micro = config_in;
     micro.data.batch_size = batch / k;
     micro.train.grad_accum *= k;
     try {
-      MemoryPlan plan = plan_batch(micro, strategy, bytes, shorter_batches, /*consider_hot=*/false, stop);
+      MemoryPlan plan = plan_batch(micro, strategy, bytes, shorter_batches, /*consider_hot=*/false, watch);
       plan.micro_batches = k;
       plan.batch_smallest_reachable = whole.needed;
       plan.budget_text = budget.text;
@@ -257,19 +258,39 @@ int64_t next_micro_batches(int64_t batch, int64_t k_failed, int64_t needed, int6
   return batch;
 }
 
+PlanWatch::PlanWatch(StopCheck stop, bool quiet)
+    : stop_(std::move(stop)), quiet_(quiet), start_(std::chrono::steady_clock::now()) {}
+
+void PlanWatch::check(const Config& config) const {
+  if (stop_ && stop_())
+    throw PlanInterrupted(config.source + ": memory.budget: interrupted while planning; nothing was written");
+}
+
+void PlanWatch::profiled(const std::string& setting, size_t k, size_t n, const std::string& batch, int64_t peak_bytes,
+                         double step_ms) const {
+  if (quiet_) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(1) << "planning: profiled " << setting << " (" << k << " of " << n
+       << ", batch " << batch << "): activation peak " << mb(peak_bytes) << " MB, " << step_ms << " ms per step; "
+       << s << " s so far\n";
+  std::cerr << line.str() << std::flush;
+}
+
 MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                       bool shorter_batches, const StopCheck& stop) {
+                       bool shorter_batches, const StopCheck& stop, bool quiet) {
+  const PlanWatch watch(stop, quiet);
   const auto t0 = std::chrono::steady_clock::now();
   MemoryPlan plan;
   try {
-    plan = plan_batch(config_in, strategy, budget, shorter_batches, /*consider_hot=*/true, stop);
+    plan = plan_batch(config_in, strategy, budget, shorter_batches, /*consider_hot=*/true, watch);
   } catch (const BudgetUnreachable& e) {
     if (config_in.data.batch_size < 2) throw;
     if (!config_in.memory.micro_batches)
       throw BudgetUnreachable(std::string(e.what()) + "; memory.micro_batches is false: with it the planner " +
                                   "would split the batch into micro-batches whose gradients accumulate",
                               e.needed, e.budget, e.exact_vanilla_peak);
-    plan = plan_micro_batches(config_in, strategy, budget, shorter_batches, e, stop);
+    plan = plan_micro_batches(config_in, strategy, budget, shorter_batches, e, watch);
   }
   plan.profiled_on = plan_inputs(config_in, strategy);
   plan.profile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -24,12 +24,25 @@ namespace {
 // by (codec, recompute, bf16 products)
 using Reports = std::map<std::tuple<std::string, bool, bool>, MemoryReport>;
 
+// The batch a profile runs, for the planner's progress lines: "32 x 128", "32 x 128, 900
+// real tokens", "64 images".
+std::string batch_shape(const Config& c, int64_t real_tokens) {
+  std::string s = std::to_string(c.data.batch_size);
+  if (c.data.max_seq_len > 0 && c.data.task != "cifar10" && c.data.task != "cifar100" && c.data.task != "image_folder")
+    s += " x " + std::to_string(c.data.max_seq_len);
+  else
+    s += " images";
+  if (real_tokens > 0) s += ", " + std::to_string(real_tokens) + " real tokens";
+  return s;
+}
+
 // One attributed and two timed steps per option of `options` on `config`.
 Reports profile_options(const Config& config, const std::string& strategy, const std::vector<KeepOption>& options,
-                        std::vector<std::string>& blocks, int64_t real_tokens, const StopCheck& stop) {
+                        std::vector<std::string>& blocks, int64_t real_tokens, const PlanWatch& watch) {
   Reports reports;
-  for (const KeepOption& o : options) {
-    stop_if_asked(stop, config);
+  for (size_t k = 0; k < options.size(); ++k) {
+    const KeepOption& o = options[k];
+    watch.check(config);
     std::vector<autograd::CodecRule> codecs;
     if (o.codec != "f32") codecs.push_back(rule("*", o.codec));
     if (o.recompute && blocks.empty())
@@ -40,6 +53,8 @@ Reports profile_options(const Config& config, const std::string& strategy, const
                                                    : with_memory(config, codecs, recomputed),
                                    strategy, 2, real_tokens);
     if (blocks.empty()) blocks = r.blocks;
+    watch.profiled(o.name(), k + 1, options.size(), batch_shape(config, real_tokens), r.activation_peak_bytes,
+                   r.step_ms);
     reports[{o.codec, o.recompute, o.bf16_products}] = std::move(r);
   }
   return reports;
@@ -96,11 +111,11 @@ void add_columns(MemoryProfile& p, const std::vector<KeepOption>& options, const
 }  // namespace
 
 MemoryProfile profile_memory(const Config& config_in, const std::string& strategy, int64_t real_tokens,
-                             const StopCheck& stop) {
+                             const PlanWatch& watch) {
   const Config config = worst_case_batch(config_in, real_tokens);
   MemoryProfile p;
   const std::vector<KeepOption> options = block_options();
-  const Reports reports = profile_options(config, strategy, options, p.blocks, real_tokens, stop);
+  const Reports reports = profile_options(config, strategy, options, p.blocks, real_tokens, watch);
   const MemoryReport& exact = reports.at({"f32", false, false});
   p.exact_ms = exact.step_ms;
   p.exact_peak = exact.activation_peak_bytes;
@@ -120,19 +135,19 @@ bool bf16_recompute_offered(const Config& config) {
 }
 
 void profile_bf16_recompute(MemoryProfile& p, const Config& config_in, const std::string& strategy, int64_t real_tokens,
-                            const StopCheck& stop) {
+                            const PlanWatch& watch) {
   const Config config = worst_case_batch(config_in, real_tokens);
   const std::vector<KeepOption> options = {bf16_recompute_option()};
   std::vector<std::string> blocks = p.blocks;
-  add_columns(p, options, profile_options(config, strategy, options, blocks, real_tokens, stop));
+  add_columns(p, options, profile_options(config, strategy, options, blocks, real_tokens, watch));
 }
 
 void profile_strategy(MemoryProfile& p, const Config& config_in, const std::string& strategy,
-                      const std::string& candidate, const StopCheck& stop) {
+                      const std::string& candidate, const PlanWatch& watch) {
   const Config config = with_backward_rules(worst_case_batch(config_in), strategy_rules(p.blocks, candidate));
   const std::vector<KeepOption> options = block_options(candidate);
   std::vector<std::string> blocks = p.blocks;
-  add_columns(p, options, profile_options(config, strategy, options, blocks, 0, stop));
+  add_columns(p, options, profile_options(config, strategy, options, blocks, 0, watch));
 }
 
 }  // namespace lb::train

@@ -54,6 +54,7 @@
 // (HOT is not a candidate: splitting the batch costs no accuracy where HOT would).
 // memory.micro_batches: false forbids it. Errors name the smallest budget reachable.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -183,6 +184,21 @@ using StopCheck = std::function<bool()>;
 struct PlanInterrupted : Error {
   using Error::Error;
 };
+// The planner's line to its caller while it works (minutes on a CPU): before each profiling
+// step it asks `stop` (true: PlanInterrupted, nothing written), and after each it says what it
+// profiled, k of n, what it measured and the time so far (log lines on stderr, unless quiet).
+class PlanWatch {
+ public:
+  explicit PlanWatch(StopCheck stop = {}, bool quiet = true);
+  void check(const Config& config) const;
+  void profiled(const std::string& setting, size_t k, size_t n, const std::string& batch, int64_t peak_bytes,
+                double step_ms) const;
+
+ private:
+  StopCheck stop_;
+  bool quiet_;
+  std::chrono::steady_clock::time_point start_;
+};
 // No plan fits the budget at the batch profiled; `needed` is the least that batch was found
 // to need (predicted, or measured where a plan's step overran), `budget` the bound in bytes
 // and `exact_vanilla_peak` what a fraction referred to.
@@ -204,14 +220,14 @@ Config worst_case_batch(Config c, int64_t real_tokens = 0);
 // One attributed and two timed steps per uniform setting (see above), on the worst-case batch
 // (with `real_tokens`: that many real tokens).
 MemoryProfile profile_memory(const Config& config, const std::string& strategy, int64_t real_tokens = 0,
-                             const StopCheck& stop = {});
+                             const PlanWatch& watch = PlanWatch());
 // Adds block_options(candidate) to `p`: six more settings, every block's layers on `candidate`
 // (backward rules "BLOCK.*"), the rest of the model as the config has it.
 void profile_strategy(MemoryProfile& p, const Config& config, const std::string& strategy, const std::string& candidate,
-                      const StopCheck& stop = {});
+                      const PlanWatch& watch = PlanWatch());
 // Adds bf16_recompute_option() to `p` (profiled on the worst-case batch, as profile_memory).
 void profile_bf16_recompute(MemoryProfile& p, const Config& config, const std::string& strategy,
-                            int64_t real_tokens = 0, const StopCheck& stop = {});
+                            int64_t real_tokens = 0, const PlanWatch& watch = PlanWatch());
 
 // The knapsack on a profile: the least-cost choice per block (indices into profile.options)
 // and for the rest (into rest_codecs()) whose predicted peak fits `budget`; feasible = false
@@ -232,8 +248,9 @@ int64_t smallest_reachable_budget(const MemoryProfile& profile);
 // `shorter_batches` is false), with lossy codecs weighed by `fidelity_weight` (the penalty,
 // as a share of the exact step time, of a codec whose prior is 1 - cos = 1 on every block;
 // config memory.fidelity_weight). Errors name the config file and the smallest reachable budget.
+// `stop`, `quiet`: see PlanWatch.
 MemoryPlan plan_memory(const Config& config, const std::string& strategy, const MemoryBudget& budget,
-                       bool shorter_batches = true, const StopCheck& stop = {});
+                       bool shorter_batches = true, const StopCheck& stop = {}, bool quiet = true);
 
 // What a plan rests on: the model, its layers' strategies (and `strategy`, the --strategy
 // override), frozen parameters, LoRA, the batch's shape and padding, the precision. Another
