@@ -6,7 +6,7 @@
 // Maxima go through atomicMax on the float bits (non-negative floats order as integers), so
 // they are exact too; the sums for SAWB (f64 here, f32 partials in the CPU's vector kernels)
 // and the LQS errors differ from the CPU's at rounding level. The per-thread work is
-// src/backend/quantize_blocks.h, which tests/quantize_blocks_test.cpp runs on the CPU.
+// src/backend/quantize_blocks.h, which tests/unit/quantize_blocks_test.cpp runs on the CPU.
 #include <cmath>
 #include <cstring>
 

@@ -1,6 +1,6 @@
 // Internal: the per-thread work of the CUDA quantisation kernels (cuda/quantize.cu) as
 // __host__ __device__ functions, so a CPU test can run every "thread" of a launch in a loop
-// and compare the result with the CPU kernels (tests/quantize_blocks_test.cpp): the index
+// and compare the result with the CPU kernels (tests/unit/quantize_blocks_test.cpp): the index
 // arithmetic, padding and kept-row selection the GPU runs are checked on every machine.
 //   rows: thread t = (row r, 16-column block c0 / 16) of x (rows, cols), output (rows, cols16)
 //   cols: thread t = (16-row block b, column c), output row b·keep.r + j for kept row j

@@ -28,7 +28,7 @@ float PhiloxStream::uniform() { return philox_uniform(next_u32()); }
 
 float PhiloxStream::normal() {
   // curand_normal: Box–Muller on two draws, the second value kept for the next call.
-  // The draws and u match cuRAND bit for bit (tests/philox_test.cpp); the normals agree only
+  // The draws and u match cuRAND bit for bit (tests/unit/philox_test.cpp); the normals agree only
   // to a few ulps, since the device uses __sincosf and fuses v's multiply-add into an FMA.
   // The cached second value is not part of (subsequence, offset): a stream rebuilt from
   // its position restarts at a pair boundary.

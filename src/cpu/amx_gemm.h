@@ -11,7 +11,7 @@
 // of the same eight tiles and instructions (AmxRun::Emulated, any CPU). The emulator runs
 // the packing, the tile addressing, the loop over contraction chunks and the epilogue that
 // the hardware runs, so the CPU suite tests all of it on machines without AMX; only the
-// instructions themselves need an AMX machine (tests/amx_gemm_test.cpp compares the two there).
+// instructions themselves need an AMX machine (tests/unit/amx_gemm_test.cpp compares the two there).
 #pragma once
 #include <cstdint>
 

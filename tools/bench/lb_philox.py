@@ -4,7 +4,7 @@
 A port of PhiloxStream (include/lb/core/philox.h: cuRAND's Philox4x32-10 stream layout) and of
 data::epoch_order (src/data/epoch_order.cpp: Fisher-Yates from 64-bit draws, subsequence =
 epoch). `python3 tools/bench/lb_philox.py` checks the port against Random123's known-answer
-vectors and the orders tests/image_loader_test.cpp pins for leanback.
+vectors and the orders tests/unit/image_loader_test.cpp pins for leanback.
 """
 import sys
 
@@ -47,7 +47,7 @@ def epoch_order(n, seed, epoch):
     return order
 
 
-# The same cases as tests/image_loader_test.cpp's LeanbackOrderIsPinned (C++ side).
+# The same cases as tests/unit/image_loader_test.cpp's LeanbackOrderIsPinned (C++ side).
 PINNED = {(10, 1, 0): [4, 2, 5, 7, 1, 9, 0, 6, 3, 8], (12, 3, 2): [2, 11, 1, 0, 3, 10, 7, 6, 9, 4, 8, 5]}
 
 

@@ -1,4 +1,4 @@
-"""Golden fixtures for conv2d and the 2-D pools (tests/golden_conv_test.cpp).
+"""Golden fixtures for conv2d and the 2-D pools (tests/golden/golden_conv_test.cpp).
 
 Each fixture conv_<case> / pool_<case> holds the inputs (x, w, b when present), an i64 `args`
 tensor describing the call, the output y, the random cotangent r and the gradients of

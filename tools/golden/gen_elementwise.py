@@ -1,4 +1,4 @@
-"""Golden fixtures for elementwise ops and reductions (tests/golden_elementwise_test.cpp).
+"""Golden fixtures for elementwise ops and reductions (tests/golden/golden_elementwise_test.cpp).
 
 Each fixture elementwise_<case> holds inputs a (and b), the output y, the random cotangent r
 and the gradients ga (gb) of sum(y * r)."""

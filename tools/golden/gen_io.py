@@ -1,4 +1,4 @@
-"""Golden fixture for the safetensors reader/writer (tests/safetensors_test.cpp).
+"""Golden fixture for the safetensors reader/writer (tests/unit/safetensors_test.cpp).
 
 One file written by common.save(): every dtype the project supports, a 0-d tensor, an empty
 tensor and metadata (including non-ASCII text, which json.dumps escapes as \\uXXXX). The

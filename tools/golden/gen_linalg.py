@@ -1,4 +1,4 @@
-"""Golden fixtures for matmul, linear and eigh (tests/golden_linalg_test.cpp).
+"""Golden fixtures for matmul, linear and eigh (tests/golden/golden_linalg_test.cpp).
 
 linalg_matmul_<case>: inputs a, b (stored as the C++ op receives them: transposed operands
 are stored in their (..., K, M) / (..., N, K) layout), output y, cotangent r, gradients ga, gb

@@ -1,4 +1,4 @@
-"""Golden fixture for LoRA (tests/lora_test.cpp) from Hugging Face PEFT on a tiny BERT.
+"""Golden fixture for LoRA (tests/train/lora_test.cpp) from Hugging Face PEFT on a tiny BERT.
 
 Needs transformers and peft (e.g. $VENV/bin/pip install torch transformers peft;
 $VENV/bin/python tools/gen_golden.py lora).

@@ -1,4 +1,4 @@
-"""Golden fixtures for whole tiny models (tests/golden_models_test.cpp), from Hugging Face
+"""Golden fixtures for whole tiny models (tests/golden/golden_models_test.cpp), from Hugging Face
 transformers (BERT, ViT) and torchvision's ResNet blocks.
 
 Needs transformers (e.g. a venv with system site packages:
@@ -168,7 +168,7 @@ def resnet(out, depth):
 def hf_dirs(out):
     """Hugging Face model directories as save_pretrained writes them (config.json +
     model.safetensors): a bare BertModel encoder (keys without the "bert." prefix, no
-    classifier) and a ViTForImageClassification, for tests/hf_import_test.cpp."""
+    classifier) and a ViTForImageClassification, for tests/unit/hf_import_test.cpp."""
     torch.manual_seed(0)
     cfg = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
                                   num_attention_heads=2, intermediate_size=32,

@@ -1,4 +1,4 @@
-"""Golden fixtures for the NN ops (tests/golden_nn_test.cpp): softmax / log_softmax (with
+"""Golden fixtures for the NN ops (tests/golden/golden_nn_test.cpp): softmax / log_softmax (with
 additive masks), layer_norm, batch_norm (train and eval, running-stat updates), embedding,
 cross_entropy (ignore_index, label smoothing) and mse_loss.
 

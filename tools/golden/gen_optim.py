@@ -1,7 +1,7 @@
-"""Golden fixtures for optimizers and LR schedules (tests/golden_optim_test.cpp).
+"""Golden fixtures for optimizers and LR schedules (tests/golden/golden_optim_test.cpp).
 
 optim_<case>: initial parameter p0 (f64), gradients g1..g3, parameter after each step p1..p3.
-(LR schedules are unit-tested against hand-computed values in tests/optim_test.cpp.)"""
+(LR schedules are unit-tested against hand-computed values in tests/unit/optim_test.cpp.)"""
 import os
 
 import torch

@@ -1,4 +1,4 @@
-"""Golden fixtures for concat, index_select and fwht (tests/golden_shape_test.cpp).
+"""Golden fixtures for concat, index_select and fwht (tests/golden/golden_shape_test.cpp).
 
 Each fixture shape_<case> holds the inputs, the output y, the random cotangent r and the
 gradients g<input> of sum(y * r). fwht has no PyTorch op: the reference multiplies each

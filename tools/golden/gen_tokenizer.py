@@ -1,4 +1,4 @@
-"""Golden fixtures for the WordPiece tokenizer (tests/tokenizer_test.cpp): Hugging Face
+"""Golden fixtures for the WordPiece tokenizer (tests/unit/tokenizer_test.cpp): Hugging Face
 BertTokenizerFast ids over the bert-base-uncased vocab.
 
 Generated with transformers 5.24.0 and tokenizers 0.23.3 (the versions actually used are

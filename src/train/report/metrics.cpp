@@ -1,6 +1,6 @@
 // Classification and correlation metrics, and the GLUE metric sets (see metrics.h). The
 // formulas follow sklearn.metrics and scipy.stats step by step so the values agree to
-// rounding (tests/metrics_test.cpp checks 1e-12 against their outputs).
+// rounding (tests/train/metrics_test.cpp checks 1e-12 against their outputs).
 #include "lb/train/report/metrics.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Evaluation metrics matching scikit-learn and SciPy (the values Hugging Face run_glue
 // reports), and the official GLUE metric set of each task.
 //
-// Conventions, each checked against sklearn/scipy by tests/metrics_test.cpp:
+// Conventions, each checked against sklearn/scipy by tests/train/metrics_test.cpp:
 //  - accuracy, f1_binary, matthews_corrcoef: non-empty, equal-length label vectors.
 //  - f1_binary: positive class 1, labels must be 0/1. When F1 is undefined (no positive in
 //    either vector, 2tp + fp + fn = 0) it is 0, which is sklearn's default
