@@ -120,22 +120,6 @@ void log_start(const Logger& log, const Config& config, const TrainingSetup& s, 
     if (const std::string w = hot_kernel_warning(); !w.empty()) log.warn(w);
 }
 
-// The TrainStep of this run: clipping, schedule, ranks, device, the layers' strategies and the
-// kept-tensor codecs (the memory plan's, for the longest batch).
-TrainStepOptions train_step_options(const Config& config, const TrainingSetup& s, dist::ProcessGroup& pg,
-                                    const Device& device) {
-  TrainStepOptions o;
-  o.max_grad_norm = config.train.max_grad_norm;
-  o.schedule = &s.schedule;
-  o.group = &pg;
-  o.device = device;
-  o.strategies = s.strategies;
-  // HOT's stochastic-rounding streams: keyed by rank too (rank 0 keeps the single-process key).
-  o.seed = config.train.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(pg.rank()));
-  if (!config.memory.codecs.empty()) o.codecs = std::make_shared<autograd::CodecRules>(config.memory.codecs);
-  return o;
-}
-
 // What `leanback export` needs besides the weights, kept with every checkpoint.
 TaskLabels task_labels(const TrainingSetup& s) {
   TaskLabels t;
@@ -205,22 +189,28 @@ void finish_run(const Config& config, const TrainingSetup& s, const TrainerState
   log.info("exported " + ex.checkpoint + " (" + ex.format + ") to " + (dir.path() / "export").string());
 }
 
+// The config as the caller asked for it: the run override of train.seed applied.
+Config with_seed(Config config, std::optional<uint64_t> seed) {
+  if (seed) config.train.seed = *seed;
+  return config;
+}
+
 }  // namespace
 
 TrainResult train(const Config& config_in, const TrainOptions& opt) {
-  Config config = config_in;
-  if (opt.seed) config.train.seed = *opt.seed;
-  const TrainSection& tc = config.train;
+  const Config requested = with_seed(config_in, opt.seed);
   TrainResult result;
   // Data-parallel: every rank runs this function; rank 0 alone writes files and logs.
   const Ranks ranks = join_ranks(opt.group, opt.device);
   dist::ProcessGroup& pg = *ranks.group;
   const bool main_rank = pg.is_main();
-  check_export_setting(config);  // before the run directory exists: nothing written for a run that cannot finish
+  check_export_setting(requested);  // before the run directory exists: nothing written for a run that cannot finish
   const std::string resume_ckpt = opt.resume.empty() ? "" : find_checkpoint(opt.resume);
-  RunDirectory dir(resolve_run_dir(config, opt), resume_ckpt, opt.overwrite, pg);
+  RunDirectory dir(resolve_run_dir(requested, opt), resume_ckpt, opt.overwrite, pg);
   result.run_dir = dir.path().string();
-  BudgetedRun budget(config, opt, dir.path(), !resume_ckpt.empty(), pg);  // applies its plan to config
+  BudgetedRun budget(requested, opt, dir.path(), !resume_ckpt.empty(), pg);
+  const Config config = resolved_for_training(budget.config());  // the plan's settings, "auto"s: once
+  const TrainSection& tc = config.train;
   // Everything is built and validated before any training work; only then is an old run
   // (with --overwrite) cleared, and only of the files leanback wrote there.
   TrainingSetup s = set_up_training(config, opt.strategy, ranks.device, pg);

@@ -47,7 +47,16 @@ optim::LrSchedule make_schedule(const ScheduleSection& s, int64_t total_steps) {
 
 }  // namespace
 
-TrainingSetup set_up_training(Config& config, const std::string& strategy, Device device,
+Config resolved_for_training(Config config) {
+  // Padding: dynamic by default. BERT runs padding-free unless told not to: token-wise layers
+  // see only the kept tokens, and INSTANT's token-axis projections work per sequence
+  // (CallContext::sequences).
+  if (config.data.padding == "auto") config.data.padding = "dynamic";
+  if (config.model.type == "bert" && config.model.skip_padding == "auto") config.model.skip_padding = "true";
+  return config;
+}
+
+TrainingSetup set_up_training(const Config& config, const std::string& strategy, Device device,
                               const dist::ProcessGroup& pg) {
   const TrainSection& tc = config.train;
   const int64_t world = pg.size();
@@ -100,16 +109,11 @@ TrainingSetup set_up_training(Config& config, const std::string& strategy, Devic
   } catch (const Error& e) {
     throw Error(config.source + ": " + e.what());
   }
-  // Padding: dynamic by default. BERT runs padding-free unless told not to (skip_padding
-  // "auto" = true): token-wise layers see only the kept tokens, and INSTANT's token-axis
-  // projections work per sequence (CallContext::sequences). Their bases span max_seq_len
-  // positions and each sequence (or padded batch) of L tokens projects with their first L
-  // columns (set_max_tokens, below).
-  if (config.data.padding == "auto") config.data.padding = "dynamic";
-  if (config.model.type == "bert") {
-    if (config.model.skip_padding == "auto") config.model.skip_padding = "true";
-    s.model->set_skip_padding(config.model.skip_padding == "true");
-  }
+  LB_CHECK(config.data.padding != "auto" && (config.model.type != "bert" || config.model.skip_padding != "auto"),
+           config.source, ": set_up_training needs a resolved config (resolved_for_training)");
+  // INSTANT's token-axis bases span max_seq_len positions and each sequence (or padded batch)
+  // of L tokens projects with their first L columns (set_max_tokens, below).
+  if (config.model.type == "bert") s.model->set_skip_padding(config.model.skip_padding == "true");
   s.strategies = config.backward.apply(module, strategy);
   if (s.data.text)
     for (const auto& st : s.strategies)
@@ -139,6 +143,20 @@ TrainingSetup set_up_training(Config& config, const std::string& strategy, Devic
   s.schedule = make_schedule(config.schedule, s.total_steps);
   s.eval_every = tc.eval_every > 0 ? tc.eval_every : s.steps_per_epoch;
   return s;
+}
+
+TrainStepOptions train_step_options(const Config& config, const TrainingSetup& s, dist::ProcessGroup& pg,
+                                    const Device& device) {
+  TrainStepOptions o;
+  o.max_grad_norm = config.train.max_grad_norm;
+  o.schedule = &s.schedule;
+  o.group = &pg;
+  o.device = device;
+  o.strategies = s.strategies;
+  // HOT's stochastic-rounding streams: keyed by rank too (rank 0 keeps the single-process key).
+  o.seed = config.train.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(pg.rank()));
+  if (!config.memory.codecs.empty()) o.codecs = std::make_shared<autograd::CodecRules>(config.memory.codecs);
+  return o;
 }
 
 }  // namespace lb::train

@@ -16,6 +16,7 @@
 #include "lb/train/config.h"
 #include "lb/train/task_data.h"
 #include "lb/train/task_model.h"
+#include "lb/train/train_step.h"
 
 namespace lb::train {
 
@@ -36,9 +37,20 @@ struct TrainingSetup {
   optim::LrSchedule schedule;
 };
 
-// Builds the run's parts from `config` (its padding and skip_padding "auto" are resolved in
-// place) with the backward strategies of the config's policy (or every layer `strategy`, the
-// --strategy override), the model on `device`. Errors name the config file.
-TrainingSetup set_up_training(Config& config, const std::string& strategy, Device device, const dist::ProcessGroup& pg);
+// The config as a training run uses it, resolved once before set-up and constant after:
+// data.padding "auto" is dynamic; BERT's model.skip_padding "auto" is true (padding-free).
+Config resolved_for_training(Config config);
+
+// Builds the run's parts from a resolved `config` (resolved_for_training) with the backward
+// strategies of the config's policy (or every layer `strategy`, the --strategy override), the
+// model on `device`. Errors name the config file.
+TrainingSetup set_up_training(const Config& config, const std::string& strategy, Device device,
+                              const dist::ProcessGroup& pg);
+
+// The TrainStep options of a run set up from `config`: clipping, schedule, ranks, device, the
+// layers' strategies and the kept-tensor codecs (a memory plan's: the longest batch's). One
+// wiring for training and for the memory report's measured step (as rank 0 of a run).
+TrainStepOptions train_step_options(const Config& config, const TrainingSetup& s, dist::ProcessGroup& pg,
+                                    const Device& device);
 
 }  // namespace lb::train

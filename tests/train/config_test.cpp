@@ -6,7 +6,9 @@
 #include <fstream>
 
 #include "lb/core/error.h"
+#include "lb/dist/process_group.h"
 #include "lb/train/config.h"
+#include "src/train/training_setup.h"
 #include "testing/testing.h"
 #include "testing/train_configs.h"
 
@@ -215,6 +217,36 @@ TEST(Config, MathsDifferencesNameTheKeyAndBothValues) {
   EXPECT_EQ(d[1], "model.hidden_act: \"gelu\" here, \"relu\" in the checkpoint");
   saved.erase("lora");
   EXPECT_NE(maths_differences(c, saved).front().find("here, unset in the checkpoint"), std::string::npos);
+}
+
+// A run's config is resolved once, before set-up ("auto" padding settings, the memory plan's
+// settings), and set-up builds from that resolved config only: no part of a run can see a
+// config another part resolved differently.
+TEST(TrainingSetup, BuildsOnlyFromAResolvedConfig) {
+  nlohmann::json j = lb::testing::tiny_bert_config(1, /*dropout=*/0.0);
+  j["data"]["padding"] = "auto";
+  j["model"]["skip_padding"] = "auto";
+  const Config requested = Config::from_json(j, "tiny.json");
+  dist::ProcessGroup& pg = dist::single_process();
+  try {
+    set_up_training(requested, "", Device::cpu(), pg);
+    FAIL() << "an unresolved config was set up";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tiny.json: set_up_training needs a resolved config"), std::string::npos)
+        << e.what();
+  }
+  const Config resolved = resolved_for_training(requested);
+  EXPECT_EQ(resolved.data.padding, "dynamic");
+  EXPECT_EQ(resolved.model.skip_padding, "true");
+  EXPECT_EQ(requested.data.padding, "auto");  // the requested config stays as given
+  const TrainingSetup s = set_up_training(resolved, "", Device::cpu(), pg);
+  EXPECT_GT(s.total_steps, 0);
+  // Told not to, BERT keeps its padding; an explicit padding is kept as given.
+  j["model"]["skip_padding"] = false;
+  j["data"]["padding"] = "max_length";
+  const Config fixed = resolved_for_training(Config::from_json(j, "tiny.json"));
+  EXPECT_EQ(fixed.model.skip_padding, "false");
+  EXPECT_EQ(fixed.data.padding, "max_length");
 }
 
 }  // namespace

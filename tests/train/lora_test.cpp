@@ -436,8 +436,7 @@ nlohmann::json lora_config(nlohmann::json lora) {
 TEST(Lora, TrainsOnlyAdaptersAndHeadOnSmallBert) {
   lb::testing::TempDir tmp("lb_lora");
   const Config c = Config::from_json(lora_config({{"r", 4}, {"alpha", 8}}), "lora.json");
-  Config setup_config = c;
-  TrainingSetup s = set_up_training(setup_config, "", Device::cpu(), dist::single_process());
+  TrainingSetup s = set_up_training(resolved_for_training(c), "", Device::cpu(), dist::single_process());
   nn::Module& m = s.model->module();
   int64_t adapters = 0, trainable = 0;
   std::map<std::string, Tensor> before;
@@ -503,7 +502,7 @@ TEST(Lora, TrainsUnderHotWithFrozenLayersOnItsGxPath) {
 TEST(Lora, BadSettingsAreErrorsNamingTheJsonPath) {
   const auto msg = [](const nlohmann::json& lora) {
     return error_message([&] {
-      Config c = Config::from_json(lora_config(lora), "lora.json");
+      const Config c = resolved_for_training(Config::from_json(lora_config(lora), "lora.json"));
       set_up_training(c, "", Device::cpu(), dist::single_process());
     });
   };
@@ -548,7 +547,7 @@ TEST(Lora, ShippedConfigReads) {
 
 TEST(Lora, BiasSettingsChooseWhichBiasesTrain) {
   for (const std::string bias : {"none", "all", "lora_only"}) {
-    Config c = Config::from_json(lora_config({{"bias", bias}}), "lora.json");
+    const Config c = resolved_for_training(Config::from_json(lora_config({{"bias", bias}}), "lora.json"));
     TrainingSetup s = set_up_training(c, "", Device::cpu(), dist::single_process());
     for (const auto& [name, p] : s.model->module().named_parameters()) {
       if (name.size() < 5 || name.compare(name.size() - 5, 5, ".bias") != 0 || name.rfind("classifier.", 0) == 0)

@@ -40,8 +40,10 @@ void keep_the_runs_plan(Config& config, const std::optional<MemoryPlan>& given_p
 }
 }  // namespace
 
-BudgetedRun::BudgetedRun(Config& config, const TrainOptions& opt, const fs::path& run_dir, bool resuming,
-                         dist::ProcessGroup& pg) {
+BudgetedRun::BudgetedRun(const Config& requested, const TrainOptions& opt, const fs::path& run_dir, bool resuming,
+                         dist::ProcessGroup& pg)
+    : config_(requested) {
+  Config& config = config_;
   std::optional<MemoryPlan> given;
   if (!opt.memory_plan.empty()) {  // every rank reads it: the same file, the same errors
     LB_CHECK(config.memory.planned_settings_given().empty(), opt.memory_plan, ": --memory-plan carries its own "

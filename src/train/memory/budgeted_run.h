@@ -31,12 +31,15 @@ namespace lb::train {
 
 class BudgetedRun {
  public:
-  // Decides the plan (none without a budget) and applies it to `config`: the budget a resumed
-  // planned run carries, the plan's micro-batches, codecs, recomputation and backward rules.
-  // `resuming`: whether `run_dir` holds the run being resumed. Throws on a plan that does not
-  // fit the run (another budget, another plan on resume, explicit memory settings with it).
-  BudgetedRun(Config& config, const TrainOptions& opt, const std::filesystem::path& run_dir, bool resuming,
+  // Decides the plan (none without a budget) for the `requested` config. `resuming`: whether
+  // `run_dir` holds the run being resumed. Throws on a plan that does not fit the run (another
+  // budget, another plan on resume, explicit memory settings with it).
+  BudgetedRun(const Config& requested, const TrainOptions& opt, const std::filesystem::path& run_dir, bool resuming,
               dist::ProcessGroup& pg);
+
+  // The requested config under the plan: the budget a resumed planned run carries, the plan's
+  // micro-batches, codecs, recomputation and backward rules (the requested one without a plan).
+  const Config& config() const { return config_; }
 
   bool active() const { return plan_.has_value(); }
   // For the run directory: plan.txt's memory part ("" without a plan) and memory_plan.json (null).
@@ -56,6 +59,7 @@ class BudgetedRun {
   void report(const Logger& log, MetricsLog& metrics, TrainResult& result) const;
 
  private:
+  Config config_;
   std::optional<MemoryPlan> plan_;
   std::optional<BatchLengthPlans> lengths_;
   std::optional<autograd::PeakWatch> watch_;

@@ -162,16 +162,11 @@ void keep_tokens(data::Batch& batch, int64_t tokens, const std::string& source) 
 
 }  // namespace
 
-MemoryReport memory_report(Config config, const std::string& strategy, int timed_steps, int64_t real_tokens) {
+MemoryReport memory_report(const Config& requested, const std::string& strategy, int timed_steps, int64_t real_tokens) {
   dist::ProcessGroup& pg = dist::single_process();  // one process: the step as rank 0 of a run sees it
+  const Config config = resolved_for_training(requested);
   TrainingSetup s = set_up_training(config, strategy, Device::cpu(), pg);
-  TrainStepOptions options;
-  options.max_grad_norm = config.train.max_grad_norm;
-  options.schedule = &s.schedule;
-  options.strategies = s.strategies;
-  options.seed = config.train.seed;  // rank 0's key, as train
-  if (!config.memory.codecs.empty()) options.codecs = std::make_shared<autograd::CodecRules>(config.memory.codecs);
-  TrainStep step(s.model->module(), *s.optimizer, options);
+  TrainStep step(s.model->module(), *s.optimizer, train_step_options(config, s, pg, Device::cpu()));
   s.model->module().train();
   step.begin_step(0);
   // Calibration as training runs it before step 0 (INSTANT's bases, HOT's LQS), on the

@@ -52,7 +52,7 @@ struct MemoryReport {
 // `real_tokens` > 0 (text): the batch's attention mask keeps that many tokens in all, whole
 // sequences first, the rest padding (the memory planner's profile of batches with at most so
 // many real tokens). Errors name the config file.
-MemoryReport memory_report(Config config, const std::string& strategy, int timed_steps = 0,
+MemoryReport memory_report(const Config& config, const std::string& strategy, int timed_steps = 0,
                            int64_t real_tokens = 0);
 
 }  // namespace lb::train
