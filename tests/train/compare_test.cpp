@@ -9,6 +9,7 @@
 
 #include "lb/core/error.h"
 #include "lb/train/report/compare.h"
+#include "lb/train/report/run_summary.h"
 #include "testing/testing.h"
 #include "testing/train_configs.h"
 
@@ -202,6 +203,51 @@ TEST(Compare, DivergedRunsAreReportedNotFatal) {
   const auto stamp = fs::last_write_time(tmp.sub("cmp") + "/hot/seed-7/compare_failed.txt");
   compare(Config::from_json(j, "tiny.json"), o);
   EXPECT_EQ(fs::last_write_time(tmp.sub("cmp") + "/hot/seed-7/compare_failed.txt"), stamp);
+}
+
+// A run directory read typed: means and maxima over the training lines, task metrics only,
+// the calibration's share, the probe's figures per layer and over layers.
+TEST(RunSummary, ReadsTheRunsFilesTyped) {
+  TempDir tmp("lb_run_summary");
+  const fs::path run = tmp.path() / "run";
+  fs::create_directories(run);
+  std::ofstream(run / "eval_results.json") << nlohmann::json{
+      {"final", {{"eval_accuracy", 0.75}, {"eval_loss", 0.5}, {"eval_runtime_s", 1.0}, {"eval_samples", 8}}},
+      {"primary_metric", "eval_accuracy"},
+      {"train_runtime_s", 2.0},
+      {"train_samples_per_second", 10.0},
+      {"grad_probe_ms_total", 100.0},
+      {"layers", nlohmann::json::array({{{"layer", "enc.0.fc"}, {"type", "hot"}}})}};
+  std::ofstream m(run / "metrics.jsonl");
+  m << nlohmann::json{{"type", "train"}, {"step", 5}, {"step_ms", 10.0}, {"saved_bytes", 100.0},
+                      {"saved_bytes_max", 150.0}, {"peak_bytes_by_tag", {{"a", 3.0}}}}
+    << "\n"
+    << nlohmann::json{{"type", "calibration"}, {"ms", 500.0}} << "\n"
+    << nlohmann::json{{"type", "probe"},
+                      {"layers", {{{"layer", "enc.0.fc"}, {"local", {{"g_w", {{"cos", 0.9}, {"rel_err", 0.1}}}}}}}}}
+    << "\n"
+    << nlohmann::json{{"type", "train"}, {"step", 10}, {"step_ms", 20.0}, {"saved_bytes", 300.0},
+                      {"saved_bytes_max", 120.0}, {"peak_bytes_by_tag", {{"a", 1.0}, {"b", 2.0}}}}
+    << "\n";
+  m.close();
+  const RunSummary r = RunSummary::read(run, 7);
+  EXPECT_EQ(r.seed, 7);
+  EXPECT_EQ(r.steps, 10);
+  EXPECT_DOUBLE_EQ(r.step_ms, 15.0);
+  EXPECT_DOUBLE_EQ(r.saved_bytes_mean, 200.0);
+  EXPECT_DOUBLE_EQ(r.saved_bytes_peak, 150.0);
+  EXPECT_EQ(r.peak_bytes_by_tag, (std::map<std::string, double>{{"a", 3.0}, {"b", 2.0}}));
+  EXPECT_EQ(r.metrics, (std::map<std::string, double>{{"eval_accuracy", 0.75}, {"eval_loss", 0.5}}));
+  EXPECT_EQ(r.primary_metric, "eval_accuracy");
+  EXPECT_DOUBLE_EQ(r.calibration_share, 0.2);  // 500 ms of 500 + 2000
+  ASSERT_TRUE(r.probe.has_value());
+  EXPECT_DOUBLE_EQ(r.probe->mean.at("local_g_w_cos"), 0.9);
+  EXPECT_DOUBLE_EQ(r.probe->share_of_training, 0.05);
+  ASSERT_EQ(r.layers.size(), 1u);
+  const nlohmann::json layers = r.layers_json();
+  EXPECT_EQ(layers[0]["type"], "hot");
+  EXPECT_DOUBLE_EQ(layers[0]["probe"]["local_g_w_rel_err"].get<double>(), 0.1);
+  EXPECT_EQ(r.to_json()["examples_per_s"], 10.0);
 }
 
 }  // namespace

@@ -16,10 +16,9 @@
 #include "lb/io/atomic_file.h"
 #include "lb/io/json_file.h"
 #include "lb/nn/backward/policy.h"
-#include "lb/nn/backward/summary.h"
-#include "lb/train/run/metrics_log.h"
 #include "lb/train/run/output_dir.h"
 #include "lb/train/report/plots.h"
+#include "lb/train/report/run_summary.h"
 #include "lb/train/trainer.h"
 
 namespace lb::train {
@@ -62,140 +61,63 @@ double std_of(const std::vector<double>& v) {
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
 
-// The gradient-fidelity probe lines of a run: per layer and over all layers, the mean over
-// probes of each closeness figure (cosine similarity, relative error), and the probe's cost.
-nlohmann::json summarize_probes(const std::vector<nlohmann::json>& probes, double probe_ms, double train_s) {
-  if (probes.empty()) return nullptr;
-  const std::vector<std::pair<std::string, std::string>> figures = {
-      {"local", "g_w"}, {"local", "g_x"}, {"end_to_end", "g_w"}, {"end_to_end", "g_x"}};
-  std::map<std::string, std::map<std::string, std::vector<double>>> by_layer;
-  std::map<std::string, std::vector<double>> all;
-  std::vector<std::string> order;
-  for (const auto& p : probes)
-    for (const auto& l : p.value("layers", nlohmann::json::array())) {
-      const std::string name = l.value("layer", "");
-      if (!by_layer.count(name)) order.push_back(name);
-      auto& m = by_layer[name];
-      for (const auto& [where, g] : figures)
-        if (l.contains(where) && l[where].contains(g))
-          for (const char* k : {"cos", "rel_err"}) {
-            const std::string key = where + "_" + g + "_" + k;
-            m[key].push_back(l[where][g].value(k, 0.0));
-            all[key].push_back(l[where][g].value(k, 0.0));
-          }
-    }
-  nlohmann::json layers = nlohmann::json::object();
-  for (const auto& name : order) {
-    nlohmann::json l = nlohmann::json::object();
-    for (const auto& [k, v] : by_layer[name]) l[k] = mean_of(v);
-    layers[name] = l;
-  }
-  if (all.empty()) return nullptr;  // nothing compressed was probed
-  nlohmann::json mean = nlohmann::json::object();
-  for (const auto& [k, v] : all) mean[k] = mean_of(v);
-  return {{"probes", probes.size()},
-          {"ms_total", probe_ms},
-          {"share_of_training", train_s > 0 ? probe_ms / (train_s * 1000.0) : 0.0},
-          {"mean", mean},
-          {"layers", layers}};
-}
-
-// One finished run: its metrics, costs and per-layer choices.
-nlohmann::json summarize_run(const fs::path& run, int64_t seed) {
-  const nlohmann::json results = read_json_file(run / "eval_results.json");
-  const auto lines = read_metrics((run / "metrics.jsonl").string());
-  std::vector<double> step_ms, fwd_ms, bwd_ms, saved, paper_flops, paper_saved, wait_ms;
-  double saved_peak = 0, peak_bytes = 0, calib_ms = 0, activation_peak = 0;
-  int64_t last_step = 0;
-  std::vector<nlohmann::json> probes;
-  nlohmann::json peak_by_tag = nlohmann::json::object();
-  for (const auto& l : lines) {
-    const std::string type = l.value("type", "");
-    if (type == "train") {
-      last_step = l.value("step", last_step);
-      step_ms.push_back(l.value("step_ms", 0.0));
-      fwd_ms.push_back(l.value("forward_ms", 0.0));
-      bwd_ms.push_back(l.value("backward_ms", 0.0));
-      wait_ms.push_back(l.value("data_wait_ms", 0.0));
-      saved.push_back(l.value("saved_bytes", 0.0));
-      paper_flops.push_back(l.value("paper_backward_mflops_per_example", 0.0));
-      paper_saved.push_back(l.value("paper_saved_mib_fp32_per_example", 0.0));
-      saved_peak = std::max(saved_peak, l.value("saved_bytes_max", 0.0));
-      peak_bytes = std::max(peak_bytes, l.value("peak_bytes", 0.0));
-      activation_peak = std::max(activation_peak, l.value("activation_peak_bytes", 0.0));
-      if (l.contains("peak_bytes_by_tag"))
-        for (auto it = l["peak_bytes_by_tag"].begin(); it != l["peak_bytes_by_tag"].end(); ++it)
-          peak_by_tag[it.key()] = std::max(peak_by_tag.value(it.key(), 0.0), it.value().get<double>());
-    } else if (type == "calibration") {
-      calib_ms += l.value("ms", 0.0);
-    } else if (type == "probe") {
-      probes.push_back(l);
-    }
-  }
-  const double train_s = results.value("train_runtime_s", 0.0);
-  nlohmann::json metrics = nlohmann::json::object();
-  for (auto it = results["final"].begin(); it != results["final"].end(); ++it)
-    // Task metrics only: not the evaluation's own timing and size (eval_runtime_s,
-    // eval_samples, eval_samples_per_second).
-    if (it.key().rfind("eval_", 0) == 0 && it.value().is_number() && it.key().rfind("eval_runtime", 0) != 0 &&
-        it.key().rfind("eval_samples", 0) != 0 && it.key().rfind("eval_steps", 0) != 0)
-      metrics[it.key()] = it.value();
-  // Per layer: the strategy, what it kept at its last call and the choices it made.
-  nlohmann::json layers = nlohmann::json::array();
-  // (eval_results.json keeps each Strategy::report(); runs written before the generic keys
-  // are read through the strategy keys by StrategySummary::from_json.)
-  for (const auto& r : results.value("layers", nlohmann::json::array())) {
-    const nn::backward::StrategySummary sum = nn::backward::StrategySummary::from_json(r);
-    nlohmann::json l = {{"layer", sum.layer},
-                        {"type", sum.type},
-                        {"saved_bytes_last_call", sum.measured.saved_bytes_last_call},
-                        {"backward_ms_total", sum.measured.backward_ms_total},
-                        {"compressing", sum.compressing}};
-    if (sum.fallback_reason) l["fallback_reason"] = *sum.fallback_reason;
-    if (sum.ranks) {
-      // The flat keys of earlier report.json files, and the generic "ranks".
-      l["x_rank"] = sum.ranks->x.rank;
-      l["x_axis"] = sum.ranks->x.axis;
-      l["g_y_rank"] = sum.ranks->g_y.rank;
-      l["g_y_axis"] = sum.ranks->g_y.axis;
-      l["ranks"] = {{"x", sum.ranks->x.to_json()}, {"g_y", sum.ranks->g_y.to_json()}};
-    }
-    if (sum.quantizer) l["quantizer"] = *sum.quantizer;
-    layers.push_back(std::move(l));
-  }
-  const nlohmann::json probe = summarize_probes(probes, results.value("grad_probe_ms_total", 0.0), train_s);
-  if (!probe.is_null())
-    for (auto& l : layers)
-      if (probe["layers"].contains(l["layer"].get<std::string>())) l["probe"] = probe["layers"][l["layer"].get<std::string>()];
-  return {{"seed", seed},
-          {"dir", run.string()},
-          {"metrics", metrics},
-          {"steps", last_step},
-          {"train_runtime_s", train_s},
-          {"examples_per_s", results.value("train_samples_per_second", 0.0)},
-          {"minutes_per_epoch", results.value("minutes_per_epoch", 0.0)},
-          {"step_ms", mean_of(step_ms)},
-          {"forward_ms", mean_of(fwd_ms)},
-          {"backward_ms", mean_of(bwd_ms)},
-          {"data_wait_ms", mean_of(wait_ms)},
-          {"saved_bytes_mean", mean_of(saved)},
-          {"saved_bytes_peak", saved_peak},
-          {"activation_peak_bytes", activation_peak},
-          {"paper_saved_mib_fp32_per_example", mean_of(paper_saved)},
-          {"paper_backward_mflops_per_example", mean_of(paper_flops)},
-          {"peak_bytes", peak_bytes},
-          {"peak_bytes_by_tag", peak_by_tag},
-          {"calibration_ms", calib_ms},
-          {"calibration_share", calib_ms + train_s * 1000.0 > 0 ? calib_ms / (calib_ms + train_s * 1000.0) : 0.0},
-          {"probe", probe},
-          {"layers", layers}};
-}
-
-// Mean and std over the runs of one number field.
-nlohmann::json over_runs(const nlohmann::json& runs, const std::string& key) {
+// Mean and std over the runs of one figure.
+nlohmann::json over_runs(const std::vector<RunSummary>& runs, double RunSummary::*figure) {
   std::vector<double> v;
-  for (const auto& r : runs) v.push_back(r.value(key, 0.0));
+  for (const auto& r : runs) v.push_back(r.*figure);
   return {{"mean", mean_of(v)}, {"std", std_of(v)}};
+}
+
+// report.json's figures of a strategy: mean and std over its runs.
+const std::vector<std::pair<const char*, double RunSummary::*>> kFigures = {
+    {"step_ms", &RunSummary::step_ms},
+    {"forward_ms", &RunSummary::forward_ms},
+    {"backward_ms", &RunSummary::backward_ms},
+    {"data_wait_ms", &RunSummary::data_wait_ms},
+    {"examples_per_s", &RunSummary::examples_per_s},
+    {"saved_bytes_mean", &RunSummary::saved_bytes_mean},
+    {"saved_bytes_peak", &RunSummary::saved_bytes_peak},
+    {"activation_peak_bytes", &RunSummary::activation_peak_bytes},
+    {"paper_saved_mib_fp32_per_example", &RunSummary::paper_saved_mib_fp32_per_example},
+    {"paper_backward_mflops_per_example", &RunSummary::paper_backward_mflops_per_example},
+    {"peak_bytes", &RunSummary::peak_bytes},
+    {"calibration_share", &RunSummary::calibration_share},
+    {"calibration_ms", &RunSummary::calibration_ms},
+    {"train_runtime_s", &RunSummary::train_runtime_s},
+    {"minutes_per_epoch", &RunSummary::minutes_per_epoch}};
+
+// One strategy's entry of report.json from its finished runs (seed order).
+void summarize_strategy(nlohmann::json& e, const std::vector<RunSummary>& runs) {
+  nlohmann::json runs_j = nlohmann::json::array();
+  for (const auto& r : runs) runs_j.push_back(r.to_json());
+  e["runs"] = runs_j;
+  if (runs.empty()) return;
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& [name, first] : runs[0].metrics) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(r.metrics.count(name) ? r.metrics.at(name) : 0.0);
+    metrics[name] = {{"mean", mean_of(v)}, {"std", std_of(v)}, {"values", v}};
+  }
+  e["metrics"] = metrics;
+  for (const auto& [key, figure] : kFigures) e[key] = over_runs(runs, figure);
+  std::map<std::string, double> by_tag;
+  for (const auto& r : runs)
+    for (const auto& [tag, bytes] : r.peak_bytes_by_tag) by_tag[tag] = std::max(by_tag[tag], bytes);
+  e["peak_bytes_by_tag"] = by_tag;
+  e["layers"] = runs[0].layers_json();  // seed order: the first seed's choices
+  // The probe over seeds: the mean figures of each run, averaged.
+  std::map<std::string, std::vector<double>> probe_means;
+  std::vector<double> shares;
+  for (const auto& r : runs)
+    if (r.probe) {
+      for (const auto& [k, v] : r.probe->mean) probe_means[k].push_back(v);
+      shares.push_back(r.probe->share_of_training);
+    }
+  if (!shares.empty()) {
+    nlohmann::json pm = nlohmann::json::object();
+    for (const auto& [k, v] : probe_means) pm[k] = mean_of(v);
+    e["probe"] = {{"runs", shares.size()}, {"mean", pm}, {"share_of_training", mean_of(shares)}};
+  }
 }
 
 std::string fixed(double v, int digits) {
@@ -249,7 +171,6 @@ std::vector<std::vector<std::string>> table_rows(const nlohmann::json& report) {
   return rows;
 }
 
-
 // The backward section of a config's JSON as a run uses it (Policy::resolved_json: a setting
 // written out at its default equals one left out); as written when it does not parse.
 nlohmann::json resolved_backward(const nlohmann::json& c) {
@@ -296,7 +217,8 @@ nlohmann::json build_report(const std::string& compare_dir) {
   std::string primary;
   for (const auto& sj : cmp["strategies"]) {
     const std::string s = sj.get<std::string>();
-    nlohmann::json runs = nlohmann::json::array(), failed = nlohmann::json::array();
+    std::vector<RunSummary> runs;
+    nlohmann::json failed = nlohmann::json::array();
     int missing = 0;
     for (const auto& seed : cmp["seeds"]) {
       const fs::path run = run_dir_of(dir, s, seed.get<int64_t>());
@@ -311,45 +233,11 @@ nlohmann::json build_report(const std::string& compare_dir) {
         ++missing;
         continue;
       }
-      if (primary.empty()) primary = read_json_file(run / "eval_results.json").value("primary_metric", "");
-      runs.push_back(summarize_run(run, seed.get<int64_t>()));
+      runs.push_back(RunSummary::read(run, seed.get<int64_t>()));
+      if (primary.empty()) primary = runs.back().primary_metric;
     }
-    nlohmann::json e = {{"strategy", s}, {"runs", runs}, {"missing", missing}, {"failed", failed}};
-    if (!runs.empty()) {
-      nlohmann::json metrics = nlohmann::json::object();
-      for (auto it = runs[0]["metrics"].begin(); it != runs[0]["metrics"].end(); ++it) {
-        std::vector<double> v;
-        for (const auto& r : runs) v.push_back(r["metrics"].value(it.key(), 0.0));
-        metrics[it.key()] = {{"mean", mean_of(v)}, {"std", std_of(v)}, {"values", v}};
-      }
-      e["metrics"] = metrics;
-      for (const char* k : {"step_ms", "forward_ms", "backward_ms", "data_wait_ms", "examples_per_s",
-                            "saved_bytes_mean", "saved_bytes_peak", "activation_peak_bytes",
-                            "paper_saved_mib_fp32_per_example",
-                            "paper_backward_mflops_per_example", "peak_bytes", "calibration_share",
-                            "calibration_ms", "train_runtime_s", "minutes_per_epoch"})
-        e[k] = over_runs(runs, k);
-      nlohmann::json by_tag = nlohmann::json::object();
-      for (const auto& r : runs)
-        for (auto it = r["peak_bytes_by_tag"].begin(); it != r["peak_bytes_by_tag"].end(); ++it)
-          by_tag[it.key()] = std::max(by_tag.value(it.key(), 0.0), it.value().get<double>());
-      e["peak_bytes_by_tag"] = by_tag;
-      e["layers"] = runs[0]["layers"];  // seed order: the first seed's choices
-      // The probe over seeds: the mean figures of each run, averaged.
-      std::map<std::string, std::vector<double>> probe_means;
-      std::vector<double> shares;
-      for (const auto& r : runs)
-        if (!r["probe"].is_null()) {
-          for (auto it = r["probe"]["mean"].begin(); it != r["probe"]["mean"].end(); ++it)
-            probe_means[it.key()].push_back(it.value().get<double>());
-          shares.push_back(r["probe"]["share_of_training"].get<double>());
-        }
-      if (!shares.empty()) {
-        nlohmann::json pm = nlohmann::json::object();
-        for (const auto& [k, v] : probe_means) pm[k] = mean_of(v);
-        e["probe"] = {{"runs", shares.size()}, {"mean", pm}, {"share_of_training", mean_of(shares)}};
-      }
-    }
+    nlohmann::json e = {{"strategy", s}, {"missing", missing}, {"failed", failed}};
+    summarize_strategy(e, runs);
     strategies.push_back(std::move(e));
   }
   // Differences from vanilla (else from the first strategy), in the primary metric and costs.
