@@ -2,7 +2,7 @@
 # bf16 training accuracy (train.precision "bf16"): `leanback train configs/minilm_TASK.json`
 # per task, strategy and seed in bf16, one JSON line each (final dev metrics, throughput, CPU,
 # commit) appended to OUT. Its fp32 references are the fidelity study's runs of the same
-# config, strategy and seed (tools/bench/study.sh, SETTING=full), or PRECISION=f32 runs of
+# config, strategy and seed (tools/studies/fidelity/study.sh, SETTING=full), or PRECISION=f32 runs of
 # this script (same binary and thread count, lines marked "precision": "f32").
 #   TASKS="mrpc sst2" SEEDS="1 2 3" STRATEGIES="vanilla hot" tools/bench/bf16_accuracy.sh [OUT]
 set -uo pipefail

@@ -3,8 +3,10 @@
 # the model (MiniLM + a fresh classifier) and saves it, leanback starts from that directory, both
 # run with dropout off and leanback's data order (tools/bench/lb_philox.py), so the only
 # differences left are floating-point summation orders. Prints both loss curves step by step
-# and appends a summary line to OUT. Differences that grow fast, or a jump at one step, point at
-# a real difference in the recipe (schedule, clipping, optimizer, loss, batching).
+# and appends a summary line to OUT (default tools/studies/glue_parity/glue_lockstep.jsonl, the
+# parity study's records, which the LoRA study's lockstep runs share). Differences that grow
+# fast, or a jump at one step, point at a real difference in the recipe (schedule, clipping,
+# optimizer, loss, batching).
 #   TASK=mrpc STEPS=40 SEED=1 tools/bench/glue_lockstep.sh [OUT]
 # STEPS=0 runs the whole recipe and compares the final dev metrics too. CONFIG=FILE takes
 # another recipe than configs/minilm_TASK.json (its data.task names the task): one with a lora
@@ -24,7 +26,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-out="${1:-tools/bench/results/glue_lockstep.jsonl}"
+out="${1:-tools/studies/glue_parity/glue_lockstep.jsonl}"
 python="${PYTHON:-python3}"
 lb="${LB:-build/leanback}"
 cfg="${CONFIG:-configs/minilm_${TASK:-mrpc}.json}"
