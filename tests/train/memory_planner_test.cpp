@@ -260,7 +260,8 @@ void expect_plan_fits(const nlohmann::json& j, const std::string& what) {
   EXPECT_TRUE(lean) << what;
   EXPECT_GE(tight.parts.size(), 3u) << what;  // two or more blocks and the rest
   // Predicted and measured agree to within 20% on these tiny models, whose peaks (0.3-2 MB) the
-  // batch, loss and optimizer temporaries weigh on (tools/bench/README.md: the full-size figures).
+  // batch, loss and optimizer temporaries weigh on (the full-size figures:
+  // tools/studies/memory_budget/NOTES.md).
   EXPECT_NEAR(static_cast<double>(tight.predicted_peak), static_cast<double>(tight.measured_peak),
               0.2 * static_cast<double>(tight.measured_peak))
       << what;

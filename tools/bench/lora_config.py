@@ -2,7 +2,7 @@
 """The LoRA studies' recipe, in one place: r 8, alpha 16, dropout 0.1 at lr 5e-4
 (configs/minilm_mrpc_lora.json's recipe) on the named Linear layers.
 
-As a script, a LoRA study row's config (tools/bench/lora_study.sh and lora_speed.sh):
+As a script, a LoRA study row's config (tools/studies/lora/lora_study.sh and lora_speed.sh):
 configs/minilm_TASK.json with the row's recipe. Rows other than "full" train LoRA on query
 and value, or on every encoder Linear for "lora_all", with the adapters' dropout 0 for
 "lora_nodrop"; the output section is dropped (the scripts name the run directory).

@@ -11,14 +11,15 @@ namespace lb::train::planning {
 
 
 namespace {
-// Recomputation in bf16 on every encoder layer (same probe, tools/bench/probe_grid.sh's last
-// vanilla row): g_w 0.99997, g_x 0.99979, the bf16 codec's order.
+// Recomputation in bf16 on every encoder layer (same probe,
+// tools/studies/memory_budget/probe_grid.sh's last vanilla row): g_w 0.99997, g_x 0.99979,
+// the bf16 codec's order.
 constexpr double kBf16RecomputePrior = 1.2e-4;
 }  // namespace
 
 // The codecs' fidelity priors: 1 - the mean of the end-to-end g_w and g_x cosines the
 // gradient probe measured with the codec on every kept tensor of the pretrained MiniLM, MRPC,
-// 32 x 128 (tools/bench/probe_grid.sh; tools/bench/README.md): bf16 g_w 1.0000, g_x 0.9998;
+// 32 x 128 (tools/studies/memory_budget/probe_grid.sh and NOTES.md): bf16 g_w 1.0000, g_x 0.9998;
 // int8 g_w 0.9998, g_x 0.9990. int4 (g_w 0.88, one layer's 0.01) is not a candidate. HOT on
 // every encoder Linear (same probe, f32): g_w 0.8420, g_x 0.9965; its codecs add their own.
 double fidelity_prior(const KeepOption& o) {

@@ -6,15 +6,15 @@
 # glue_twin.py --save-init) and once from its own (the config's lora section, --seed). Same
 # data order, same code: only the initial lora_A and head differ. One JSON line per run
 # appended to OUT (start, seed, final dev metrics).
-#   TASK=rte LORA="query value" SEEDS="4 5 6" tools/bench/lora_starts.sh [OUT]
+#   TASK=rte LORA="query value" SEEDS="4 5 6" tools/studies/lora/lora_starts.sh [OUT]
 # THREADS=N and CORE=C pin both (tools/bench/run_env.sh); LB the leanback binary, PYTHON a
 # Python with torch, transformers and peft. Needs tools/fetch_pretrained.sh done and
 # ../shared/data/glue. Runs go to runs/lora_starts/TASK/seedS/{pytorch,leanback} (outside
 # git); a finished one is skipped.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$root"
-out="${1:-tools/bench/results/lora_starts.jsonl}"
+out="${1:-tools/studies/lora/lora_starts.jsonl}"
 python="${PYTHON:-python3}"
 lb="${LB:-build/leanback}"
 task="${TASK:-rte}"

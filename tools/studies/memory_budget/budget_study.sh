@@ -4,7 +4,7 @@
 # config names one of its own: vit_tiny_cifar10, resnet18_cifar10) and one JSON line
 # appended to OUT: the final dev metric, the largest measured activation peak of any training
 # step, the median step time, the plan (blocks per choice), the CPU and thread count.
-#   TASKS="wnli mrpc" SEEDS="1 2 3" BUDGETS="exact 288MB 115.2MB" tools/bench/budget_study.sh [OUT]
+#   TASKS="wnli mrpc" SEEDS="1 2 3" BUDGETS="exact 288MB 115.2MB" tools/studies/memory_budget/budget_study.sh [OUT]
 # "exact" is vanilla with no budget (every kept tensor exact; leanback's backward keeps the
 # lean set, numerically identical to keeping every input). 288MB and 115.2MB are a quarter
 # and a tenth of the 1152 MB PyTorch + transformers keeps on the same 32 x 128 batch
@@ -18,11 +18,11 @@
 # machine; SETS="train.epochs=3 ..." passes --set for each (recorded with the line, whose task and
 # run directory are then TASK-SETS: runs/budget_study/vit_tiny_cifar10-train.epochs-3/...); LB picks
 # the binary (copy it elsewhere first when rebuilding meanwhile).
-# tools/bench/budget_table.py OUT prints the table.
+# tools/studies/memory_budget/budget_table.py OUT prints the table.
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$root"
-out="${1:-tools/bench/results/budget_study.jsonl}"
+out="${1:-tools/studies/memory_budget/budget_study.jsonl}"
 lb="${LB:-build/leanback}"
 source tools/bench/run_env.sh  # pin, cpu, commit, plan_once
 for seed in ${SEEDS:-1}; do

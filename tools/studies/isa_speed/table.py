@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the tables of tools/bench/isa_speed/run.sh's records (default: results.jsonl beside
+"""Prints the tables of tools/studies/isa_speed/run.sh's records (default: results.jsonl beside
 this file): per CPU, the medians over rounds and the per-round ratios (runs of one round are
 back to back, so the ratio is the figure least disturbed by other load on a shared machine)."""
 import json

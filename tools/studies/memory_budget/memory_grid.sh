@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Kept bytes and activation peak of one full-batch MiniLM training step (the first MRPC batch
 # padded to 32 x 128, f32) for every backward strategy x kept-tensor codec x recomputation,
-# from `leanback plan --memory --json`; prints a Markdown table (tools/bench/README.md, "Kept
-# bytes per op"). Needs the MiniLM (tools/fetch_pretrained.sh) and ../shared/data.
-#   tools/bench/memory_grid.sh [LEANBACK] [CONFIG]
+# from `leanback plan --memory --json`; prints a Markdown table (NOTES.md here, "Kept bytes
+# per op"). Needs the MiniLM (tools/fetch_pretrained.sh) and ../shared/data.
+#   tools/studies/memory_budget/memory_grid.sh [LEANBACK] [CONFIG]
 set -euo pipefail
 lb=${1:-build/leanback}
 config=${2:-configs/minilm_mrpc.json}

@@ -7,16 +7,16 @@
 #   mrpc        examples/s of STEPS MiniLM MRPC fine-tuning steps per strategy (vanilla, HOT,
 #               INSTANT); needs tools/fetch_pretrained.sh and ../shared/data
 #   models      bench bert_mini / vit_tiny / resnet18 beside PyTorch (compare_models.sh)
-# Usage: tools/bench/isa_speed/run.sh [ROUNDS] [OUT]
+# Usage: tools/studies/isa_speed/run.sh [ROUNDS] [OUT]
 #   PARTS="linear_bwd mrpc models"  LEVELS="avx2 avx512 ..." (default: those the CPU has,
 #   portable excluded: its int8 GEMM takes minutes a step)  STEPS=40  THREADS=2
 #   TORCH_PYTHONS=... (models; see compare_models.sh)  LEANBACK=build/leanback
-# Print the table: python3 tools/bench/isa_speed/table.py OUT
+# Print the table: python3 tools/studies/isa_speed/table.py OUT
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$root"
 rounds="${1:-3}"
-out="${2:-$root/tools/bench/isa_speed/results.jsonl}"
+out="${2:-$root/tools/studies/isa_speed/results.jsonl}"
 parts="${PARTS:-linear_bwd mrpc models}"
 steps="${STEPS:-40}"
 threads="${THREADS:-2}"

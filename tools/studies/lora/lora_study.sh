@@ -13,16 +13,16 @@
 # (the twin: the same through saved_tensors_hooks, and its parameter, gradient and optimizer
 # bytes), the CPU and thread count.
 #   TASKS="mrpc rte" SEEDS="1 2 3" ROWS="full lora lora_all lora_hot lora_instant lora_budget" TWIN=1 \
-#     tools/bench/lora_study.sh [OUT]
+#     tools/studies/lora/lora_study.sh [OUT]
 # FRAMEWORKS="leanback pytorch" (the default) picks whose runs to make: FRAMEWORKS=pytorch adds
 # the twins of leanback runs made elsewhere, and leaves their records as they are.
 # THREADS=N and CORE=C pin both frameworks (OMP_NUM_THREADS / --threads, taskset); LB picks
 # the leanback binary, PY the Python with torch, transformers and peft. Runs go to
 # runs/lora_study/TASK/ROW/seedS (outside git); a finished one is skipped.
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$root"
-out="${1:-tools/bench/results/lora_study.jsonl}"
+out="${1:-tools/studies/lora/lora_study.jsonl}"
 lb="${LB:-build/leanback}"
 py="${PY:-python3}"
 threads="${THREADS:-2}"

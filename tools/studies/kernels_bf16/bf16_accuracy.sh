@@ -4,11 +4,11 @@
 # commit) appended to OUT. Its fp32 references are the fidelity study's runs of the same
 # config, strategy and seed (tools/studies/fidelity/study.sh, SETTING=full), or PRECISION=f32 runs of
 # this script (same binary and thread count, lines marked "precision": "f32").
-#   TASKS="mrpc sst2" SEEDS="1 2 3" STRATEGIES="vanilla hot" tools/bench/bf16_accuracy.sh [OUT]
+#   TASKS="mrpc sst2" SEEDS="1 2 3" STRATEGIES="vanilla hot" tools/studies/kernels_bf16/bf16_accuracy.sh [OUT]
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$root"
-out="${1:-tools/bench/results/bf16_accuracy.jsonl}"
+out="${1:-tools/studies/kernels_bf16/bf16_accuracy.jsonl}"
 lb="${LB:-build/leanback}"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"

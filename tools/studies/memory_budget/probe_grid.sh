@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The gradient probe (train.grad_probe_every) for every lossy setting of the memory grid
-# (tools/bench/memory_grid.sh): backward strategy x codec on every kept activation, on the
+# (memory_grid.sh, beside this script): backward strategy x codec on every kept activation, on the
 # pretrained MiniLM's first MRPC batch padded to 32 x 128, at step 0 (after calibration). Per
 # setting the mean over Linear layers of the local g_w / g_x cosines (the strategy's own
 # backward from the exact g_y; compressed layers only) and the end-to-end ones (the whole
 # backward with the strategy and the codec, against the exact one), and the lowest end-to-end
 # g_w cosine with its layer. vanilla's last row, "recompute in bf16", recomputes every
 # encoder layer with bf16 products (memory.recompute_bf16) instead of a codec. Prints a
-# Markdown table (tools/bench/README.md, "Kept bytes per op"). Needs the MiniLM
+# Markdown table (NOTES.md here, "Kept bytes per op"). Needs the MiniLM
 # (tools/fetch_pretrained.sh) and ../shared/data.
-#   tools/bench/probe_grid.sh [LEANBACK] [CONFIG] [OUT_DIR]
+#   tools/studies/memory_budget/probe_grid.sh [LEANBACK] [CONFIG] [OUT_DIR]
 set -euo pipefail
 lb=${1:-build/leanback}
 config=${2:-configs/minilm_mrpc.json}

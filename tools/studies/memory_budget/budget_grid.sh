@@ -4,7 +4,7 @@
 # table — the plan (blocks per choice), predicted and measured activation peak, predicted step
 # time against exact, the planner's own time; or the error a budget below reach gives.
 # Needs the MiniLM (tools/fetch_pretrained.sh) and ../shared/data.
-#   tools/bench/budget_grid.sh [LEANBACK] [CONFIG] [BUDGET...]
+#   tools/studies/memory_budget/budget_grid.sh [LEANBACK] [CONFIG] [BUDGET...]
 set -euo pipefail
 lb=${1:-build/leanback}
 config=${2:-configs/minilm_mrpc.json}

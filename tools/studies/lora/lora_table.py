@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The LoRA study's table (tools/bench/lora_study.sh): per task and row, leanback's and the
-PyTorch + PEFT twin's final dev metric (mean ± std over seeds, x100) and examples/s side by
+"""The LoRA study's table (lora_study.sh, beside this script): per task and row, leanback's
+and the PyTorch + PEFT twin's final dev metric (mean ± std over seeds, x100) and examples/s side by
 side with their ratio, leanback's median step time and the memory of its step with the largest
 activation peak (parameters, gradients, optimizer state, bytes kept for backward, activation
 peak), the twin's parameters, gradients, optimizer state and bytes kept for backward (the most
@@ -18,8 +18,8 @@ per-round ratios to the twin).
 The table is over the study's seeds 1-3; --seeds all (or a list, 1,2,3,4,7) takes others, and
 --per-seed prints each seed's pair instead (leanback, twin) for the rows that have both.
 
-    tools/bench/lora_table.py [--seeds all|S,S,...] [--per-seed] [tools/bench/results/lora_study.jsonl]
-    tools/bench/lora_table.py --speed [tools/bench/results/lora_speed.jsonl]
+    tools/studies/lora/lora_table.py [--seeds all|S,S,...] [--per-seed] [tools/studies/lora/lora_study.jsonl]
+    tools/studies/lora/lora_table.py --speed [tools/studies/lora/lora_speed.jsonl]
 """
 import collections
 import json
@@ -107,14 +107,14 @@ def main():
     args = sys.argv[1:]
     if "--speed" in args:
         args.remove("--speed")
-        return speed_table(args[0] if args else os.path.join(HERE, "results/lora_speed.jsonl"))
+        return speed_table(args[0] if args else os.path.join(HERE, "lora_speed.jsonl"))
     seeds, per_seed = "1,2,3", "--per-seed" in args
     args = [a for a in args if a != "--per-seed"]
     if "--seeds" in args:
         i = args.index("--seeds")
         seeds = args[i + 1]
         del args[i:i + 2]
-    path = args[0] if args else os.path.join(HERE, "results/lora_study.jsonl")
+    path = args[0] if args else os.path.join(HERE, "lora_study.jsonl")
     runs = [json.loads(l) for l in open(path) if l.strip()]
     if seeds != "all":
         keep = {int(s) for s in seeds.split(",")}

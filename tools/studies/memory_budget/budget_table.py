@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""The memory-budget study's table (tools/bench/budget_study.sh): per task and budget, the final
-dev metric (mean ± std over seeds, x100), the largest measured activation peak of any training
+"""The memory-budget study's table (budget_study.sh, beside this script): per task and budget,
+the final dev metric (mean ± std over seeds, x100), the largest measured activation peak of any training
 step, the median step time and its ratio to the exact run of the same task and seeds on the
 same CPU and thread count; then the
 average over the tasks every budget has, and each budget against exact over the seeds both
 have (the mean change and the task that changed most).
 
-    tools/bench/budget_table.py [tools/bench/results/budget_study.jsonl]
-    tools/bench/budget_table.py --speed [tools/bench/results/budget_speed.jsonl]
+    tools/studies/memory_budget/budget_table.py [tools/studies/memory_budget/budget_study.jsonl]
+    tools/studies/memory_budget/budget_table.py --speed [tools/studies/memory_budget/budget_speed.jsonl]
 
---speed: the paired step times of tools/bench/budget_speed.sh instead, per task, budget and
-leanback commit (a later commit's rounds time the same plan with newer code): the rounds'
+--speed: the paired step times of budget_speed.sh instead, per task, budget and leanback
+commit (a later commit's rounds time the same plan with newer code): the rounds'
 median exact and planned step (and PyTorch's with every encoder layer checkpointed, where
 run), the median of the rounds' ratios and their range.
 """
@@ -50,8 +50,8 @@ def speed_table(path):
 def main():
     args = sys.argv[1:]
     if args[:1] == ["--speed"]:
-        return speed_table(args[1] if len(args) > 1 else os.path.join(HERE, "results/budget_speed.jsonl"))
-    path = args[0] if args else os.path.join(HERE, "results/budget_study.jsonl")
+        return speed_table(args[1] if len(args) > 1 else os.path.join(HERE, "budget_speed.jsonl"))
+    path = args[0] if args else os.path.join(HERE, "budget_study.jsonl")
     runs = [json.loads(l) for l in open(path) if l.strip()]
     by = collections.defaultdict(dict)  # (task, budget) -> seed -> run (the latest line wins)
     for r in runs:

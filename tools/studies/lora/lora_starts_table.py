@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Prints tools/bench/lora_starts.sh's pairs: per task and seed, leanback's final metric from
-PEFT's start and from its own, then how often PEFT's start ended higher, the mean difference
+"""Prints lora_starts.sh's pairs (beside this script): per task and seed, leanback's final
+metric from PEFT's start and from its own, then how often PEFT's start ended higher, the mean difference
 and the two-sided sign test's p (ties left out), and, as the two sets of starts are
 independent draws whose pairing by seed means nothing, the two means and a two-sided
 permutation test of their difference: the checks a reader would make of "chance or not".
 
-    tools/bench/lora_starts_table.py [tools/bench/results/lora_starts.jsonl]
+    tools/studies/lora/lora_starts_table.py [tools/studies/lora/lora_starts.jsonl]
 """
 import collections
 import json
 import math
+import os
 import random
 import sys
 
@@ -72,4 +73,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "tools/bench/results/lora_starts.jsonl")
+    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "lora_starts.jsonl"))

@@ -4,16 +4,16 @@
 # (tools/bench/minilm_step_torch.py [--checkpoint]) against leanback exact and planned at
 # each budget (`leanback bench configs/minilm_mrpc.json [--memory-budget B]`): ms per step
 # (forward / backward), activation peak, the plan. One JSON line per run appended to OUT.
-#   PY=$VENV/bin/python BUDGETS="261MB 115.2MB" THREADS=1 CORE=0 tools/bench/budget_anchor.sh [OUT]
+#   PY=$VENV/bin/python BUDGETS="261MB 115.2MB" THREADS=1 CORE=0 tools/studies/memory_budget/budget_anchor.sh [OUT]
 # 261MB is PyTorch's checkpointed peak: leanback at the memory PyTorch's leanest standard
 # setting reaches. THREADS=N and CORE=C pin the runs; LB picks the binary; ITERS (4) timed
 # steps after one warm-up. COMPILED="1.0 0.05" adds PyTorch compiled (torch.compile) with
 # torch._functorch.config.activation_memory_budget at each fraction (minutes of compilation
 # each; on the CPU the model's dropout cannot be recomputed, so the fraction moves little).
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$root"
-out="${1:-tools/bench/results/budget_anchor.jsonl}"
+out="${1:-tools/studies/memory_budget/budget_anchor.jsonl}"
 lb="${LB:-build/leanback}"
 py="${PY:-python3}"
 iters="${ITERS:-4}"

@@ -6,9 +6,9 @@
 # one after the other in ROUNDS rounds with the order turned each round, so that a change in
 # what else the machine runs weighs on both. Per run the median step time over its steps after
 # the first WARMUP; one JSON line per (task, budget, round) appended to OUT with both medians and
-# their ratio; the table (tools/bench/budget_table.py --speed OUT): per task and budget, the
-# median of the rounds' ratios and their range.
-#   TASKS="mrpc rte" BUDGETS="115.2MB 288MB" ROUNDS=3 STEPS=40 tools/bench/budget_speed.sh [OUT]
+# their ratio; the table (budget_table.py --speed OUT, beside this script): per task and
+# budget, the median of the rounds' ratios and their range.
+#   TASKS="mrpc rte" BUDGETS="115.2MB 288MB" ROUNDS=3 STEPS=40 tools/studies/memory_budget/budget_speed.sh [OUT]
 # TWIN=1 adds, in each round, PyTorch + transformers with every encoder layer checkpointed
 # (tools/bench/glue_twin.py --gradient-checkpointing, PY: a Python with torch and transformers)
 # on the same batches (--order leanback): the anchor at the memory PyTorch reaches (GLUE only).
@@ -18,9 +18,9 @@
 # THREADS=N and CORE=C pin the runs (OMP_NUM_THREADS, taskset -c); LB picks the binary. Runs
 # go to runs/budget_speed/TASK/NAME (outside git, replaced each round).
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$root"
-out="${1:-tools/bench/results/budget_speed.jsonl}"
+out="${1:-tools/studies/memory_budget/budget_speed.jsonl}"
 lb="${LB:-build/leanback}"
 steps="${STEPS:-40}"
 warmup="${WARMUP:-5}"
@@ -105,4 +105,4 @@ PY
     done
   done
 done
-python3 tools/bench/budget_table.py --speed "$out"
+python3 tools/studies/memory_budget/budget_table.py --speed "$out"

@@ -4,7 +4,7 @@ or a leanback checkpoint directory), the size of w1 - w0 and the initial logit d
 GLUE task's training set (its mean over the examples, which is (w1 - w0) . mean pooled output,
 its spread, and the share predicted as class 1). Two-label tasks.
 
-    python tools/bench/lora_head_stats.py --model DIR --task rte --data ../shared/data/glue/RTE START...
+    python tools/studies/lora/lora_head_stats.py --model DIR --task rte --data ../shared/data/glue/RTE START...
 """
 import argparse
 import os
@@ -13,7 +13,7 @@ import sys
 import torch
 from safetensors.torch import load_file
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from glue_twin import read_split  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -4,15 +4,16 @@
 # (tools/bench/lora_config.py) under leanback's vanilla, HOT and INSTANT backward and of
 # tools/bench/glue_twin.py on the same config, one after the other, so each ratio compares runs
 # seconds apart. One JSON line per run appended to OUT: examples/s, the load average before and
-# after, the CPU, thread count and checkout. The table: tools/bench/lora_table.py --speed.
+# after, the CPU, thread count and checkout. The table: lora_table.py --speed (beside this
+# script).
 #   TASKS="mrpc rte cola sst2 stsb" ROWS="lora" ROUNDS=3 STEPS=40 THREADS=2 \
-#     tools/bench/lora_speed.sh [OUT]
+#     tools/studies/lora/lora_speed.sh [OUT]
 # LB picks the leanback binary, PY the Python with torch, transformers and peft; CORE=C pins.
 # Run it on an otherwise idle machine: the load average in each line says whether it was.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$root"
-out="${1:-tools/bench/results/lora_speed.jsonl}"
+out="${1:-tools/studies/lora/lora_speed.jsonl}"
 lb="${LB:-build/leanback}"
 py="${PY:-python3}"
 threads="${THREADS:-2}"

@@ -2,12 +2,12 @@
 # Our GEMM kernels against oneDNN's matmul (Debian libdnnl-dev, installed here when missing),
 # one thread each, shape by shape: f32, bf16 (bf16 operands, f32 accumulation) and int8 (s8
 # operands, s32 results). Prints a table and, with OUT, appends one JSON line per row.
-#   tools/bench/onednn_gemm.sh [OUT]        PRECISIONS="f32 bf16 int8" ITERS=5 LB=build/leanback
+#   tools/studies/kernels_bf16/onednn_gemm.sh [OUT]        PRECISIONS="f32 bf16 int8" ITERS=5 LB=build/leanback
 # Ours is timed from f32 inputs (bf16/int8 rounding happens while packing, as in training);
 # oneDNN's from inputs already in its type (conversion not timed), so the comparison is
 # generous to oneDNN.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$root"
 out="${1:-}"
 lb="${LB:-build/leanback}"
@@ -18,9 +18,9 @@ if [[ ! -f /usr/include/oneapi/dnnl/dnnl.hpp ]]; then
 fi
 [[ -x "$lb" ]] || { echo "onednn_gemm.sh: $lb not built (tools/build.sh)" >&2; exit 1; }
 bin="build/onednn_gemm"
-if [[ ! -x "$bin" || tools/bench/onednn_gemm.cpp -nt "$bin" ]]; then
+if [[ ! -x "$bin" || tools/studies/kernels_bf16/onednn_gemm.cpp -nt "$bin" ]]; then
   mkdir -p build
-  g++ -std=c++17 -O2 -o "$bin" tools/bench/onednn_gemm.cpp -ldnnl
+  g++ -std=c++17 -O2 -o "$bin" tools/studies/kernels_bf16/onednn_gemm.cpp -ldnnl
 fi
 export OMP_NUM_THREADS=1
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

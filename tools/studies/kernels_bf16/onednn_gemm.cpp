@@ -1,5 +1,5 @@
 // oneDNN's matmul on one GEMM shape, timed the way `leanback bench gemm` times ours: the
-// reference tools/bench/onednn_gemm.sh compares our f32, bf16 and int8 kernels against.
+// reference tools/studies/kernels_bf16/onednn_gemm.sh compares our f32, bf16 and int8 kernels against.
 //   onednn_gemm f32|bf16|int8 M N K [--ta] [--tb] [--iters N]
 // C = op(A) op(B), row-major, op = transpose when --ta / --tb (A stored (K, M), B (N, K)).
 // bf16: bf16 A and B (converted before timing), f32 C; int8: s8 A and B, s32 C. Prints one

@@ -4,11 +4,11 @@
 # each round, so background load hits both alike; the per-round ratio bf16 / f32 is the
 # figure to quote (single runs on these shared 2-vCPU machines move by 10-20%).
 #
-# Usage: tools/bench/precision_step.sh [ROUNDS] [OUT] [WORKLOADS]
+# Usage: tools/studies/kernels_bf16/precision_step.sh [ROUNDS] [OUT] [WORKLOADS]
 #   ROUNDS default 6, OUT default /tmp/precision_step.jsonl, WORKLOADS default "bert_mini"
 # Environment: LEANBACK=build/leanback  ITERS=8  WARMUP=2  STRATEGY=vanilla
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 ROUNDS=${1:-6}
 OUT=${2:-/tmp/precision_step.jsonl}
 WORKLOADS=${3:-bert_mini}

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Mixes two LoRA starts (PEFT adapter directories: leanback's `export` of a one-step probe, or
 glue_twin.py --save-init): the adapters' A from one, the classifier head from the other, B zero,
-the adapters' dropout off; for asking which part of a start decides a run (tools/bench/README.md,
+the adapters' dropout off; for asking which part of a start decides a run (NOTES.md here,
 "RTE's LoRA gap"). The result is a PEFT adapter directory leanback trains from
 (model.pretrained) and glue_twin.py starts from (--init).
 
-    tools/bench/lora_start_mix.py --a DIR_A --head DIR_HEAD --out DIR
+    tools/studies/lora/lora_start_mix.py --a DIR_A --head DIR_HEAD --out DIR
 """
 import argparse
 import json
