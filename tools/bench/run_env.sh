@@ -1,4 +1,5 @@
-# Sourced by the study scripts (budget_study.sh, lora_study.sh, fidelity_check.sh): the run
+# Sourced by the study drivers under tools/studies/ (budget_study.sh, lora_study.sh,
+# fidelity_check.sh, ...) and glue_lockstep.sh: the run
 # environment they share and record. THREADS=N exports OMP_NUM_THREADS=N; CORE=C pins the
 # runs with taskset (the array `pin`, empty otherwise); `cpu` names the CPU as lscpu does
 # (model name, family, model) and `commit` the checkout's short hash, for each result line.
