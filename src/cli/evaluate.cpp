@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "lb/core/precision.h"
 #include "lb/io/atomic_file.h"
 #include "lb/train/run/checkpoint.h"
@@ -134,7 +136,8 @@ int cmd_eval(const std::vector<std::string>& args) {
                 " has no labels to evaluate against; use `leanback predict`, or --predictions FILE");
   auto loader = train::make_loader(l.data, l.config, false, l.config.train.seed);
   const MatmulPrecisionScope precision(matmul_precision_from_name(l.config.train.precision));
-  const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data, !predictions.empty());
+  train::PhaseProgress progress("evaluation of " + l.data.eval_split, ::isatty(2) != 0, false);
+  const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data, !predictions.empty(), &progress);
   if (!predictions.empty()) {
     std::string text;
     const auto& ds = l.data.text ? l.data.eval_text->indices : std::vector<int64_t>{};
@@ -202,7 +205,8 @@ int cmd_predict(const std::vector<std::string>& args) {
     train::record_written(out_dir, {file.filename().string()});
     auto loader = train::make_loader(l.data, l.config, false, l.config.train.seed);
     const MatmulPrecisionScope precision(matmul_precision_from_name(l.config.train.precision));
-    const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data);
+    train::PhaseProgress progress("predict " + split, ::isatty(2) != 0, false);
+    const train::EvalOutput ev = train::evaluate(*l.model, *loader, l.data, /*keep_logits=*/false, &progress);
     if (l.data.glue) {
       std::vector<int64_t> idx;
       for (int64_t pos : ev.positions) idx.push_back(l.data.eval_text->indices[pos]);

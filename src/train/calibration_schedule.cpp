@@ -23,6 +23,15 @@ void CalibrationSchedule::run_if_due(int64_t step, TrainerState& st, MetricsLog&
                                      Progress& progress) {
   if (!calibrator_.needs_calibration(step)) return;
   const auto c0 = std::chrono::steady_clock::now();
+  progress.pause();  // the training bar, if drawn, gives the line to the calibration's
+  PhaseProgress phase("calibration before step " + std::to_string(step + 1), progress.bar(), log.quiet());
+  calibrator_.set_progress([&](const std::string& stage, int64_t done, int64_t total) {
+    phase.update(stage, done, total);
+  });
+  struct Unhook {  // the hook refers to `phase`: gone with it, on an error too
+    nn::backward::Calibrator& c;
+    ~Unhook() { c.set_progress(nullptr); }
+  } unhook{calibrator_};
   calibrator_.calibrate(
       step,
       [&](int64_t) {
@@ -36,6 +45,7 @@ void CalibrationSchedule::run_if_due(int64_t step, TrainerState& st, MetricsLog&
         step_.accumulate(micro_batches(model_, mb), "calibration example count");
       },
       [&] { step_.optimizer().zero_grad(); });
+  phase.finish();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
   metrics.write({{"type", "calibration"}, {"step", step}, {"ms", ms}, {"report", calibrator_.report()["layers"]}});
   for (const auto& [layer, why] : calibrator_.take_failures()) {

@@ -9,8 +9,10 @@
 namespace lb::train {
 
 EvalAtStep evaluate_at_step(TaskModel& model, data::BatchSource& loader, const TaskData& data,
-                            int64_t steps_per_epoch, TrainerState& st, MetricsLog& metrics, const Logger& log) {
-  EvalOutput ev = evaluate(model, loader, data);
+                            int64_t steps_per_epoch, TrainerState& st, MetricsLog& metrics, const Logger& log,
+                            bool bar) {
+  PhaseProgress progress("evaluation at step " + std::to_string(st.step), bar, log.quiet());
+  EvalOutput ev = evaluate(model, loader, data, /*keep_logits=*/false, &progress);
   EvalAtStep r;
   r.line = ev.metrics;
   r.line["type"] = "eval";

@@ -20,7 +20,9 @@ struct EvalAtStep {
   bool best = false;    // the best so far (state.best_metric / best_eval updated)
 };
 
+// `bar`: its progress drawn in place (a terminal), else log lines when it runs long.
 EvalAtStep evaluate_at_step(TaskModel& model, data::BatchSource& loader, const TaskData& data,
-                            int64_t steps_per_epoch, TrainerState& state, MetricsLog& metrics, const Logger& log);
+                            int64_t steps_per_epoch, TrainerState& state, MetricsLog& metrics, const Logger& log,
+                            bool bar);
 
 }  // namespace lb::train

@@ -9,7 +9,7 @@
 namespace lb::train {
 
 EvalOutput evaluate(TaskModel& model, data::BatchSource& source, const TaskData& task,
-                    bool keep_logits) {
+                    bool keep_logits, PhaseProgress* progress) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool was_training = model.module().is_training();
   model.module().eval();
@@ -19,8 +19,11 @@ EvalOutput evaluate(TaskModel& model, data::BatchSource& source, const TaskData&
   int64_t n = 0;
   bool labeled = false;
   source.start_epoch(0);
+  const int64_t batches = source.batches_per_epoch();
+  int64_t done = 0;
   data::Batch b;
   while (source.next(b)) {
+    if (progress) progress->update("batches", done++, batches);
     const ModelOutput o = model.forward(b);
     const Tensor logits = o.logits.to(Device::cpu()).contiguous().to(DType::F32);
     const int64_t B = b.size(), C = logits.size(1);
@@ -45,6 +48,10 @@ EvalOutput evaluate(TaskModel& model, data::BatchSource& source, const TaskData&
       if (keep_logits) out.logits.emplace_back(row, row + C);
     }
     n += B;
+  }
+  if (progress) {
+    progress->update("batches", done, batches);
+    progress->finish();
   }
   if (was_training) model.module().train();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

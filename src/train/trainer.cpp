@@ -253,13 +253,14 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   const auto saved_now = [&] {
     return !dir.last_checkpoint().empty() && checkpoint_step(dir.last_checkpoint()) == st.step;
   };
+  Progress progress(s.total_steps, opt.progress < 0 ? ::isatty(2) != 0 : opt.progress == 1, opt.quiet || !main_rank);
   // Rank 0 evaluates. An evaluation that fails (bad eval data, a model limit) must not lose
   // the training done: the step's checkpoint is written first, then the error names it.
   const auto evaluate_now = [&]() -> EvalAtStep {
     if (!main_rank) return {};
     try {
       if (opt.before_eval) opt.before_eval(st.step);
-      return evaluate_at_step(*s.model, *s.eval_loader, s.data, s.steps_per_epoch, st, metrics, log);
+      return evaluate_at_step(*s.model, *s.eval_loader, s.data, s.steps_per_epoch, st, metrics, log, progress.bar());
     } catch (const Diverged&) {
       throw;
     } catch (const Error& e) {
@@ -277,7 +278,6 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
 
   // ---- the loop ----
   module.train();
-  Progress progress(s.total_steps, opt.progress < 0 ? ::isatty(2) != 0 : opt.progress == 1, opt.quiet || !main_rank);
   StepLog step_log(s.total_steps, s.steps_per_epoch, pg.size(), ranks.device);
   StepBatches batches(*s.train_loader, s.steps_per_epoch, tc.grad_accum, s.batches);
   nlohmann::json last_eval;

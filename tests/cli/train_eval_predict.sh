@@ -11,9 +11,12 @@ small=(--set train.epochs=2 --set data.synthetic_train=640 --set data.synthetic_
 "$lb" train "$configs/quickstart.json" "${small[@]}" --out "$tmp/run" > "$tmp/train.out" 2> "$tmp/train.err" \
   || { cat "$tmp/train.err"; fail "train exited $?"; }
 grep -q '"eval_accuracy"' "$tmp/train.out" || fail "train printed no final metrics"
-for f in config.json plan.txt metrics.jsonl eval_results.json; do
+for f in config.json plan.txt metrics.jsonl eval_results.json train.log; do
   [ -f "$tmp/run/$f" ] || fail "run directory lacks $f"
 done
+# train.log: the console's log lines (not the plan table, printed apart)
+grep -q "info run directory $tmp/run" "$tmp/run/train.log" && grep -q "info eval step 40: eval_accuracy" "$tmp/run/train.log" \
+  || { cat "$tmp/run/train.log"; fail "train.log lacks the run's log lines"; }
 grep -q "layer .*kind .*strategy .*reason" "$tmp/train.err" || fail "train did not print the plan"
 
 # an existing run directory is not overwritten
@@ -166,6 +169,9 @@ grep -q "resume: the run goes on under its memory plan for budget 2MB" "$tmp/res
   || { cat "$tmp/res.err"; fail "the resumed run did not keep its memory plan"; }
 grep -q '"budget": "2MB"' "$tmp/INT/config.json" || fail "config.json of the resumed run lost memory.budget"
 grep -q "differs" "$tmp/res.err" && { cat "$tmp/res.err"; fail "the resume hint's run differs from the run"; }
+# the resumed run's log lines go on in the same train.log
+grep -q "info interrupted at step" "$tmp/INT/train.log" && grep -q "info run directory $tmp/INT (resuming from" "$tmp/INT/train.log" \
+  || { cat "$tmp/INT/train.log"; fail "train.log does not hold the interrupted and the resumed run"; }
 
 # bad input: named, non-zero
 check() {  # expected-status pattern args...

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lb/data/batch.h"
+#include "lb/train/run/progress.h"
 #include "lb/train/task_data.h"
 #include "lb/train/task_model.h"
 
@@ -22,8 +23,9 @@ struct EvalOutput {
 };
 
 // Runs `model` in eval mode without gradients over one pass of `source` (restores the
-// model's training mode afterwards). keep_logits stores every example's logits.
+// model's training mode afterwards). keep_logits stores every example's logits; `progress`
+// (optional) hears of every batch.
 EvalOutput evaluate(TaskModel& model, data::BatchSource& source, const TaskData& task,
-                    bool keep_logits = false);
+                    bool keep_logits = false, PhaseProgress* progress = nullptr);
 
 }  // namespace lb::train

@@ -11,6 +11,7 @@
 //                        (Hugging Face names: eval_loss, eval_accuracy, ...), "calibration",
 //                        "probe" (train.grad_probe_every: per-layer gradient fidelity)
 //   eval_results.json    the final and the best evaluation
+//   train.log            the run's log lines as the console showed them (appended on resume)
 //   checkpoint-<step>/   model.safetensors, optimizer.safetensors, trainer_state.json
 //
 // Data order and resume: optimizer step s of an epoch of E = ceil(batches / grad_accum) steps

@@ -53,7 +53,9 @@ void Calibrator::finish() {
   for (const auto& s : active_) reached.push_back(static_cast<double>(s->calibration_pass_calls()));
   if (dp && !reached.empty()) group_->all_reduce_sum(reached, "calibration backward calls");
   for (size_t i = 0; i < active_.size(); ++i) active_[i]->set_calibration_idle(reached[i] == 0);
-  for (const auto& s : active_) {
+  for (size_t k = 0; k < active_.size(); ++k) {
+    const auto& s = active_[k];
+    if (progress_) progress_("layers", static_cast<int64_t>(k), static_cast<int64_t>(active_.size()));
     try {
       if (dp) s->calibration()->reduce_calibration(*group_);
       s->finish_calibration();
@@ -67,6 +69,7 @@ void Calibrator::finish() {
       if (!group_->is_main()) s->load_state_json(nlohmann::json::parse(state));
     }
   }
+  if (progress_) progress_("layers", static_cast<int64_t>(active_.size()), static_cast<int64_t>(active_.size()));
   active_.clear();
   ++calibrations_;
   ms_total_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
@@ -77,7 +80,10 @@ bool Calibrator::calibrate(int64_t step, const std::function<void(int64_t)>& run
   if (!needs_calibration(step)) return false;
   begin(step);
   try {
-    for (int64_t i = 0; i < num_batches_; ++i) run_batch(i);
+    for (int64_t i = 0; i < num_batches_; ++i) {
+      run_batch(i);
+      if (progress_) progress_("batches", i + 1, num_batches_);
+    }
   } catch (...) {
     finish();  // leave no layer in calibration mode; statistics seen so far are still valid
     if (zero_grad) zero_grad();

@@ -1,9 +1,11 @@
 // Logger / Progress (see progress.h).
 #include "lb/train/run/progress.h"
 
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace lb::train {
@@ -19,6 +21,19 @@ spdlog::logger& console() {
   return *l;
 }
 }  // namespace
+
+LogFile::LogFile(const std::string& path) {
+  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
+  sink->set_pattern("[%Y-%m-%d %H:%M:%S] %l %v");
+  console().sinks().push_back(sink);
+  sink_ = sink;
+}
+
+LogFile::~LogFile() {
+  auto& sinks = console().sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), std::static_pointer_cast<spdlog::sinks::sink>(sink_)),
+              sinks.end());
+}
 
 void Logger::info(const std::string& msg) const {
   if (!quiet_) console().info("{}", msg);
@@ -81,6 +96,70 @@ void Progress::finish() {
     std::fprintf(stderr, "\n");
   }
   drawn_ = false;
+}
+
+PhaseProgress::PhaseProgress(std::string what, bool bar, bool quiet, std::chrono::milliseconds first_line,
+                             std::chrono::milliseconds every_line)
+    : what_(std::move(what)), bar_(bar && !quiet), quiet_(quiet), first_line_(first_line), every_line_(every_line),
+      start_(std::chrono::steady_clock::now()), stage_start_(start_), last_(start_) {}
+
+std::string PhaseProgress::line() const {
+  using std::chrono::duration;
+  const auto now = std::chrono::steady_clock::now();
+  const auto clock = [](double s) {
+    char buf[32];
+    const auto t = static_cast<long long>(s);
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
+    return std::string(buf);
+  };
+  const double elapsed = duration<double>(now - start_).count();
+  const double in_stage = duration<double>(now - stage_start_).count();
+  std::string out = what_ + ": " + std::to_string(done_) + "/" + std::to_string(total_) + " " + unit_ + "  " +
+                    clock(elapsed);
+  if (done_ > 0 && done_ < total_)
+    out += "  ETA " + clock(in_stage / static_cast<double>(done_) * static_cast<double>(total_ - done_));
+  return out;
+}
+
+void PhaseProgress::update(const std::string& unit, int64_t done, int64_t total) {
+  if (quiet_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (unit != unit_) stage_start_ = now;
+  unit_ = unit;
+  done_ = done;
+  total_ = total;
+  if (bar_) {
+    // A phase under a second draws nothing; then a redraw at most every 200 ms.
+    if (now - start_ < std::chrono::seconds(1) || (drawn_ && now - last_ < std::chrono::milliseconds(200))) return;
+    last_ = now;
+    std::fprintf(stderr, "\r\033[K%s", line().c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+    return;
+  }
+  if (now - start_ < first_line_ || (logged_ && now - last_ < every_line_)) return;
+  last_ = now;
+  logged_ = true;
+  console().info("{}", line());
+}
+
+void PhaseProgress::clear() {
+  if (!drawn_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  drawn_ = false;
+}
+
+void PhaseProgress::finish() {
+  if (finished_) return;
+  finished_ = true;
+  const bool shown = drawn_ || logged_;
+  clear();
+  if (!shown || quiet_) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  console().info("{}: done, {} {} in {} s", what_, total_, unit_, buf);
 }
 
 }  // namespace lb::train

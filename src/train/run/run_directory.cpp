@@ -91,6 +91,8 @@ void RunDirectory::prepare(bool quiet) {
     if (!kept.empty() && !quiet) std::cerr << kept_entries_note(path_, kept) << "\n";
   }
   create_output_dir(path_, OutputKind::Run, "--out");
+  record_written(path_, {"train.log"});
+  log_file_ = std::make_unique<LogFile>((path_ / "train.log").string());
 }
 
 void RunDirectory::write_file(const std::string& name, const std::string& text) const {

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -32,7 +33,7 @@ class RunDirectory {
 
   // Once everything else is validated: clears an old run (--overwrite: only the files
   // leanback wrote; the rest is listed on stderr unless quiet) and creates the directory with
-  // its marker.
+  // its marker; from then on the run's log lines also go to its train.log.
   void prepare(bool quiet);
   // Records `name` in the directory's marker (what --overwrite may delete), then writes it
   // (rank 0; atomically).
@@ -59,6 +60,7 @@ class RunDirectory {
   bool main_rank_;
   bool replace_ = false;
   std::string last_checkpoint_;
+  std::unique_ptr<LogFile> log_file_;
 };
 
 }  // namespace lb::train

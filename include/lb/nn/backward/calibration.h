@@ -32,6 +32,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +70,11 @@ class Calibrator {
   bool calibrate(int64_t step, const std::function<void(int64_t)>& run_batch,
                  const std::function<void()>& zero_grad);
 
+  // Hears how far a calibration is: (stage, done, total) after each pass ("batches") and
+  // each layer's new state ("layers": the eigendecompositions, often the longer part).
+  using ProgressFn = std::function<void(const std::string& stage, int64_t done, int64_t total)>;
+  void set_progress(ProgressFn f) { progress_ = std::move(f); }
+
   // {"calibrations", "ms_total", "steps": [...], "layers": [...]}: for every layer that took
   // part, its ranks (INSTANT) and calibration cost.
   nlohmann::json report() const;
@@ -89,6 +95,7 @@ class Calibrator {
   std::chrono::steady_clock::time_point started_;
   std::vector<int64_t> steps_;
   std::vector<std::pair<std::string, std::string>> failures_;
+  ProgressFn progress_;
 };
 
 }  // namespace lb::nn::backward
