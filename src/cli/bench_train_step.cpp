@@ -30,9 +30,9 @@ StrategyList apply_bench_strategy(nn::Module& model, const BenchOptions& opt) {
       nn::backward::Policy::from_json({{"strategies", {{opt.strategy, settings}}}}, where);
   StrategyList strategies = policy.apply(model, opt.strategy);
   for (const auto& st : strategies)
-    if (!opt.device.is_cpu() && st->cpu_only(st->on_conv()))
+    if (!opt.device.is_cpu() && st->cpu_only(st->record().conv))
       throw UsageError("--device " + opt.device.str() + " --strategy " + opt.strategy + ": layer " +
-                       st->layer_name() + "'s " + (st->on_conv() ? "Conv2d" : "Linear") +
+                       st->record().name + "'s " + (st->record().conv ? "Conv2d" : "Linear") +
                        " kernels run on the CPU only so far");
   return strategies;
 }

@@ -41,7 +41,7 @@ TrainStep::TrainStep(nn::Module& module, optim::Optimizer& optimizer, TrainStepO
       context_(std::make_shared<nn::backward::StepContext>(nn::backward::StepContext{opt_.seed, 0, 0})) {
   for (const auto& p : module_.parameters())
     if (p.requires_grad()) trainable_.push_back(p);
-  for (const auto& s : opt_.strategies) s->set_step_context(context_);
+  for (const auto& s : opt_.strategies) s->record().step_context = context_;
 }
 
 void TrainStep::wait_for_device() const {
@@ -175,8 +175,8 @@ std::string TrainStep::first_bad_gradient() {
     const auto v = g.to_double_vector();
     if (std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); })) continue;
     for (const auto& s : opt_.strategies)
-      if (name.rfind(s->layer_name() + ".", 0) == 0)
-        return name + " (layer " + s->layer_name() + ", backward strategy " + s->type() + ")";
+      if (name.rfind(s->record().name + ".", 0) == 0)
+        return name + " (layer " + s->record().name + ", backward strategy " + s->type() + ")";
     return name;
   }
   return "";

@@ -120,8 +120,8 @@ TrainingSetup set_up_training(const Config& config, const std::string& strategy,
       if (auto* c = st->calibration()) c->set_max_tokens(config.data.max_seq_len);
   if (!device.is_cpu()) {
     for (const auto& st : s.strategies)
-      LB_CHECK(!st->cpu_only(st->on_conv()), "--device ", device.str(), ": layer ", st->layer_name(), " uses ",
-               st->type(), ", whose ", st->on_conv() ? "Conv2d" : "Linear",
+      LB_CHECK(!st->cpu_only(st->record().conv), "--device ", device.str(), ": layer ", st->record().name, " uses ",
+               st->type(), ", whose ", st->record().conv ? "Conv2d" : "Linear",
                " kernels run on the CPU only so far. HINT: --strategy vanilla");
     s.model->to(device);  // before the optimizer takes the parameters
   }

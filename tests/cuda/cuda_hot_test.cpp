@@ -169,7 +169,7 @@ TEST(CudaHot, LinearStrategyMatchesTheCpuExactly) {
       const Device d = side == 0 ? Device::cpu() : kCuda;
       auto s = nn::backward::make_strategy({{"type", "hot"}, {"gx_bits", gx_bits}}, "test");
       s->set_layer("layer", 5);
-      s->set_step_context(std::make_shared<const nn::backward::StepContext>(nn::backward::StepContext{99, 3, 0}));
+      s->record().step_context = std::make_shared<const nn::backward::StepContext>(nn::backward::StepContext{99, 3, 0});
       Tensor xi = x.to(d), wi = w.to(d), bi = b.to(d);
       xi.set_requires_grad();
       wi.set_requires_grad();
@@ -199,7 +199,7 @@ TEST(CudaHot, ConvTokenViewMatchesTheCpu) {
     nn::backward::set_conv_token_view_on_cpu(side == 0);
     backend::set_generic_conv_tokens_on_cpu(side == 0);
     std::shared_ptr<nn::backward::Strategy> s = nn::backward::make_strategy({{"type", "hot"}, {"lqs", false}}, "test");
-    s->set_step_context(std::make_shared<const nn::backward::StepContext>(nn::backward::StepContext{7, 1, 0}));
+    s->record().step_context = std::make_shared<const nn::backward::StepContext>(nn::backward::StepContext{7, 1, 0});
     Tensor xi = x.to(d), wi = w.to(d), bi = b.to(d);
     xi.set_requires_grad();
     wi.set_requires_grad();

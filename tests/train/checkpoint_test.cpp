@@ -154,7 +154,7 @@ TEST_F(CheckpointTest, StrategyStateTravelsWithTheCheckpoint) {
   const LoadedCheckpoint ck = load_checkpoint(dir_.string(), b, &opt_b);
   EXPECT_TRUE(ck.notes.empty());
   for (size_t i = 0; i < sb.size(); ++i)
-    EXPECT_EQ(sb[i]->state_json(), strategies[i]->state_json()) << sb[i]->layer_name();
+    EXPECT_EQ(sb[i]->state_json(), strategies[i]->state_json()) << sb[i]->record().name;
   EXPECT_EQ(ck.state["backward"]["fc1"]["type"], "hot");
 
   Mlp c;  // resumed with another strategy: state is not forced onto it, and it is said so

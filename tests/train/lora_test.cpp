@@ -262,7 +262,7 @@ TEST(Lora, EveryStrategysLosslessSettingPassesTheGradientCheck) {
       EXPECT_EQ(s->summary().paper.saved_bytes_fp32, 0.0);
     }
     // The base ran on the strategy's own g_x path (vanilla's is the plain op).
-    EXPECT_EQ(s->frozen(), spec["type"] != "vanilla") << spec.dump();
+    EXPECT_EQ(s->record().frozen, spec["type"] != "vanilla") << spec.dump();
     if (spec["type"] == "instant") EXPECT_TRUE(s->summary().compressing) << spec.dump();
     EXPECT_FALSE(lin.weight().grad().defined()) << spec.dump();
   }

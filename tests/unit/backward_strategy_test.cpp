@@ -116,8 +116,8 @@ TEST(Policy, RulesOverrideAndFrozen) {
                                    "backward");
   auto strategies = p.apply(m);
   ASSERT_EQ(strategies.size(), 3u);
-  EXPECT_EQ(strategies[0]->layer_name(), "encoder.fc1");
-  EXPECT_EQ(strategies[2]->layer_id(), 2);
+  EXPECT_EQ(strategies[0]->record().name, "encoder.fc1");
+  EXPECT_EQ(strategies[2]->record().id, 2);
   EXPECT_TRUE(p.compressible("encoder.fc1"));
   EXPECT_FALSE(p.compressible("classifier"));
   m.freeze("encoder.fc1.*");
@@ -272,8 +272,8 @@ TEST(Strategy, ConvTokenViewRouteMatchesTheImagePaths) {
     const auto step = std::make_shared<const StepContext>(StepContext{7, 1, kTrainingStream});
     std::shared_ptr<Strategy> conv = make_strategy({{"type", "hot"}, {"lqs", false}}, "test");
     std::shared_ptr<Strategy> lin = make_strategy({{"type", "hot"}, {"lqs", false}}, "test");
-    conv->set_step_context(step);
-    lin->set_step_context(step);
+    conv->record().step_context = step;
+    lin->record().step_context = step;
     std::vector<Tensor> via_conv;
     {
       Route route;
@@ -427,7 +427,7 @@ TEST(Strategy, CompressedLinearAfterLayerNormKeepsNothingOfItsOwn) {
         y = c == 0 ? yc : add(y, yc);
       }
       kept[lean] = autograd::saved_bytes() - before;
-      if (lean) EXPECT_EQ(layers[0]->measured().last_saved_bytes, 0) << spec.dump();
+      if (lean) EXPECT_EQ(layers[0]->record().measured.last_saved_bytes, 0) << spec.dump();
       y.backward(g);
       grads[lean] = {xi.grad(), gi.grad(), bi.grad(), w[0].grad(), w[1].grad(), w[2].grad()};
     }
@@ -452,10 +452,10 @@ TEST(Strategy, ProbePassesExactGradientsAndRecordsTheStrategys) {
     std::vector<Tensor> grads[2];
     std::shared_ptr<Strategy> hot = make_strategy({{"type", "hot"}}, "test");
     const auto step = std::make_shared<const StepContext>(StepContext{3, 5, kTrainingStream});
-    hot->set_step_context(step);
+    hot->record().step_context = step;
     auto probe = std::make_shared<ProbedStrategy>(hot);
-    EXPECT_EQ(hot->step_context().stream, kProbeStream);
-    EXPECT_EQ(hot->step_context().step, 5);
+    EXPECT_EQ(hot->record().step().stream, kProbeStream);
+    EXPECT_EQ(hot->record().step().step, 5);
     for (int path = 0; path < 2; ++path) {
       Tensor xi = x.clone(), wi = w.clone();
       xi.set_requires_grad();
@@ -466,7 +466,7 @@ TEST(Strategy, ProbePassesExactGradientsAndRecordsTheStrategys) {
       grads[path] = {xi.grad(), wi.grad()};
     }
     probe->end();
-    EXPECT_EQ(hot->step_context_ptr(), step);
+    EXPECT_EQ(hot->record().step_context, step);
     for (int i = 0; i < 2; ++i)
       EXPECT_TRUE(testing::all_close(grads[1][i], grads[0][i], 1e-5, 1e-5)) << (conv ? "conv" : "linear") << " grad " << i;
     const auto& st = probe->stats();

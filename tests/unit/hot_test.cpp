@@ -31,7 +31,7 @@ std::shared_ptr<Strategy> make(const nlohmann::json& settings, int64_t layer_id 
   j["type"] = "hot";
   std::shared_ptr<Strategy> s = make_strategy(j, "test");
   s->set_layer("layer", layer_id);
-  s->set_step_context(test_step());
+  s->record().step_context = test_step();
   return s;
 }
 std::shared_ptr<Strategy> vanilla() { return make_strategy({{"type", "vanilla"}}, "test"); }

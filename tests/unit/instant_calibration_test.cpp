@@ -187,8 +187,8 @@ TEST(Instant, FailedCalibrationFallsBackToExact) {
   EXPECT_EQ(failures[0].first, "encoder.bad");
   EXPECT_NE(failures[0].second.find("did not converge"), std::string::npos) << failures[0].second;
   EXPECT_TRUE(cal.take_failures().empty());
-  EXPECT_TRUE(bad->fell_back());
-  EXPECT_FALSE(good->fell_back());
+  EXPECT_TRUE(bad->record().fell_back);
+  EXPECT_FALSE(good->record().fell_back);
   EXPECT_EQ(good->calibrations(), 1);
   EXPECT_TRUE(bad->report().contains("fallback_reason"));
   // The fallen-back layer computes exactly what vanilla does, and is never calibrated again.
@@ -199,8 +199,8 @@ TEST(Instant, FailedCalibrationFallsBackToExact) {
   EXPECT_TRUE(testing::all_close(gb.gw, gv.gw, 0, 0));
   EXPECT_TRUE(cal.needs_calibration(2));  // the good layer's schedule
   cal.begin(2);
-  EXPECT_FALSE(bad->calibrating());
-  EXPECT_TRUE(good->calibrating());
+  EXPECT_FALSE(bad->record().calibrating);
+  EXPECT_TRUE(good->record().calibrating);
   cal.finish();
 }
 
@@ -219,15 +219,15 @@ TEST(Instant, CalibrationSchedule) {
   EXPECT_TRUE(cal.calibrate(
       0,
       [&](int64_t i) {
-        EXPECT_TRUE(s->calibrating());
-        EXPECT_FALSE(vanilla->calibrating());
+        EXPECT_TRUE(s->record().calibrating);
+        EXPECT_FALSE(vanilla->record().calibrating);
         run_linear(s, testing::randn({2, 4, 5}, 10 + i, DType::F32), w, b, testing::randn({2, 4, 6}, 20 + i, DType::F32));
         ++passes;
       },
       [&] { ++zeroed; }));
   EXPECT_EQ(passes, 3);
   EXPECT_EQ(zeroed, 1);
-  EXPECT_FALSE(s->calibrating());
+  EXPECT_FALSE(s->record().calibrating);
   EXPECT_EQ(s->calibrations(), 1);
   for (int64_t step : {0, 10, 20}) EXPECT_TRUE(cal.needs_calibration(step)) << step;
   for (int64_t step : {1, 9, 11, 19}) EXPECT_FALSE(cal.needs_calibration(step)) << step;
@@ -264,21 +264,21 @@ TEST(Instant, LayersNoPassReachesStartNoCalibration) {
   ASSERT_TRUE(cal.calibrate(0, pass({used}), [] {}));
   EXPECT_EQ(used->calibrations(), 1);
   EXPECT_EQ(unreached->calibrations(), 0);
-  EXPECT_FALSE(used->calibration_idle());
-  EXPECT_TRUE(unreached->calibration_idle());
-  EXPECT_TRUE(hot->calibration_idle());
+  EXPECT_FALSE(used->record().calibration_idle);
+  EXPECT_TRUE(unreached->record().calibration_idle);
+  EXPECT_TRUE(hot->record().calibration_idle);
   EXPECT_TRUE(unreached->calibration()->needs_calibration(1));  // it still has no bases...
   for (int64_t step : {1, 2, 9}) EXPECT_FALSE(cal.needs_calibration(step)) << step;  // ...but asks for no pass
   // The scheduled calibration takes it along; once its backward runs it calibrates.
   ASSERT_TRUE(cal.needs_calibration(10));
   EXPECT_EQ(cal.num_batches(10), 2);
   cal.begin(10);
-  EXPECT_TRUE(unreached->calibrating());
-  EXPECT_TRUE(hot->calibrating());
+  EXPECT_TRUE(unreached->record().calibrating);
+  EXPECT_TRUE(hot->record().calibrating);
   for (int64_t i = 0; i < cal.num_batches(); ++i) pass({used, unreached, hot})(i);
   cal.finish();
   EXPECT_EQ(unreached->calibrations(), 1);
-  EXPECT_FALSE(unreached->calibration_idle());
+  EXPECT_FALSE(unreached->record().calibration_idle);
   EXPECT_FALSE(hot->calibration()->needs_calibration(11));  // its LQS choice is made
   EXPECT_FALSE(cal.needs_calibration(11));
 }

@@ -351,7 +351,7 @@ TEST(Instant, PackedSequencesEqualZeroPaddedBatch) {
     EXPECT_TRUE(testing::all_close(var->g_basis().proj, fixed->g_basis().proj, 1e-9, 1e-12)) << axis;
     const Tensor x = padded(I, 30), g = padded(O, 40);
     const Grads a = packed_linear(x, g), e = run_linear(fixed, x, w, b, g);
-    const LayerGeometry& geom = var->last_geometry();
+    const LayerGeometry& geom = var->record().measured.last_geom;
     EXPECT_EQ(geom.B, 1);
     EXPECT_EQ(geom.L, N);
     EXPECT_EQ(geom.sequences, S);
@@ -464,7 +464,7 @@ TEST(Instant, SelfAttentionKeepsOneProjectionForQueryKeyValue) {
     const Tensor y = scaled_dot_product_attention(q->forward(x), k->forward(x), v->forward(x), 2, Tensor(), 0.0, true);
     unshared = autograd::saved_bytes();
   }
-  for (const auto& s : strategies) ASSERT_TRUE(dynamic_cast<Instant&>(*s).compresses(s->last_geometry()));
+  for (const auto& s : strategies) ASSERT_TRUE(dynamic_cast<Instant&>(*s).compresses(s->record().measured.last_geom));
   EXPECT_EQ(unshared - shared, 2 * R * B * H * 4);  // two x̂ (R, B, H) in f32
 }
 

@@ -117,7 +117,7 @@ TEST(StrategySummary, InstantRanksCalibrationAndFallback) {
   EXPECT_EQ(rep["calibration"]["backward_calls"], 1);
   expect_report_extends_summary(*s);
 
-  s->fall_back_to_exact("eigh did not converge (test)");
+  s->record().fall_back_to_exact("eigh did not converge (test)");
   const StrategySummary fell = s->summary();
   ASSERT_TRUE(fell.fallback_reason);
   EXPECT_EQ(*fell.fallback_reason, "eigh did not converge (test)");
@@ -155,7 +155,7 @@ TEST(StrategySummary, HotQuantizerChoice) {
   EXPECT_EQ(sum.to_json()["quantizer"], "per_token");
   EXPECT_TRUE(rep["hot"]["lqs"].contains("err_token"));  // HOT's details stay under its own key
   expect_report_extends_summary(*s);
-  s->fall_back_to_exact("test");
+  s->record().fall_back_to_exact("test");
   EXPECT_FALSE(s->summary().compressing);
   EXPECT_EQ(s->summary().fallback_reason, std::optional<std::string>("test"));
 }
@@ -184,7 +184,7 @@ TEST(StrategySummary, FromJsonRoundTrip) {
     SCOPED_TRACE(s->type());
     expect_round_trip(*s);
   }
-  in->fall_back_to_exact("why");
+  in->record().fall_back_to_exact("why");
   expect_round_trip(*in);
 }
 

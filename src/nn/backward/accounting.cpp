@@ -10,7 +10,7 @@ namespace lb::nn::backward {
 PaperTotals paper_totals_last_call(const std::vector<std::shared_ptr<Strategy>>& strategies) {
   PaperTotals t;
   for (const auto& s : strategies) {
-    const LayerGeometry& g = s->last_geometry();
+    const LayerGeometry& g = s->record().measured.last_geom;
     t.backward_flops += s->paper_backward_flops_as_run(g) * static_cast<double>(g.B);
     t.saved_bytes_fp32 += s->paper_saved_bytes_fp32_as_run(g) * static_cast<double>(g.B);
   }

@@ -19,7 +19,7 @@ namespace {
 // The strategy's calibration side when it wants a pass before `step` (null otherwise).
 const Calibratable* wants_calibration(const Strategy& s, int64_t step) {
   const Calibratable* c = s.calibration();
-  return c && !s.fell_back() && c->needs_calibration(step) ? c : nullptr;
+  return c && !s.record().fell_back && c->needs_calibration(step) ? c : nullptr;
 }
 }  // namespace
 
@@ -27,7 +27,7 @@ const Calibratable* wants_calibration(const Strategy& s, int64_t step) {
 int64_t Calibrator::num_batches(int64_t step) const {
   int64_t n = 0;
   for (const auto& s : all_)
-    if (const Calibratable* c = wants_calibration(*s, step); c && !s->calibration_idle())
+    if (const Calibratable* c = wants_calibration(*s, step); c && !s->record().calibration_idle)
       n = std::max<int64_t>(n, std::max<int64_t>(1, c->calibration_batches()));
   return n;
 }
@@ -50,9 +50,9 @@ void Calibrator::finish() {
   // Which layers' backward the passes reached, on any rank (so that every rank agrees on
   // which layers start the next calibration).
   std::vector<double> reached;
-  for (const auto& s : active_) reached.push_back(static_cast<double>(s->calibration_pass_calls()));
+  for (const auto& s : active_) reached.push_back(static_cast<double>(s->record().calibration_pass_calls()));
   if (dp && !reached.empty()) group_->all_reduce_sum(reached, "calibration backward calls");
-  for (size_t i = 0; i < active_.size(); ++i) active_[i]->set_calibration_idle(reached[i] == 0);
+  for (size_t i = 0; i < active_.size(); ++i) active_[i]->record().calibration_idle = reached[i] == 0;
   for (size_t k = 0; k < active_.size(); ++k) {
     const auto& s = active_[k];
     if (progress_) progress_("layers", static_cast<int64_t>(k), static_cast<int64_t>(active_.size()));
@@ -60,12 +60,12 @@ void Calibrator::finish() {
       if (dp) s->calibration()->reduce_calibration(*group_);
       s->finish_calibration();
     } catch (const Error& e) {
-      s->fall_back_to_exact(e.what());
-      failures_.emplace_back(s->layer_name(), e.what());
+      s->record().fall_back_to_exact(e.what());
+      failures_.emplace_back(s->record().name, e.what());
     }
     if (dp && !s->calibration()->reduces_calibration()) {  // rank 0's state everywhere (e.g. HOT's choice)
       std::string state = group_->is_main() ? s->state_json().dump() : std::string();
-      group_->broadcast(state, 0, "calibrated state of " + s->layer_name());
+      group_->broadcast(state, 0, "calibrated state of " + s->record().name);
       if (!group_->is_main()) s->load_state_json(nlohmann::json::parse(state));
     }
   }

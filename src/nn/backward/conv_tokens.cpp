@@ -24,7 +24,7 @@ Tensor conv_from_tokens(const Tensor& tokens, const ConvGeometry& cg) {
 SavedState Strategy::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg, const CallContext& call) {
   check_device(x, /*conv=*/true);
   SavedState s;
-  if (fell_back_) {
+  if (record_.fell_back) {
     s = save_conv_exact(x, w2d, cg);
   } else if (x.device().is_cpu() && !conv_token_view_on_cpu()) {
     s = save_conv_impl(x, w2d, cg, call);
@@ -32,7 +32,7 @@ SavedState Strategy::save_conv(const Tensor& x, const Tensor& w2d, const ConvGeo
     s = Strategy::save_conv_impl(x, w2d, cg, call);
     s.token_view = true;
   }
-  s.step = step_context();
+  s.step = record_.step();
   return s;
 }
 
@@ -53,16 +53,16 @@ Gradients Strategy::backward_conv_tokens_impl(const SavedState& s, const Tensor&
 }
 
 SavedState Strategy::save_conv_exact(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg) {
-  last_geom_ = {cg.x_shape[0], cg.Ho * cg.Wo, w2d.size(1), w2d.size(0)};
-  last_geom_.exact_saved = cg.x_shape[1] * cg.x_shape[2] * cg.x_shape[3];
+  record_.measured.last_geom = {cg.x_shape[0], cg.Ho * cg.Wo, w2d.size(1), w2d.size(0)};
+  record_.measured.last_geom.exact_saved = cg.x_shape[1] * cg.x_shape[2] * cg.x_shape[3];
   SavedState s;
-  s.geom = last_geom_;
+  s.geom = record_.measured.last_geom;
   s.exact = true;
   s.conv_image = true;
   // bf16 under bf16 products: exact for im2col convolutions, one more rounding of the input
   // for Winograd ones (lb/autograd/saved_operand.h)
   s.tensors = {autograd::keep_product_operand(x)};
-  last_saved_bytes_ = static_cast<int64_t>(s.tensors[0].nbytes());
+  record_.measured.last_saved_bytes = static_cast<int64_t>(s.tensors[0].nbytes());
   return s;
 }
 
@@ -78,7 +78,7 @@ Gradients Strategy::backward_conv_image_impl(const SavedState& s, const Tensor& 
     if (want_gw) r.grad_weight = g.grad_weight.view({w2d.size(0), w2d.size(1)});
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    count_backward(ms);
+    record_.count_backward(ms);
     return r;
   }
   const int64_t N = g_y.size(0), O = g_y.size(1), L = cg.Ho * cg.Wo;

@@ -13,10 +13,9 @@
 namespace lb::nn::backward {
 
 namespace {
-using Builder = std::function<std::unique_ptr<Strategy>(JsonReader&)>;
-
-const std::map<std::string, Builder>& builders() {
-  static const std::map<std::string, Builder> m = {
+// The table: a new strategy adds its line here (or, outside the library, registers it).
+std::map<std::string, StrategyBuilder>& builders() {
+  static std::map<std::string, StrategyBuilder> m = {
       {"vanilla", [](JsonReader&) { return std::make_unique<Vanilla>(); }},
       {"hot", [](JsonReader& r) { return std::make_unique<Hot>(HotSettings::from_json(r)); }},
       {"instant", [](JsonReader& r) { return std::make_unique<Instant>(Instant::parse(r)); }},
@@ -24,6 +23,12 @@ const std::map<std::string, Builder>& builders() {
   return m;
 }
 }  // namespace
+
+void register_strategy_type(const std::string& type, StrategyBuilder build) {
+  LB_CHECK(!type.empty() && build, "register_strategy_type: a type needs a name and a builder");
+  LB_CHECK(builders().emplace(type, std::move(build)).second, "register_strategy_type: '", type,
+           "' is a strategy type already");
+}
 
 std::vector<std::string> strategy_types() {
   std::vector<std::string> v;

@@ -230,7 +230,7 @@ void Hot::compress_tokens(const Tensor& x2d, SavedState& s) const {
   const TensorStats st = k.cols_stats(x2d, keep);
   const int qmax = quant::qmax_for_bits(kGwBits);
   Tensor xq = Tensor::empty({Kr, I}, DType::I8, x2d.device());
-  k.cols_quantize(x2d, keep, quant::inv_scale_from_absmax(st.absmax, qmax), qparams(kGwBits, false, layer_id_, kGwId),
+  k.cols_quantize(x2d, keep, quant::inv_scale_from_absmax(st.absmax, qmax), qparams(kGwBits, false, record_.id, kGwId),
                   xq);
   s.tensors = {xq};
   s.scalars = {quant::scale_from_absmax(st.absmax, qmax)};
@@ -247,12 +247,12 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
   int64_t I = 0;
   if (want_gx) {
     w = backend::contiguous(w_in);
-    check_f32(w, layer_name_, "w");
+    check_f32(w, record_.name, "w");
     I = w.size(1);
     if (lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward", step);
   }
   if (want_gw) {
-    LB_CHECK(xhat.size(0) == Kr, "hot (", layer_name_, "): saved state has ", xhat.size(0), " rows for ", M,
+    LB_CHECK(xhat.size(0) == Kr, "hot (", record_.name, "): saved state has ", xhat.size(0), " rows for ", M,
              " tokens");
     I = xhat.size(1);
   }
@@ -275,12 +275,12 @@ Gradients Hot::gradients(const Tensor& g2d, const Tensor& w_in, bool want_gx, bo
     return out;
   }
   const GyQuant q =
-      quantize_grad_output(k, settings_, keep, layer_id_, step, next_micro(step), lqs_ == Lqs::PerToken, g2d, want_gx,
+      quantize_grad_output(k, settings_, keep, record_.id, step, next_micro(step), lqs_ == Lqs::PerToken, g2d, want_gx,
                            want_gw);
   const backend::Int8GemmKernels& int8 = backend::int8_gemm_kernels(dev);
   // ---- g_x = (q_G q_W) · s_G(row) · s_W / 16
   if (want_gx) {
-    const WeightQuant wq = quantize_weight(k, settings_, layer_id_, w);
+    const WeightQuant wq = quantize_weight(k, settings_, record_.id, w);
     out.grad_input = Tensor::empty({M, I}, DType::F32, dev);
     if (settings_.emulate) {
       const float* rs = q.row_scale.defined() ? q.row_scale.data<float>() : nullptr;
@@ -334,7 +334,7 @@ void Hot::run_lqs(const Tensor& g2d, const char* how, const StepContext& step) {
   const int qmax = quant::qmax_for_bits(settings_.gx_bits);
   Tensor gt = workspace({M, O16}, DType::F32, dev);
   k.rows(g2d, gt);  // the tensor both quantisers see
-  const QuantParams p = qparams(settings_.gx_bits, true, layer_id_, kLqsId, step);
+  const QuantParams p = qparams(settings_.gx_bits, true, record_.id, kLqsId, step);
   Tensor q = workspace({M, O16}, DType::I8, dev);
   const float m = k.rows_absmax(g2d);
   k.rows_quantize(g2d, quant::inv_scale_from_absmax(m, qmax), p, q);
@@ -345,7 +345,7 @@ void Hot::run_lqs(const Tensor& g2d, const char* how, const StepContext& step) {
   lqs_ = err_token_ < 0.5 * err_tensor_ ? Lqs::PerToken : Lqs::PerTensor;
   lqs_how_ = how;
   spdlog::debug("hot: layer '{}' LQS chose {} (L2 error per-token {:.4g}, per-tensor {:.4g}; {})",
-               layer_name_, lqs_name(lqs_), err_token_, err_tensor_, how);
+               record_.name, lqs_name(lqs_), err_token_, err_tensor_, how);
 }
 
 bool Hot::needs_calibration(int64_t) const {
@@ -363,7 +363,7 @@ nlohmann::json Hot::state_json() const {
 }
 
 void Hot::load_state_json(const nlohmann::json& j) {
-  const std::string path = "hot state (" + layer_name_ + ")";
+  const std::string path = "hot state (" + record_.name + ")";
   JsonReader r(j, path);
   if (r.has("lqs")) {
     JsonReader l(r.raw("lqs"), path + ".lqs");
@@ -380,7 +380,7 @@ void Hot::load_state_json(const nlohmann::json& j) {
 // ---------------------------------------------------------------- Linear
 
 SavedState Hot::save_impl(const Tensor& x, const Tensor&, const CallContext&) {
-  check_f32(x, layer_name_, "x");
+  check_f32(x, record_.name, "x");
   device_ = x.device();
   last_conv_raw_ = false;
   SavedState s;
@@ -390,7 +390,7 @@ SavedState Hot::save_impl(const Tensor& x, const Tensor&, const CallContext&) {
 
 Gradients Hot::backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                              bool want_gw) {
-  check_f32(g_y, layer_name_, "g_y");
+  check_f32(g_y, record_.name, "g_y");
   // Plain copies, not a structured binding: lambdas below capture them (C++20 allows
   // capturing bindings, clang before 16 does not).
   const int64_t B = s.geom.B, L = s.geom.L, I = s.geom.I, O = s.geom.O;
@@ -404,17 +404,17 @@ Gradients Hot::backward_impl(const SavedState& s, const Tensor& g_y, const Tenso
 
 SavedState Hot::save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeometry& cg, const CallContext& call) {
   last_conv_raw_ = false;
-  if (calibrating_ || is_pointwise(cg)) return Strategy::save_conv_impl(x, w2d, cg, call);
+  if (record_.calibrating || is_pointwise(cg)) return Strategy::save_conv_impl(x, w2d, cg, call);
   const int64_t N = cg.x_shape[0], L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
   // Keep whichever is smaller: the int8 HLA of the im2col tokens (e.g. 1×1 stride 2) or the
   // int8 raw input (k > 1: the tokens are k² times larger).
   const int64_t token_bytes = cols_out_rows(N * L, keep_of(rows_)) * I;
   if (token_bytes <= x.numel()) return Strategy::save_conv_impl(x, w2d, cg, call);
-  check_f32(x, layer_name_, "x");
-  last_geom_ = {N, L, I, O};
+  check_f32(x, record_.name, "x");
+  record_.measured.last_geom = {N, L, I, O};
   last_conv_raw_ = true;
   SavedState s;
-  s.geom = last_geom_;
+  s.geom = record_.measured.last_geom;
   if (!settings_.quantize) {
     s.tensors = {x};
     s.scalars = {1.0};
@@ -424,11 +424,11 @@ SavedState Hot::save_conv_impl(const Tensor& x, const Tensor& w2d, const ConvGeo
     const int qmax = quant::qmax_for_bits(kGwBits);
     const float m = k.absmax(xc);
     Tensor xq = Tensor::empty(x.shape(), DType::I8, xc.device());
-    k.quantize(xc, quant::inv_scale_from_absmax(m, qmax), qparams(kGwBits, false, layer_id_, kGwId), xq);
+    k.quantize(xc, quant::inv_scale_from_absmax(m, qmax), qparams(kGwBits, false, record_.id, kGwId), xq);
     s.tensors = {xq};
     s.scalars = {quant::scale_from_absmax(m, qmax)};
   }
-  last_saved_bytes_ = static_cast<int64_t>(s.tensors[0].nbytes());
+  record_.measured.last_saved_bytes = static_cast<int64_t>(s.tensors[0].nbytes());
   return s;
 }
 
@@ -437,7 +437,7 @@ Gradients Hot::backward_conv_tokens_impl(const SavedState& s, const Tensor& g_y_
   if (s.exact || s.tensors.empty() || s.tensors[0].dim() != 4)  // tokens path: like Linear
     return Strategy::backward_conv_tokens_impl(s, g_y_tokens, w2d, want_gx, want_gw, cg);
   const auto t0 = std::chrono::steady_clock::now();
-  check_f32(g_y_tokens, layer_name_, "g_y");
+  check_f32(g_y_tokens, record_.name, "g_y");
   // Plain copies, not a structured binding: lambdas below capture them (C++20 allows
   // capturing bindings, clang before 16 does not).
   const int64_t N = s.geom.B, L = s.geom.L, I = s.geom.I, O = s.geom.O;
@@ -446,7 +446,7 @@ Gradients Hot::backward_conv_tokens_impl(const SavedState& s, const Tensor& g_y_
   // g_x can be produced per image in the columns layout and folded by col2im at once.
   if (settings_.quantize && !settings_.emulate && L % 16 == 0) {
     Gradients out = backward_conv_images(s, g_y_tokens, w2d, want_gx, want_gw, cg);
-    count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    record_.count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     return out;
   }
   SavedState xs;
@@ -463,7 +463,7 @@ Gradients Hot::backward_conv_tokens_impl(const SavedState& s, const Tensor& g_y_
   Gradients out = gradients(g_y_tokens.view({N * L, O}), w2d, want_gx, want_gw,
                             want_gw ? xs.tensors[0] : Tensor(), want_gw ? static_cast<float>(xs.scalars[0]) : 0.f, s.step);
   if (want_gx) out.grad_input = out.grad_input.view({N, L, I});
-  count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  record_.count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return out;
 }
 
@@ -477,7 +477,7 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
   const int64_t Kr = cols_out_rows(M, keep), Kn = L / 16 * keep.r;  // HLA rows: total, per image
   const Tensor g2d = g_y_tokens.view({M, O});
   if (want_gx && lqs_ == Lqs::Undecided) run_lqs(g2d, "first backward", s.step);
-  const GyQuant q = quantize_grad_output(backend::kCpuQuantize, settings_, keep, layer_id_, s.step, next_micro(s.step),
+  const GyQuant q = quantize_grad_output(backend::kCpuQuantize, settings_, keep, record_.id, s.step, next_micro(s.step),
                                          lqs_ == Lqs::PerToken, g2d, want_gx, want_gw);
   // This path runs on the CPU: host kernels called image by image from the loops below.
   const backend::Int8GemmHostKernels& int8 = backend::kCpuInt8GemmHost;
@@ -490,8 +490,8 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
     // (per-token scales are per column here), then col2im into dx.
     const int64_t C = cg.x_shape[1], H = cg.x_shape[2], W = cg.x_shape[3], chw = C * H * W;
     const Tensor w2d = backend::contiguous(w2d_in);
-    check_f32(w2d, layer_name_, "w");
-    const WeightQuant wq = quantize_weight(backend::kCpuQuantize, settings_, layer_id_, w2d);
+    check_f32(w2d, record_.name, "w");
+    const WeightQuant wq = quantize_weight(backend::kCpuQuantize, settings_, record_.id, w2d);
     const float* rs = q.row_scale.defined() ? q.row_scale.data<float>() : nullptr;
     const float alpha = (rs ? 1.f : q.s_g) * wq.s_w / 16.f;
     Tensor dx = Tensor::zeros(cg.x_shape);
@@ -534,7 +534,7 @@ Gradients Hot::backward_conv_images(const SavedState& s, const Tensor& g_y_token
       for (int64_t n = 0; n < N; ++n)
         hla.table_quantize(pt + n * per, C, H, W, cg.kH, cg.kW, cg.args, keep, inv, qmax, pxht + n * Kn, Kr);
     } else {  // two transforms per block: absmax, then round-to-nearest
-      const QuantParams px = qparams(kGwBits, false, layer_id_, kGwId);
+      const QuantParams px = qparams(kGwBits, false, record_.id, kGwId);
 #pragma omp parallel for reduction(max : m) schedule(dynamic, 1)
       for (int64_t n = 0; n < N; ++n)
         m = std::max(m, hla.absmax(xq + n * chw, s_in, C, H, W, cg.kH, cg.kW, cg.args, keep));
@@ -592,7 +592,7 @@ double Hot::paper_backward_bops(const LayerGeometry& g) const {
 StrategySummary Hot::summary() const {
   StrategySummary s = Strategy::summary();
   // Exact only once fallen back, or with every transform lossless (f32, all 16 rows).
-  s.compressing = !fell_back_ && (settings_.quantize || rows_.size() < 16);
+  s.compressing = !record_.fell_back && (settings_.quantize || rows_.size() < 16);
   s.quantizer = lqs_name(lqs_);
   return s;
 }
@@ -604,7 +604,7 @@ nlohmann::json Hot::report() const {
               {"hla_rows", rows_},
               {"saved", last_conv_raw_ ? "int8 raw conv input" : settings_.quantize ? "int8 HLA tokens" : "f32 HLA tokens"},
               {"int8_gemm_kernel", backend::int8_gemm_kernels(device_).name()},
-              {"paper_backward_gbops_per_sample", paper_backward_bops(last_geom_) / 1e9}};
+              {"paper_backward_gbops_per_sample", paper_backward_bops(record_.measured.last_geom) / 1e9}};
   return j;
 }
 

@@ -267,12 +267,12 @@ void Instant::on_calibration_begin() {
 bool Instant::gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape& shape,
                         const char* what, bool packed, Device device) {
   const bool token = acc.batches > 0 ? acc.token_axis : pick_token_axis(max_tokens_ > 0 ? max_tokens_ : L, C);
-  LB_CHECK(!token || !packed || max_tokens_ > 0, "instant (", layer_name_, "): a padding-free ", what,
+  LB_CHECK(!token || !packed || max_tokens_ > 0, "instant (", record_.name, "): a padding-free ", what,
            " batch (", shape_str(shape), ") on the token axis needs the longest sequence the bases "
            "must span. HINT: call set_max_tokens(max_seq_len) (the trainer does), or set \"axis\": "
            "\"channel\"");
   const int64_t n = token ? (max_tokens_ > 0 ? max_tokens_ : L) : C;
-  LB_CHECK(!token || L <= n, "instant (", layer_name_, "): a ", what, " batch of ", L,
+  LB_CHECK(!token || L <= n, "instant (", record_.name, "): a ", what, " batch of ", L,
            " tokens is longer than the ", n, " the token-axis bases span (", shape_str(shape), ")");
   if (acc.batches == 0) {
     acc.token_axis = token;
@@ -280,7 +280,7 @@ bool Instant::gram_axis(GramAccumulator& acc, int64_t L, int64_t C, const Shape&
     acc.sum = Tensor::zeros({n, n}, settings_.gram_dtype, device, MemTag::Workspace);
     device_ = device;
   }
-  LB_CHECK(acc.n == n, "instant (", layer_name_, "): calibration batches disagree on the ", what,
+  LB_CHECK(acc.n == n, "instant (", record_.name, "): calibration batches disagree on the ", what,
            " ", token ? "token" : "channel", " axis size (", acc.n, " then ", n, " from ",
            shape_str(shape), "). HINT: the token axis needs a fixed sequence length; pad to "
            "max_seq_len or set \"axis\": \"channel\"");
@@ -365,7 +365,7 @@ void Instant::observe_grad_output(const Tensor& g_y, const SequenceOffsets& seq,
 
 void Instant::reduce_calibration(dist::ProcessGroup& group) {
   for (auto* acc : {&x_acc_, &g_acc_}) {
-    const std::string what = std::string(acc == &x_acc_ ? "input" : "output-gradient") + " Gram of " + layer_name_;
+    const std::string what = std::string(acc == &x_acc_ ? "input" : "output-gradient") + " Gram of " + record_.name;
     // A rank that saw no batch of this layer still takes part, with zeros of the others' shape.
     std::vector<double> head{static_cast<double>(acc->batches), acc->sum.defined() ? static_cast<double>(acc->n) : 0.0,
                              acc->sum.defined() ? 1.0 : 0.0, acc->token_axis ? 1.0 : 0.0};
@@ -479,13 +479,13 @@ bool Instant::no_gain(const LayerGeometry& g) const {
 }
 
 SavedState Instant::save_impl(const Tensor& x, const Tensor& w, const CallContext& call) {
-  // last_geom_ is this call's (Strategy::save), with the packed sequences if any.
+  // record_.measured.last_geom is this call's (Strategy::save), with the packed sequences if any.
   const int64_t B = x.size(0), L = x.size(1), I = x.size(2);
-  if (!compresses(last_geom_)) {
+  if (!compresses(record_.measured.last_geom)) {
     if (calibrations_ > 0) ++fallback_calls_;
     return save_exact(x, w);
   }
-  const bool packed = last_geom_.sequences > 0;
+  const bool packed = record_.measured.last_geom.sequences > 0;
   place_bases(x.device());
   const Tensor P = projection(x_basis_, packed ? x_basis_.n : L, x.dtype());
   const int64_t Rx = P.size(0);
@@ -495,7 +495,7 @@ SavedState Instant::save_impl(const Tensor& x, const Tensor& w, const CallContex
   const auto project = [&] {
     if (x_basis_.token_axis) {
       // x̂ (R_x, S, I), x̂[:, b, :] = P[:, :L_b] x_b per sample (or per sequence when packed)
-      Tensor xh = Tensor::empty({Rx, packed ? last_geom_.sequences : B, I}, x.dtype(), x.device());
+      Tensor xh = Tensor::empty({Rx, packed ? record_.measured.last_geom.sequences : B, I}, x.dtype(), x.device());
       Tensor no_bias;
       backend::lowrank_kernels(x.device()).project(P, x, seq.get(), xh, no_bias);
       return xh;
@@ -510,14 +510,14 @@ SavedState Instant::save_impl(const Tensor& x, const Tensor& w, const CallContex
 Gradients Instant::backward_impl(const SavedState& s, const Tensor& g_y, const Tensor& w,
                                  bool want_gx, bool want_gw) {
   LB_CHECK(!s.scalars.empty() && static_cast<int64_t>(s.scalars[0]) == generation_,
-           "instant (", layer_name_, "): the bases changed between this forward and its backward. "
+           "instant (", record_.name, "): the bases changed between this forward and its backward. "
            "HINT: run calibration only between optimizer steps, after every pending backward");
   // Plain copies, not a structured binding: lambdas below capture them (C++20 allows
   // capturing bindings, clang before 16 does not).
   const int64_t B = s.geom.B, L = s.geom.L, I = s.geom.I, O = s.geom.O;
   LB_CHECK(g_y.is_contiguous() && g_y.dim() == 3 && g_y.size(0) == B && g_y.size(1) == L &&
                g_y.size(2) == O,
-           "instant (", layer_name_, "): g_y must be a contiguous (", B, ", ", L, ", ", O,
+           "instant (", record_.name, "): g_y must be a contiguous (", B, ", ", L, ", ", O,
            ") tensor, got ", g_y.str());
   const DType dt = g_y.dtype();
   // Packed (s.sequences): the token-axis bases project each of the S sequences with their
@@ -605,7 +605,7 @@ nlohmann::json Instant::state_json() const {
 }
 
 void Instant::load_state_json(const nlohmann::json& j) {
-  const std::string path = "instant state (" + layer_name_ + ")";
+  const std::string path = "instant state (" + record_.name + ")";
   JsonReader r(j, path);
   const int64_t calibrations = r.integer("calibrations", 0, 0, int64_t{1} << 40);
   Basis x = basis_from_state(r.has("x") ? r.raw("x") : nlohmann::json::object(), path + ".x", settings_.gram_dtype);
@@ -630,7 +630,7 @@ nlohmann::json Instant::accounting_state() const {
 
 void Instant::load_accounting_state(const nlohmann::json& j) {
   Strategy::load_accounting_state(j);
-  JsonReader r(j, "accounting (" + layer_name_ + ")");
+  JsonReader r(j, "accounting (" + record_.name + ")");
   fallback_calls_ = r.integer("fallback_calls", 0, 0, int64_t{1} << 62);
   calib_flops_ = r.number("calibration_flops", 0, 0, 1e300);
   calib_ms_ = r.number("calibration_ms", 0, 0, 1e300);
@@ -638,7 +638,7 @@ void Instant::load_accounting_state(const nlohmann::json& j) {
 
 StrategySummary Instant::summary() const {
   StrategySummary s = Strategy::summary();
-  s.compressing = !fell_back_ && (frozen_ ? compresses_frozen(last_geom_) : compresses(last_geom_));
+  s.compressing = !record_.fell_back && (record_.frozen ? compresses_frozen(record_.measured.last_geom) : compresses(record_.measured.last_geom));
   // Through basis_json: the same figures as report()["instant"] and the checkpoint state.
   s.ranks = StrategySummary::Ranks{StrategySummary::OperandRank::from_json(basis_json(x_basis_)),
                                    StrategySummary::OperandRank::from_json(basis_json(g_basis_))};
@@ -649,9 +649,9 @@ StrategySummary Instant::summary() const {
 nlohmann::json Instant::report() const {
   nlohmann::json j = Strategy::report();  // "ranks", "calibration" from summary()
   j["instant"] = {{"calibrations", calibrations_},
-                  {"compressing", frozen_ ? compresses_frozen(last_geom_) : compresses(last_geom_)},
-                  {"frozen", frozen_},
-                  {"no_gain", no_gain(last_geom_)},
+                  {"compressing", record_.frozen ? compresses_frozen(record_.measured.last_geom) : compresses(record_.measured.last_geom)},
+                  {"frozen", record_.frozen},
+                  {"no_gain", no_gain(record_.measured.last_geom)},
                   {"x", basis_json(x_basis_)},
                   {"g_y", basis_json(g_basis_)},
                   {"fallback_calls", fallback_calls_},

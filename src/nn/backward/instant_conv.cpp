@@ -40,7 +40,7 @@ SavedState Instant::save_conv_impl(const Tensor& x, const Tensor& w2d, const Con
   const int64_t N = x.size(0), L = cg.Ho * cg.Wo, I = w2d.size(1), O = w2d.size(0);
   LayerGeometry g{N, L, I, O};
   g.exact_saved = x.size(1) * x.size(2) * x.size(3);  // the exact state is the image
-  if (calibrating_) {
+  if (record_.calibrating) {
     // The Gram statistics straight from each image's im2col columns (C·kH·kW, L), then the
     // exact image state (no (N, L, I) token view, no token-path backward).
     const int64_t C = x.size(1), H = x.size(2), W = x.size(3);
@@ -59,7 +59,7 @@ SavedState Instant::save_conv_impl(const Tensor& x, const Tensor& w2d, const Con
     if (calibrations_ > 0) ++fallback_calls_;
     return save_conv_exact(x, w2d, cg);
   }
-  last_geom_ = g;
+  record_.measured.last_geom = g;
   if (x_basis_.token_axis) {
     // x̂ (R_x, N, I) with x̂[:, n, :] = P x_n = P im2col(x_n)ᵀ, the Linear layout, image by
     // image from a per-thread (I, L) column buffer: no (N, L, I) token view, no transpose.
@@ -85,7 +85,7 @@ SavedState Instant::save_conv_impl(const Tensor& x, const Tensor& w2d, const Con
     s.geom = g;
     s.scalars = {static_cast<double>(generation_)};
     s.tensors = {xh};
-    last_saved_bytes_ = static_cast<int64_t>(xh.nbytes());
+    record_.measured.last_saved_bytes = static_cast<int64_t>(xh.nbytes());
     return s;
   }
   const Tensor P = in_dtype(x_basis_.proj, x.dtype());
@@ -96,25 +96,25 @@ SavedState Instant::save_conv_impl(const Tensor& x, const Tensor& w2d, const Con
   s.geom = g;
   s.scalars = {static_cast<double>(generation_), kImageLayout};
   s.tensors = {y.reshape({N, Rx, L})};
-  last_saved_bytes_ = static_cast<int64_t>(s.tensors[0].nbytes());
+  record_.measured.last_saved_bytes = static_cast<int64_t>(s.tensors[0].nbytes());
   return s;
 }
 
 Gradients Instant::backward_conv_image_impl(const SavedState& s, const Tensor& g_y, const Tensor& w2d,
                                             bool want_gx, bool want_gw, const ConvGeometry& cg) {
-  if (calibrating_ && s.conv_image) {  // output-gradient Gram from the image (N, O, L) as is
+  if (record_.calibrating && s.conv_image) {  // output-gradient Gram from the image (N, O, L) as is
     const int64_t N = g_y.size(0), O = g_y.size(1), L = g_y.size(2) * g_y.size(3);
     const Tensor gc = in_dtype(g_y, settings_.gram_dtype);
     accumulate_columns(g_acc_, N, L, O, [&](int64_t b) { return gc.select(0, b).reshape({O, L}); },
                        "output-gradient");
     return Strategy::backward_conv_image_impl(s, g_y, w2d, want_gx, want_gw, cg);
   }
-  if (s.exact || calibrating_) return Strategy::backward_conv_image_impl(s, g_y, w2d, want_gx, want_gw, cg);
+  if (s.exact || record_.calibrating) return Strategy::backward_conv_image_impl(s, g_y, w2d, want_gx, want_gw, cg);
   // Saved x̂: (N, R_x, L) on the channel axis (image layout), (R_x, N, I) on the token axis.
   const bool image_x = s.scalars.size() == 2 && s.scalars[1] == kImageLayout;
-  LB_CHECK(image_x == !x_basis_.token_axis, "instant (", layer_name_, "): saved state layout ",
+  LB_CHECK(image_x == !x_basis_.token_axis, "instant (", record_.name, "): saved state layout ",
            "does not match the input basis axis");
-  LB_CHECK(static_cast<int64_t>(s.scalars[0]) == generation_, "instant (", layer_name_,
+  LB_CHECK(static_cast<int64_t>(s.scalars[0]) == generation_, "instant (", record_.name,
            "): the bases changed between this forward and its backward. HINT: run calibration "
            "only between optimizer steps, after every pending backward");
   const auto t0 = std::chrono::steady_clock::now();
@@ -202,7 +202,7 @@ Gradients Instant::backward_conv_image_impl(const SavedState& s, const Tensor& g
                               : matmul(gwr, P);                               // (O, R_x)(R_x, I)
   if (want_gx) out.grad_input = dx;
   out.grad_bias = gb;
-  count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  record_.count_backward(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return out;
 }
 

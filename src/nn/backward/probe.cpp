@@ -20,20 +20,20 @@ void add_closeness(const Tensor& e, const Tensor& a, double& dot, double& ee, do
 
 ProbedStrategy::ProbedStrategy(std::shared_ptr<Strategy> inner) : inner_(std::move(inner)) {
   LB_CHECK(inner_ != nullptr, "gradient probe: no strategy to wrap");
-  set_layer(inner_->layer_name(), inner_->layer_id(), inner_->on_conv());
-  inner_context_ = inner_->step_context_ptr();
-  inner_measured_ = inner_->measured();
-  StepContext probe = inner_->step_context();
+  set_layer(inner_->record().name, inner_->record().id, inner_->record().conv);
+  inner_context_ = inner_->record().step_context;
+  inner_measured_ = inner_->record().measured;
+  StepContext probe = inner_->record().step();
   probe.stream = kProbeStream;
-  set_step_context(std::make_shared<const StepContext>(probe));
-  inner_->set_step_context(step_context_ptr());
+  record_.step_context = std::make_shared<const StepContext>(probe);
+  inner_->record().step_context = record_.step_context;
 }
 
 void ProbedStrategy::end() {
   if (ended_) return;
   ended_ = true;
-  inner_->set_step_context(inner_context_);
-  inner_->restore_measured(inner_measured_);
+  inner_->record().step_context = inner_context_;
+  inner_->record().measured = inner_measured_;
 }
 
 std::unique_ptr<Strategy> ProbedStrategy::clone() const {

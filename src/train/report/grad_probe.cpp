@@ -47,7 +47,7 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
   std::vector<std::pair<std::shared_ptr<nn::backward::Strategy>, nn::Module*>> probed;
   for (const auto& s : strategies)
     if (s->type() != "vanilla" || codecs)
-      if (const auto it = modules.find(s->layer_name()); it != modules.end() && nn::backward_strategy_of(*it->second) == s)
+      if (const auto it = modules.find(s->record().name); it != modules.end() && nn::backward_strategy_of(*it->second) == s)
         probed.emplace_back(s, it->second);
   nlohmann::json out = nlohmann::json::array();
   if (probed.empty()) return out;
@@ -59,7 +59,7 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
   // only): no dropout draws, BatchNorm's statistics untouched.
   module.eval();
   for (const auto& s : strategies)
-    if (const auto it = modules.find(s->layer_name()); it != modules.end()) it->second->train(true);
+    if (const auto it = modules.find(s->record().name); it != modules.end()) it->second->train(true);
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : module.named_parameters()) params[name] = p;
   const auto weight_grad = [&](const std::string& layer) {
@@ -84,7 +84,7 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
       nn::set_backward_strategy(*m, wrapped.back());
     }
     forward_backward(false);  // the exact reference: kept tensors as they are
-    for (const auto& [s, m] : probed) exact_gw.push_back(weight_grad(s->layer_name()));
+    for (const auto& [s, m] : probed) exact_gw.push_back(weight_grad(s->record().name));
     train_step.optimizer().zero_grad();
     for (const auto& w : wrapped) w->set_comparing(false);
     forward_backward(true);  // the run's backward: strategies and codecs
@@ -97,7 +97,7 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
   for (size_t i = 0; i < probed.size(); ++i) {
     const auto& st = wrapped[i]->stats();
     const auto& s = probed[i].first;
-    nlohmann::json l = {{"layer", s->layer_name()}, {"type", s->type()}};
+    nlohmann::json l = {{"layer", s->record().name}, {"type", s->type()}};
     if (st.calls == 0) {
       l["probed"] = false;  // exact this step (not calibrated yet, fell back, frozen)
       out.push_back(l);
@@ -108,7 +108,7 @@ nlohmann::json run_grad_probe(TaskModel& model, TrainStep& train_step,
       if (st.gx_ee > 0) l["local"]["g_x"] = closeness(st.gx_dot, st.gx_ee, st.gx_aa, st.gx_dd);
     }
     if (st.e2e_gx_ee > 0) l["end_to_end"]["g_x"] = closeness(st.e2e_gx_dot, st.e2e_gx_ee, st.e2e_gx_aa, st.e2e_gx_dd);
-    const Tensor approx = weight_grad(s->layer_name());
+    const Tensor approx = weight_grad(s->record().name);
     if (exact_gw[i].defined() && approx.defined()) {
       double dot = 0, ee = 0, aa = 0, dd = 0;
       nn::backward::add_closeness(exact_gw[i], approx, dot, ee, aa, dd);

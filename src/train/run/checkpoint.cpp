@@ -203,7 +203,7 @@ void save_checkpoint(const std::string& dir_in, const nn::Module& model,
   for (auto& [name, s] : strategies_of(const_cast<nn::Module&>(model)))
   {
     backward[name] = {{"type", s->type()}, {"state", s->state_json()}, {"accounting", s->accounting_state()}};
-    if (s->fell_back()) backward[name]["fallback_reason"] = s->fallback_reason();
+    if (s->record().fell_back) backward[name]["fallback_reason"] = s->record().fallback_reason;
   }
   state["backward"] = backward;
   state["extra"] = extra;
@@ -297,7 +297,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, nn::Module& model,
       }
       s->load_state_json(entry.at("state"));
       if (entry.contains("accounting")) s->load_accounting_state(entry.at("accounting"));  // before it: none
-      if (entry.contains("fallback_reason")) s->fall_back_to_exact(entry.at("fallback_reason").get<std::string>());
+      if (entry.contains("fallback_reason")) s->record().fall_back_to_exact(entry.at("fallback_reason").get<std::string>());
     }
   } catch (const nlohmann::json::exception& e) {
     LB_FAIL(state_path, ": malformed entry: ", e.what());

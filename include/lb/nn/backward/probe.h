@@ -62,7 +62,7 @@ class ProbedStrategy : public Strategy {
 
  private:
   // Whether the inner strategy runs its own (compressed) backward this call.
-  bool compares() const { return comparing_ && !inner_->fell_back() && !inner_->calibrating(); }
+  bool compares() const { return comparing_ && !inner_->record().fell_back && !inner_->record().calibrating; }
   // The state with `inner`'s tensors first and `exact`'s after them.
   static SavedState wrap(SavedState inner, SavedState exact);
   static SavedState inner_state(const SavedState& s);
@@ -72,7 +72,7 @@ class ProbedStrategy : public Strategy {
 
   std::shared_ptr<Strategy> inner_;
   std::shared_ptr<const StepContext> inner_context_;
-  Measured inner_measured_;
+  LayerRecord::Measured inner_measured_;
   bool ended_ = false;
   bool comparing_ = true;
   ProbeStats stats_;

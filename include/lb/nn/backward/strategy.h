@@ -10,9 +10,12 @@
 // it was given (context.h); what a call needs besides tensors comes in its CallContext.
 //
 // Every public entry is non-virtual (save, backward, save_conv, backward_conv): the base
-// checks, routes (calibration, fallback, device) and accounts; strategies override the
-// protected *_impl steps. Calibration is a separate interface (calibratable.h) for the
-// strategies that calibrate; the gradient-fidelity probe wraps a strategy (probe.h).
+// checks, routes (calibration, fallback, device) and accounts in the layer's record
+// (layer_record.h: identity, mode, step, measured calls); strategies override the protected
+// *_impl steps. A new strategy writes type(), hyperparams(), clone(), save_impl() and
+// backward_impl() (the rest has defaults) and one line in the factory table (factory.cpp).
+// Calibration is a separate interface (calibratable.h) for the strategies that calibrate; the
+// gradient-fidelity probe wraps a strategy (probe.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -24,20 +27,11 @@
 #include "lb/core/tensor.h"
 #include "lb/nn/backward/calibratable.h"
 #include "lb/nn/backward/context.h"
+#include "lb/nn/backward/layer_record.h"
 #include "lb/nn/backward/summary.h"
 #include "lb/ops/conv.h"
 
 namespace lb::nn::backward {
-
-struct LayerGeometry {
-  int64_t B = 0, L = 0, I = 0, O = 0;
-  // A padding-free call (CallContext::sequences): B = 1 and its L tokens are `sequences`
-  // sequences back to back, the longest of them `longest` tokens. 0: not packed.
-  int64_t sequences = 0, longest = 0;
-  // Elements per sample the exact backward keeps: 0 means L·I (the token view, a Linear's
-  // x); a convolution keeps its image, C·H·W, k² times less than its im2col tokens.
-  int64_t exact_saved = 0;
-};
 
 // What forward keeps for backward. `tensors` live on the tape (and are what saved_bytes
 // counts); `scalars` carry small numbers (quantisation scales, flags).
@@ -89,11 +83,9 @@ class Strategy {
   virtual Calibratable* calibration() { return nullptr; }
   const Calibratable* calibration() const { return const_cast<Strategy*>(this)->calibration(); }
 
-  // The step whose random streams this layer's calls draw from (shared by the training loop
-  // with every layer). Unset: seed 0, step 0, the training stream.
-  void set_step_context(std::shared_ptr<const StepContext> context) { step_context_ = std::move(context); }
-  const std::shared_ptr<const StepContext>& step_context_ptr() const { return step_context_; }
-  const StepContext& step_context() const;
+  // The layer it serves, its mode, its step and its measured calls.
+  LayerRecord& record() { return record_; }
+  const LayerRecord& record() const { return record_; }
 
   // Forward: x (B, L, I) contiguous, w (O, I). Exact-save during calibration. A call whose
   // context carries sequences is padding-free: x is (1, L, I) and its offsets end at L; its
@@ -105,7 +97,7 @@ class Strategy {
   // recomputes x and runs save(x, w, call, /*deferred=*/true) then backward: the state is
   // computed from the same x at the same step, so the gradients are the same bit for bit,
   // and the layer keeps no bytes of its own. Not while calibrating (saves observe x then).
-  bool can_defer_save() const { return !calibrating_; }
+  bool can_defer_save() const { return !record_.calibrating; }
   void note_deferred_call(const Tensor& x, const Tensor& w, const CallContext& call);
   SavedState save(const Tensor& x, const Tensor& w, const CallContext& call, bool deferred);
   // A frozen weight needs only g_x = g_y w, which reads nothing of x. A strategy whose g_x
@@ -115,8 +107,6 @@ class Strategy {
   // where save_frozen_impl says so). Others leave frozen layers to the plain op.
   virtual bool compresses_gx() const { return false; }
   SavedState save_frozen(const Tensor& x, const Tensor& w, const CallContext& call = {});
-  // Whether this layer's calls so far were on a frozen weight (save_frozen).
-  bool frozen() const { return frozen_; }
   // Backward: g_y (B, L, O) contiguous. Times itself for the accounting.
   Gradients backward(const SavedState& s, const Tensor& g_y, const Tensor& w, bool want_gx,
                      bool want_gw);
@@ -142,26 +132,6 @@ class Strategy {
   // new state computed). No-ops for a strategy without calibration.
   void begin_calibration();
   void finish_calibration();
-  bool calibrating() const { return calibrating_; }
-  // Backward calls of this layer since begin_calibration() (0: the pass never reached its
-  // backward, e.g. a frozen layer that reads frozen inputs, whose g_x nothing asks for).
-  int64_t calibration_pass_calls() const { return calib_calls_ - calib_calls_at_begin_; }
-  // A layer whose last calibration pass never reached its backward stays uncalibrated, yet
-  // has nothing to calibrate for: it must not start a calibration of its own (that was one
-  // pass before every step), it joins the ones others start (the Calibrator sets this).
-  void set_calibration_idle(bool idle) { calibration_idle_ = idle; }
-  bool calibration_idle() const { return calibration_idle_; }
-
-  // ---- failure fallback ----
-  // After a failed calibration (e.g. the eigendecomposition did not converge, or saw NaN)
-  // the layer runs the exact backward for the rest of the run; `why` is kept for reports
-  // and checkpoints.
-  void fall_back_to_exact(const std::string& why) {
-    fell_back_ = true;
-    fallback_reason_ = why;
-  }
-  bool fell_back() const { return fell_back_; }
-  const std::string& fallback_reason() const { return fallback_reason_; }
 
   // Exact backward from a saved x (vanilla, the fallback of compressed strategies, the
   // probe's reference).
@@ -181,33 +151,10 @@ class Strategy {
   virtual double paper_frozen_backward_flops(const LayerGeometry& g) const;
   // The metrics of the calls as they ran: frozen calls count their g_x path alone.
   double paper_backward_flops_as_run(const LayerGeometry& g) const {
-    return frozen_ ? paper_frozen_backward_flops(g) : paper_backward_flops(g);
+    return record_.frozen ? paper_frozen_backward_flops(g) : paper_backward_flops(g);
   }
   double paper_saved_bytes_fp32_as_run(const LayerGeometry& g) const {
-    return frozen_ ? 0.0 : paper_saved_bytes_fp32(g);
-  }
-  // The geometry of the last call that saved for backward (B samples of L tokens).
-  const LayerGeometry& last_geometry() const { return last_geom_; }
-  // What report() shows as measured. A decorator that runs calls through this strategy on
-  // its own account (the probe) puts the figures back afterwards.
-  struct Measured {
-    int64_t calls = 0;
-    double backward_ms = 0;
-    int64_t calib_calls = 0;
-    double calib_backward_ms = 0;
-    LayerGeometry last_geom;
-    int64_t last_saved_bytes = 0;
-  };
-  Measured measured() const {
-    return {calls_, backward_ms_, calib_calls_, calib_backward_ms_, last_geom_, last_saved_bytes_};
-  }
-  void restore_measured(const Measured& m) {
-    calls_ = m.calls;
-    backward_ms_ = m.backward_ms;
-    calib_calls_ = m.calib_calls;
-    calib_backward_ms_ = m.calib_backward_ms;
-    last_geom_ = m.last_geom;
-    last_saved_bytes_ = m.last_saved_bytes;
+    return record_.frozen ? 0.0 : paper_saved_bytes_fp32(g);
   }
   // Ranks, quantiser choices, paper metrics for the last geometry seen, measured figures:
   // summary() typed (what generic code reads), report() as JSON: summary().to_json() plus
@@ -229,13 +176,10 @@ class Strategy {
 
   // Identity used in reports and to key random streams; `conv` for a Conv2d layer.
   void set_layer(const std::string& name, int64_t id, bool conv = false) {
-    layer_name_ = name;
-    layer_id_ = id;
-    conv_ = conv;
+    record_.name = name;
+    record_.id = id;
+    record_.conv = conv;
   }
-  const std::string& layer_name() const { return layer_name_; }
-  int64_t layer_id() const { return layer_id_; }
-  bool on_conv() const { return conv_; }
 
  protected:
   // The steps the public entries run. `call` as given to save / save_conv.
@@ -259,36 +203,7 @@ class Strategy {
   virtual Gradients backward_conv_tokens_impl(const SavedState& s, const Tensor& g_y_tokens, const Tensor& w2d,
                                               bool want_gx, bool want_gw, const ConvGeometry& cg);
 
-  // Counts one backward call of `ms` milliseconds (calibration calls apart: they are
-  // calibration cost).
-  void count_backward(double ms) {
-    if (calibrating_) {
-      ++calib_calls_;
-      calib_backward_ms_ += ms;
-    } else {
-      ++calls_;
-      backward_ms_ += ms;
-    }
-  }
-
-  std::string layer_name_;
-  int64_t layer_id_ = 0;
-  bool conv_ = false;
-  bool calibrating_ = false;
-  bool calibration_idle_ = false;
-  bool fell_back_ = false;
-  bool frozen_ = false;
-  std::string fallback_reason_;
-  std::shared_ptr<const StepContext> step_context_;
-  // Measured: calls, total backward milliseconds, last geometry and saved bytes. Backward
-  // calls made while calibrating are counted apart (they are calibration cost).
-  int64_t calls_ = 0;
-  double backward_ms_ = 0;
-  int64_t calib_calls_ = 0;
-  int64_t calib_calls_at_begin_ = 0;
-  double calib_backward_ms_ = 0;
-  LayerGeometry last_geom_;
-  int64_t last_saved_bytes_ = 0;
+  LayerRecord record_;
   void note_call(const Tensor& x, const Tensor& w, const CallContext& call);
 };
 
