@@ -26,6 +26,7 @@
 #include "src/backend/fast_exp.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/philox_lanes.h"
+#include "src/cpu/softmax_row.h"
 
 namespace lb::backend {
 
@@ -61,47 +62,13 @@ const T* mask_row(const Geometry& g, const T* mask, int64_t b, int64_t h, int64_
 // softmax_rows does it. Stores the row max and 1/sum (mx = -inf: fully masked, zeros).
 template <typename T>
 void softmax_row(T* row, const T* m, int64_t msl, int64_t L, T& mx_out, T& inv_out) {
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  T mx = kNegInf;
-  if (m == nullptr) {
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < L; ++j) mx = row[j] > mx ? row[j] : mx;
-  } else if (msl == 1) {
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < L; ++j) {
-      const T z = row[j] + m[j];
-      row[j] = z;
-      mx = z > mx ? z : mx;
-    }
-  } else {
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < L; ++j) {
-      const T z = row[j] + m[j * msl];
-      row[j] = z;
-      mx = z > mx ? z : mx;
-    }
-  }
-  // The simd max reduction starts each lane at an implementation-defined "least value":
-  // -inf under GCC, lowest() under clang. A row of -inf only must read as fully masked.
-  if (!(mx > std::numeric_limits<T>::lowest())) mx = kNegInf;
-  if (mx == kNegInf) {
+  mx_out = cpu::masked_row_max(row, m, msl, L, row);
+  if (mx_out == -std::numeric_limits<T>::infinity()) {
     for (int64_t j = 0; j < L; ++j) row[j] = T(0);
-    mx_out = mx;
     inv_out = T(0);
     return;
   }
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < L; ++j) {
-    const T e = fast_exp(row[j] - mx);
-    row[j] = e;
-    s += e;
-  }
-  const T inv = T(1) / s;
-#pragma omp simd
-  for (int64_t j = 0; j < L; ++j) row[j] *= inv;
-  mx_out = mx;
-  inv_out = inv;
+  inv_out = cpu::exp_normalize_row(row, L, mx_out);
 }
 
 // The same row from the saved max and 1/sum (bit-identical to softmax_row's result).

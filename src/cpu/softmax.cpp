@@ -8,6 +8,7 @@
 #include "lb/core/dispatch.h"
 #include "src/backend/softmax.h"
 #include "src/backend/fast_exp.h"
+#include "src/cpu/softmax_row.h"
 
 namespace lb::backend {
 namespace {
@@ -38,57 +39,21 @@ void softmax_rows(const T* x, const T* m, const Shape& shape, const Shape& ms, T
     const T* xr = x + r * L;
     T* yr = y + r * L;
     // Pass 1: z = x + mask into y, and the row max.
-    T mx = kNegInf;
-    if (m == nullptr) {
-#pragma omp simd reduction(max : mx)
-      for (int64_t j = 0; j < L; ++j) {
-        const T z = xr[j];
-        yr[j] = z;
-        mx = z > mx ? z : mx;  // by value: std::max's reference result defeats vectorization
-      }
-    } else {
-      const T* mr = m + mask_row_offset(r, shape, ms);
-      if (msl == 1) {
-#pragma omp simd reduction(max : mx)
-        for (int64_t j = 0; j < L; ++j) {
-          const T z = xr[j] + mr[j];
-          yr[j] = z;
-          mx = z > mx ? z : mx;
-        }
-      } else {
-#pragma omp simd reduction(max : mx)
-        for (int64_t j = 0; j < L; ++j) {
-          const T z = xr[j] + mr[j * msl];
-          yr[j] = z;
-          mx = z > mx ? z : mx;
-        }
-      }
-    }
-    // The simd max reduction starts each lane at an implementation-defined "least value":
-    // -inf under GCC, lowest() under clang. A row of -inf only must read as fully masked.
-    if (!(mx > std::numeric_limits<T>::lowest())) mx = kNegInf;
+    const T mx = cpu::masked_row_max(xr, m == nullptr ? nullptr : m + mask_row_offset(r, shape, ms), msl, L, yr);
     if (mx == kNegInf) {  // fully masked row (see the file comment)
       for (int64_t j = 0; j < L; ++j) yr[j] = kLog ? kNegInf : T(0);
       continue;
     }
     // Pass 2: exponentials and their sum; pass 3: normalise.
-    T s = 0;
     if constexpr (kLog) {
+      T s = 0;
 #pragma omp simd reduction(+ : s)
       for (int64_t j = 0; j < L; ++j) s += fast_exp(yr[j] - mx);
       const T lse = mx + std::log(s);
 #pragma omp simd
       for (int64_t j = 0; j < L; ++j) yr[j] -= lse;
     } else {
-#pragma omp simd reduction(+ : s)
-      for (int64_t j = 0; j < L; ++j) {
-        const T e = fast_exp(yr[j] - mx);
-        yr[j] = e;
-        s += e;
-      }
-      const T inv = T(1) / s;
-#pragma omp simd
-      for (int64_t j = 0; j < L; ++j) yr[j] *= inv;
+      cpu::exp_normalize_row(yr, L, mx);
     }
   }
 }
