@@ -42,6 +42,8 @@
 #if defined(__x86_64__)
 #define LB_INT8_GEMM_VNNI 1
 #include <immintrin.h>
+
+#include "src/cpu/int8_quads.h"
 // GCC 12 warns inside its own intrinsic headers (_mm512_undefined_*: GCC bug 105593).
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -98,26 +100,11 @@ void pack_b_panel(bool trans_b, const int8_t* B, int64_t ldb, int64_t N, int64_t
         int8_t* dv = d + (q * kNR + 16 * v) * 4;
         const int64_t nn = n0 + 16 * v;
         if (!trans_b && k + 4 <= kend && nn + 16 <= N) {
-          // 4 rows of 16 bytes -> 16 column quads (byte then word interleave).
-          const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 0) * ldb + nn));
-          const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 1) * ldb + nn));
-          const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 2) * ldb + nn));
-          const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 3) * ldb + nn));
-          const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
-          const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
-          __m128i* o = reinterpret_cast<__m128i*>(dv);
-          _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(t0, t2));
-          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t2));
-          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t1, t3));
-          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t1, t3));
+          cpu::rows16_to_quads(B + k * ldb + nn, ldb, dv);
         } else if (trans_b && k + 4 <= kend && nn + 16 <= N) {
           for (int c = 0; c < 16; ++c) std::memcpy(dv + 4 * c, B + (nn + c) * ldb + k, 4);
         } else {
-          for (int c = 0; c < 16; ++c)
-            for (int j = 0; j < 4; ++j) {
-              const int64_t n = nn + c, kk = k + j;
-              dv[4 * c + j] = (n < N && kk < kend) ? (trans_b ? B[n * ldb + kk] : B[kk * ldb + n]) : 0;
-            }
+          cpu::edge_to_quads(trans_b, B, ldb, N, k, kend, nn, 16, dv);
         }
       }
     }

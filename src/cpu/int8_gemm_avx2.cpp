@@ -37,6 +37,7 @@
 
 #include "lb/core/tensor.h"
 
+#include "src/cpu/int8_quads.h"
 #include "src/cpu/isa_target.h"
 
 namespace lb::cpu {
@@ -219,24 +220,9 @@ void pack_b_quads(bool trans_b, const int8_t* B, int64_t ldb, int64_t N, int64_t
     const int64_t k = 4 * q;
     int8_t* o = d + q * kNR * 4;
     if (!trans_b && k + 4 <= K && n0 + kNR <= N) {
-      // 4 rows of 16 bytes -> 16 column quads (byte then word interleave).
-      const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 0) * ldb + n0));
-      const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 1) * ldb + n0));
-      const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 2) * ldb + n0));
-      const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(B + (k + 3) * ldb + n0));
-      const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
-      const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
-      __m128i* out = reinterpret_cast<__m128i*>(o);
-      _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(t0, t2));
-      _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(t0, t2));
-      _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(t1, t3));
-      _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(t1, t3));
+      cpu::rows16_to_quads(B + k * ldb + n0, ldb, o);
     } else {
-      for (int c = 0; c < kNR; ++c)
-        for (int j = 0; j < 4; ++j) {
-          const int64_t n = n0 + c, kk = k + j;
-          o[4 * c + j] = n < N && kk < K ? (trans_b ? B[n * ldb + kk] : B[kk * ldb + n]) : int8_t{0};
-        }
+      cpu::edge_to_quads(trans_b, B, ldb, N, k, K, n0, kNR, o);
     }
   }
   // Column sums through the same instructions: 1·b summed over each quad.
