@@ -50,21 +50,9 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& pat
   LB_CHECK(j.is_object(), path, ": expected a JSON object");
   BertConfig c;
   c.vocab_size = hf::get_int(j, path, "vocab_size", c.vocab_size, 1);
-  c.hidden_size = hf::get_int(j, path, "hidden_size", c.hidden_size, 1);
-  c.num_hidden_layers = hf::get_int(j, path, "num_hidden_layers", c.num_hidden_layers, 0);
-  c.num_attention_heads = hf::get_int(j, path, "num_attention_heads", c.num_attention_heads, 1);
-  c.intermediate_size = hf::get_int(j, path, "intermediate_size", c.intermediate_size, 1);
   c.max_position_embeddings = hf::get_int(j, path, "max_position_embeddings", c.max_position_embeddings, 1);
   c.type_vocab_size = hf::get_int(j, path, "type_vocab_size", c.type_vocab_size, 1);
-  c.num_labels = hf::get_num_labels(j, path, c.num_labels);
-  c.hidden_act = hf::get_activation(j, path, c.hidden_act);
-  c.layer_norm_eps = hf::get_num(j, path, "layer_norm_eps", c.layer_norm_eps, 0.0, 1.0);
-  c.hidden_dropout_prob = hf::get_num(j, path, "hidden_dropout_prob", c.hidden_dropout_prob, 0.0, 0.999);
-  c.attention_probs_dropout_prob =
-      hf::get_num(j, path, "attention_probs_dropout_prob", c.attention_probs_dropout_prob, 0.0, 0.999);
-  c.initializer_range = hf::get_num(j, path, "initializer_range", c.initializer_range, 0.0, 10.0);
-  LB_CHECK(c.hidden_size % c.num_attention_heads == 0, path, ": hidden_size ", c.hidden_size,
-           " is not divisible by num_attention_heads ", c.num_attention_heads);
+  c.read_encoder(j, path);
   // HF BertForSequenceClassification: classifier_dropout, or hidden_dropout_prob when null.
   if (j.contains("classifier_dropout") && !j.at("classifier_dropout").is_null())
     c.classifier_dropout = hf::get_num(j, path, "classifier_dropout", 0.0, 0.0, 0.999);
@@ -86,19 +74,10 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& pat
 
 nlohmann::json BertConfig::to_json() const {
   nlohmann::json j = {{"model_type", "bert"},
-          {"vocab_size", vocab_size},
-          {"hidden_size", hidden_size},
-          {"num_hidden_layers", num_hidden_layers},
-          {"num_attention_heads", num_attention_heads},
-          {"intermediate_size", intermediate_size},
-          {"max_position_embeddings", max_position_embeddings},
-          {"type_vocab_size", type_vocab_size},
-          {"hidden_act", hidden_act},
-          {"layer_norm_eps", layer_norm_eps},
-          {"hidden_dropout_prob", hidden_dropout_prob},
-          {"attention_probs_dropout_prob", attention_probs_dropout_prob},
-          {"initializer_range", initializer_range},
-          {"num_labels", num_labels}};
+                      {"vocab_size", vocab_size},
+                      {"max_position_embeddings", max_position_embeddings},
+                      {"type_vocab_size", type_vocab_size}};
+  write_encoder(j);
   if (classifier_dropout) j["classifier_dropout"] = *classifier_dropout;
   return j;
 }

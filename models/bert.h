@@ -9,23 +9,14 @@
 
 #include "lb/nn/attention.h"
 #include "lb/nn/recomputable_block.h"
+#include "models/encoder_config.h"
 
 namespace lb::models {
 
-struct BertConfig {
+struct BertConfig : EncoderConfig {  // BERT-base's sizes by default
   int64_t vocab_size = 30522;
-  int64_t hidden_size = 768;
-  int64_t num_hidden_layers = 12;
-  int64_t num_attention_heads = 12;
-  int64_t intermediate_size = 3072;
   int64_t max_position_embeddings = 512;
   int64_t type_vocab_size = 2;
-  std::string hidden_act = "gelu";
-  double layer_norm_eps = 1e-12;
-  double hidden_dropout_prob = 0.1;
-  double attention_probs_dropout_prob = 0.1;
-  double initializer_range = 0.02;
-  int64_t num_labels = 2;
   std::optional<double> classifier_dropout;  // the head's dropout; unset: hidden_dropout_prob (as HF)
   // Reads a Hugging Face config.json object; unknown keys are ignored (HF configs carry
   // many), wrong types and out-of-range values are errors naming `path`.key, and so are

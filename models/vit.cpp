@@ -37,46 +37,26 @@ ViTConfig ViTConfig::from_json(const nlohmann::json& j, const std::string& path)
   c.image_size = hf::get_int(j, path, "image_size", c.image_size, 1);
   c.patch_size = hf::get_int(j, path, "patch_size", c.patch_size, 1);
   c.num_channels = hf::get_int(j, path, "num_channels", c.num_channels, 1);
-  c.hidden_size = hf::get_int(j, path, "hidden_size", c.hidden_size, 1);
-  c.num_hidden_layers = hf::get_int(j, path, "num_hidden_layers", c.num_hidden_layers, 0);
-  c.num_attention_heads = hf::get_int(j, path, "num_attention_heads", c.num_attention_heads, 1);
-  c.intermediate_size = hf::get_int(j, path, "intermediate_size", c.intermediate_size, 1);
-  c.num_labels = hf::get_num_labels(j, path, c.num_labels);
-  c.hidden_act = hf::get_activation(j, path, c.hidden_act);
   if (j.contains("qkv_bias")) {
     LB_CHECK(j.at("qkv_bias").is_boolean(), path, ".qkv_bias: expected true or false");
     c.qkv_bias = j.at("qkv_bias").get<bool>();
   }
-  c.layer_norm_eps = hf::get_num(j, path, "layer_norm_eps", c.layer_norm_eps, 0.0, 1.0);
-  c.hidden_dropout_prob = hf::get_num(j, path, "hidden_dropout_prob", c.hidden_dropout_prob, 0.0, 0.999);
-  c.attention_probs_dropout_prob =
-      hf::get_num(j, path, "attention_probs_dropout_prob", c.attention_probs_dropout_prob, 0.0, 0.999);
-  c.initializer_range = hf::get_num(j, path, "initializer_range", c.initializer_range, 0.0, 10.0);
+  c.read_encoder(j, path);
   LB_CHECK(c.image_size % c.patch_size == 0, path, ": image_size ", c.image_size,
            " is not divisible by patch_size ", c.patch_size);
-  LB_CHECK(c.hidden_size % c.num_attention_heads == 0, path, ": hidden_size ", c.hidden_size,
-           " is not divisible by num_attention_heads ", c.num_attention_heads);
   hf::require_string(j, path, "model_type", "vit", "another architecture than ViT");
   check_parameters_fit(parameter_count(c), path, sizes_of(c));
   return c;
 }
 
 nlohmann::json ViTConfig::to_json() const {
-  return {{"model_type", "vit"},
-          {"image_size", image_size},
-          {"patch_size", patch_size},
-          {"num_channels", num_channels},
-          {"hidden_size", hidden_size},
-          {"num_hidden_layers", num_hidden_layers},
-          {"num_attention_heads", num_attention_heads},
-          {"intermediate_size", intermediate_size},
-          {"hidden_act", hidden_act},
-          {"layer_norm_eps", layer_norm_eps},
-          {"hidden_dropout_prob", hidden_dropout_prob},
-          {"attention_probs_dropout_prob", attention_probs_dropout_prob},
-          {"initializer_range", initializer_range},
-          {"qkv_bias", qkv_bias},
-          {"num_labels", num_labels}};
+  nlohmann::json j = {{"model_type", "vit"},
+                      {"image_size", image_size},
+                      {"patch_size", patch_size},
+                      {"num_channels", num_channels},
+                      {"qkv_bias", qkv_bias}};
+  write_encoder(j);
+  return j;
 }
 
 ViTLayer::ViTLayer(const ViTConfig& c) : act_(nn::activation_from_name(c.hidden_act)) {

@@ -6,24 +6,20 @@
 
 #include "lb/nn/attention.h"
 #include "lb/nn/recomputable_block.h"
+#include "models/encoder_config.h"
 
 namespace lb::models {
 
-struct ViTConfig {
+struct ViTConfig : EncoderConfig {  // ViT-base/16 at 224 by default
+  ViTConfig() {  // Hugging Face's ViTConfig defaults where they differ from BERT's
+    hidden_dropout_prob = 0.0;
+    attention_probs_dropout_prob = 0.0;
+    num_labels = 1000;
+  }
   int64_t image_size = 224;
   int64_t patch_size = 16;
   int64_t num_channels = 3;
-  int64_t hidden_size = 768;
-  int64_t num_hidden_layers = 12;
-  int64_t num_attention_heads = 12;
-  int64_t intermediate_size = 3072;
-  std::string hidden_act = "gelu";
-  double layer_norm_eps = 1e-12;
-  double hidden_dropout_prob = 0.0;
-  double attention_probs_dropout_prob = 0.0;
-  double initializer_range = 0.02;
   bool qkv_bias = true;
-  int64_t num_labels = 1000;
   static ViTConfig from_json(const nlohmann::json& j, const std::string& path);
   nlohmann::json to_json() const;
   int64_t num_patches() const { return (image_size / patch_size) * (image_size / patch_size); }

@@ -41,6 +41,12 @@ const std::vector<BenchWorkload>& bench_workloads() {
   return w;
 }
 
+nlohmann::json bench_json_head(const std::string& workload, const BenchOptions& opt) {
+  return {{"workload", workload},     {"strategy", opt.strategy}, {"framework", "leanback"},
+          {"device", opt.device.str()}, {"dtype", "f32"},          {"iters", opt.iters},
+          {"warmup", opt.warmup},       {"threads", bench_threads()}};
+}
+
 nlohmann::json bench_threads() {
   return {{"omp", omp_get_max_threads()},
           {"blas", openblas_get_num_threads()},

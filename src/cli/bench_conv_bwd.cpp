@@ -17,18 +17,8 @@ nlohmann::json bench_conv_bwd(const BenchOptions& opt) {
   constexpr int64_t kN = 64, kC = 64, kH = 32, kO = 64, kK = 3;
   Conv2dArgs args;
   args.padding = {1, 1};
-  Tensor w = Tensor::empty({kO, kC, kK, kK}, DType::F32, Device::cpu(), MemTag::Parameter);
-  Tensor b = Tensor::empty({kO}, DType::F32, Device::cpu(), MemTag::Parameter);
-  nn::init::kaiming_uniform_default_(w, kC * kK * kK);
-  nn::init::uniform_(b, -1.0 / 24, 1.0 / 24);  // ±1/√(64·9), PyTorch's Conv2d bias init
-  Tensor x = Tensor::empty({kN, kC, kH, kH});
-  Tensor g = Tensor::empty({kN, kO, kH, kH});
-  nn::init::normal_(x, 0.0, 1.0);
-  nn::init::normal_(g, 0.0, 1.0);
-  to_bench_device(opt, {&w, &b}, {&x, &g});
-  w.set_requires_grad(true);
-  b.set_requires_grad(true);
-  x.set_requires_grad(true);
+  // Bias in ±1/√(64·9), PyTorch's Conv2d bias init.
+  auto [w, b, x, g] = layer_operands(opt, {kO, kC, kK, kK}, kC * kK * kK, 1.0 / 24, {kN, kC, kH, kH}, {kN, kO, kH, kH});
 
   const auto strategy = bench_strategy(opt);  // null: the plain exact op
   auto forward = [&] {

@@ -17,18 +17,8 @@ namespace lb::cli {
 
 nlohmann::json bench_linear_bwd(const BenchOptions& opt) {
   constexpr int64_t kB = 32, kT = 128, kIn = 768, kOut = 3072;
-  Tensor w = Tensor::empty({kOut, kIn}, DType::F32, Device::cpu(), MemTag::Parameter);
-  Tensor b = Tensor::empty({kOut}, DType::F32, Device::cpu(), MemTag::Parameter);
-  nn::init::kaiming_uniform_default_(w, kIn);
-  nn::init::uniform_(b, -0.036, 0.036);  // ±1/√768, PyTorch's Linear bias init
-  Tensor x = Tensor::empty({kB, kT, kIn});
-  Tensor g = Tensor::empty({kB, kT, kOut});
-  nn::init::normal_(x, 0.0, 1.0);
-  nn::init::normal_(g, 0.0, 1.0);
-  to_bench_device(opt, {&w, &b}, {&x, &g});
-  w.set_requires_grad(true);
-  b.set_requires_grad(true);
-  x.set_requires_grad(true);
+  // Bias in ±1/√768, PyTorch's Linear bias init.
+  auto [w, b, x, g] = layer_operands(opt, {kOut, kIn}, kIn, 0.036, {kB, kT, kIn}, {kB, kT, kOut});
 
   const auto strategy = bench_strategy(opt);  // null: the plain exact op
   auto forward = [&] {

@@ -7,6 +7,7 @@
 #include "lb/autograd/node.h"
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/nn/backward/factory.h"
+#include "lb/nn/init.h"
 #include "src/cli/commands.h"
 
 namespace lb::cli {
@@ -121,19 +122,12 @@ nlohmann::json bench_layer(const std::string& workload, const BenchOptions& opt,
     step.push_back(fwd.back() + bwd.back());
   }
   const double ms = median(step);
-  nlohmann::json r = {{"workload", workload},
-                      {"strategy", opt.strategy},
-                      {"framework", "leanback"},
-                      {"device", opt.device.str()},
-                      {"dtype", "f32"},
-                      {"iters", opt.iters},
-                      {"warmup", opt.warmup},
-                      {"ms_per_step", ms},
-                      {"forward_ms", median(fwd)},
-                      {"backward_ms", median(bwd)},
-                      {"saved_bytes", saved},
-                      {"calibration_ms", calib_ms},
-                      {"threads", bench_threads()}};
+  nlohmann::json r = bench_json_head(workload, opt);
+  r.update({{"ms_per_step", ms},
+            {"forward_ms", median(fwd)},
+            {"backward_ms", median(bwd)},
+            {"saved_bytes", saved},
+            {"calibration_ms", calib_ms}});
   // The exact step's FLOPs over the time: real throughput for vanilla; for a compressed
   // strategy only a vanilla-equivalent rate (it does fewer FLOPs), reported under its own key.
   const double rate = ms > 0 ? flops_per_step / (ms * 1e6) : 0.0;
@@ -142,14 +136,26 @@ nlohmann::json bench_layer(const std::string& workload, const BenchOptions& opt,
   return r;
 }
 
-void to_bench_device(const BenchOptions& opt, std::initializer_list<Tensor*> params,
-                     std::initializer_list<Tensor*> data) {
-  if (opt.device.is_cpu()) return;
-  for (Tensor* p : params) {
-    *p = p->to(opt.device);
-    p->storage()->set_tag(MemTag::Parameter);
+LayerOperands layer_operands(const BenchOptions& opt, const Shape& w_shape, int64_t fan_in, double bias_bound,
+                             const Shape& x_shape, const Shape& g_shape) {
+  LayerOperands o;
+  o.w = Tensor::empty(w_shape, DType::F32, Device::cpu(), MemTag::Parameter);
+  o.b = Tensor::empty({w_shape[0]}, DType::F32, Device::cpu(), MemTag::Parameter);
+  nn::init::kaiming_uniform_default_(o.w, fan_in);
+  nn::init::uniform_(o.b, -bias_bound, bias_bound);
+  o.x = Tensor::empty(x_shape);
+  o.g = Tensor::empty(g_shape);
+  nn::init::normal_(o.x, 0.0, 1.0);
+  nn::init::normal_(o.g, 0.0, 1.0);
+  if (!opt.device.is_cpu()) {
+    for (Tensor* p : {&o.w, &o.b}) {
+      *p = p->to(opt.device);
+      p->storage()->set_tag(MemTag::Parameter);
+    }
+    for (Tensor* t : {&o.x, &o.g}) *t = t->to(opt.device);
   }
-  for (Tensor* t : data) *t = t->to(opt.device);
+  for (Tensor* t : {&o.w, &o.b, &o.x}) t->set_requires_grad(true);
+  return o;
 }
 
 }  // namespace lb::cli

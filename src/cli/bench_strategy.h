@@ -40,8 +40,13 @@ nlohmann::json bench_layer(const std::string& workload, const BenchOptions& opt,
                            std::vector<Tensor> leaves, double flops_per_step,
                            const nn::backward::LayerGeometry& geom);
 
-// --device cuda: moves the layer's parameters (tagged as such) and its data tensors there.
-void to_bench_device(const BenchOptions& opt, std::initializer_list<Tensor*> params,
-                     std::initializer_list<Tensor*> data);
+// A layer benchmark's operands: w initialised as PyTorch does the layer's (Kaiming uniform
+// over `fan_in`) and b uniform in ±bias_bound, x and g_y standard normal, all on the bench's
+// --device (w and b tagged as parameters); w, b and x require gradients.
+struct LayerOperands {
+  Tensor w, b, x, g;
+};
+LayerOperands layer_operands(const BenchOptions& opt, const Shape& w_shape, int64_t fan_in, double bias_bound,
+                             const Shape& x_shape, const Shape& g_shape);
 
 }  // namespace lb::cli

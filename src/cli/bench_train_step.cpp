@@ -95,25 +95,18 @@ TrainStepTimes time_train_steps(const BenchOptions& opt, nn::Module& model, int6
 nlohmann::json train_step_json(const std::string& workload, const BenchOptions& opt,
                                const TrainStepTimes& t, int64_t parameters,
                                const nlohmann::json& extra, const StrategyList& strategies) {
-  nlohmann::json j = {{"workload", workload},
-                      {"strategy", opt.strategy},
-                      {"framework", "leanback"},
-                      {"device", opt.device.str()},
-                      {"dtype", "f32"},
-                      {"iters", opt.iters},
-                      {"warmup", opt.warmup},
-                      {"ms_per_step", t.ms_per_step},
-                      {"forward_ms", t.forward_ms},
-                      {"backward_ms", t.backward_ms},
-                      {"optimizer_ms", t.optimizer_ms},
-                      {"saved_bytes", t.saved_bytes},
-                      {"activation_peak_bytes", t.activation_peak_bytes},
-                      {"peak_bytes", t.peak_bytes},
-                      {"peak_bytes_by_tag", t.peak_by_tag},
-                      {"cached_bytes", t.cached_bytes},
-                      {"peak_rss_bytes", t.peak_rss_bytes},
-                      {"parameters", parameters},
-                      {"threads", bench_threads()}};
+  nlohmann::json j = bench_json_head(workload, opt);
+  j.update({{"ms_per_step", t.ms_per_step},
+            {"forward_ms", t.forward_ms},
+            {"backward_ms", t.backward_ms},
+            {"optimizer_ms", t.optimizer_ms},
+            {"saved_bytes", t.saved_bytes},
+            {"activation_peak_bytes", t.activation_peak_bytes},
+            {"peak_bytes", t.peak_bytes},
+            {"peak_bytes_by_tag", t.peak_by_tag},
+            {"cached_bytes", t.cached_bytes},
+            {"peak_rss_bytes", t.peak_rss_bytes},
+            {"parameters", parameters}});
   if (!opt.codec.empty()) j["codec"] = opt.codec;
   if (opt.recompute) j["recompute"] = true;
   j.update(extra);

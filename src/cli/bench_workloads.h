@@ -75,4 +75,8 @@ inline double median(std::vector<double> v) {
 // Threads the run used: OpenMP (our loops) and OpenBLAS (GEMMs).
 nlohmann::json bench_threads();
 
+// The fields every workload's JSON line opens with: workload, strategy, framework, device,
+// dtype, iters, warmup, threads (what the PyTorch twins print too).
+nlohmann::json bench_json_head(const std::string& workload, const BenchOptions& opt);
+
 }  // namespace lb::cli
