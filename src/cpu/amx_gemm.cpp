@@ -343,11 +343,7 @@ template <typename SA, typename SB>
 void amx_sgemm_bf16(AmxRun run, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const SA* a, int64_t lda, const SB* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   require_hardware(run, amx_bf16_available());
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.f) {
-    gemm_detail::scale_c(m, n, beta, c, ldc);
-    return;
-  }
+  if (gemm_detail::gemm_without_product(m, n, k, alpha, beta, c, ldc)) return;
   constexpr Kind K = Kind::Bf16;
   constexpr int64_t kKC = 1024, kNC = 256, kMC = 64;
   const int64_t kc_max = gemm_detail::balanced_block(k, kKC, kChunk<K>);

@@ -20,6 +20,15 @@ inline void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
   }
 }
 
+// The cases with no product to form: an empty C (nothing to do), or k = 0 or alpha = 0 (C =
+// beta·C). Returns whether it handled the call.
+inline bool gemm_without_product(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return true;
+  if (k > 0 && alpha != 0.f) return false;
+  scale_c(m, n, beta, c, ldc);
+  return true;
+}
+
 // Splits `len` into ceil(len / max_block) near-equal blocks, each a multiple of `unit`
 // (but never more than max_block), so no block is a thin leftover.
 inline int64_t balanced_block(int64_t len, int64_t max_block, int64_t unit) {

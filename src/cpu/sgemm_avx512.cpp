@@ -290,16 +290,11 @@ inline void run_tile(const Tile& t) {
 }
 
 using gemm_detail::balanced_block;
-using gemm_detail::scale_c;
 
 void sgemm_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                 int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.f) {
-    scale_c(m, n, beta, c, ldc);
-    return;
-  }
+  if (gemm_detail::gemm_without_product(m, n, k, alpha, beta, c, ldc)) return;
   const int64_t kc_max = balanced_block(k, kKC, 8);
   const int64_t nc_max = balanced_block(n, kNC, kNR);
   const int64_t mc_max = balanced_block(m, kMC, kMR);

@@ -317,18 +317,13 @@ inline void run_tile(const Tile& t) {
 }
 
 using gemm_detail::balanced_block;
-using gemm_detail::scale_c;
 
 // SA, SB: float (rounded while packed) or uint16_t (bf16 values, packed as they are).
 template <typename SA, typename SB>
 void sgemm_bf16_impl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const SA* a, int64_t lda, const SB* b, int64_t ldb, float beta, float* c,
                      int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.f) {
-    scale_c(m, n, beta, c, ldc);
-    return;
-  }
+  if (gemm_detail::gemm_without_product(m, n, k, alpha, beta, c, ldc)) return;
   const int64_t kc_max = balanced_block(k, kKC, 32);
   const int64_t nc_max = balanced_block(n, kNC, kNR);
   const int64_t mc_max = balanced_block(m, kMC, kMR);
