@@ -57,7 +57,8 @@ std::string usage() {
          "                               float GEMM GFLOP/s, ours vs OpenBLAS\n"
          "  bench tokenize [--vocab DIR|FILE] [--data TSV] [--iters N] [--json]\n"
          "                               WordPiece tokens/s on SST-2 train, one thread\n"
-         "  --verbose (any command) or LEANBACK_DEBUG=1: errors also name the check and source line\n";
+         "  --verbose (any command) or LEANBACK_DEBUG=1: errors also name the check and source line\n"
+         "  --version                    the version, commit and build\n";
 }
 
 int cmd_info(const std::vector<std::string>& args) {

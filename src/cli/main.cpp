@@ -13,6 +13,7 @@
 #include "src/cli/tokenize.h"
 #include "lb/core/error.h"
 #include "lb/dist/process_group.h"
+#include "lb/train/run/run_info.h"
 #include "src/cpu/cpu_features.h"
 
 namespace {
@@ -44,6 +45,12 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::cout << lb::cli::usage();
     return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    const std::string commit = lb::train::git_commit();
+    std::cout << "leanback " << LEANBACK_VERSION << " (" << (commit == "unknown" ? commit : commit.substr(0, 12))
+              << ", " << LEANBACK_BUILD_TYPE << ", " << LEANBACK_ARCH << " build)\n";
+    return 0;
   }
   // --verbose (anywhere) or LEANBACK_DEBUG=1: errors also say where in leanback they arose.
   const char* debug_env = std::getenv("LEANBACK_DEBUG");

@@ -11,6 +11,7 @@
 #include "lb/data/synthetic_text.h"
 #include "lb/data/tokenizer.h"
 #include "lb/train/report/metrics.h"
+#include "lb/train/task_model.h"
 
 namespace lb::train {
 
@@ -137,6 +138,7 @@ data::WordPieceTokenizer task_tokenizer(const Config& c) {
   if (c.data.task == "synthetic")
     return synthetic_tokenizer(data::make_synthetic_text(c.data.synthetic_train, c.data.synthetic_eval));
   LB_CHECK(!is_image_task(c.data.task), c.source, ": data.task ", c.data.task, " is an image task: it has no tokenizer");
+  if (c.data.vocab.empty()) check_pretrained_present(c);  // the vocabulary is the model's
   const std::string vocab = !c.data.vocab.empty() ? c.data.vocab : c.model.pretrained;
   LB_CHECK(!vocab.empty(), c.source, ": data.vocab: a text task needs a tokenizer vocabulary (a "
            "directory with vocab.txt, or the file); none given and model.pretrained is not set");

@@ -150,8 +150,17 @@ nn::LoraTargets lora_targets(const Config& config) {
   return t;
 }
 
+void check_pretrained_present(const Config& config) {
+  const std::string& dir = config.model.pretrained;
+  if (dir.empty() || std::filesystem::exists(dir)) return;
+  LB_FAIL(config.source, ": model.pretrained: ", dir, " does not exist. The MiniLM the configs name is ",
+          "fetched once by tools/fetch_pretrained.sh (into $LEANBACK_HOME/models, ~/.cache/leanback/models by "
+          "default); any Hugging Face BERT or ViT directory works too: --set model.pretrained=DIR");
+}
+
 std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels, int64_t vocab_size,
                                             std::string* log) {
+  check_pretrained_present(config);
   std::vector<std::string> fresh;
   std::unique_ptr<TaskModel> model = build_bare(config, num_labels, vocab_size, log, fresh);
   if (config.model.pretrained.empty())

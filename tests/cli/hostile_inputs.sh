@@ -35,6 +35,15 @@ expect 1 "model.layer_norm_eps: 1 here" predict "$cfg" --checkpoint "$tmp/run" -
   --set model.layer_norm_eps=1
 [ -e "$tmp/pred" ] && fail "a refused predict created its output directory"
 
+# A pretrained model that is not there (a new user before tools/fetch_pretrained.sh): said, with
+# how to get it, on train and eval alike.
+expect 1 "model.pretrained: $tmp/no-model does not exist.*tools/fetch_pretrained.sh" \
+  train "$configs/minilm_mrpc.json" --set model.pretrained="$tmp/no-model" --out "$tmp/np"
+expect 1 "model.pretrained: $tmp/no-model does not exist.*tools/fetch_pretrained.sh" \
+  eval "$configs/minilm_mrpc.json" --set model.pretrained="$tmp/no-model"
+[ -e "$tmp/np" ] && fail "a refused train created its run directory"
+"$lb" --version | grep -qE "^leanback [0-9]+\.[0-9]+\.[0-9]+ \(" || fail "leanback --version says no version"
+
 # Non-finite weights in a pretrained directory: the file and the tensor.
 "$lb" export "$tmp/run" --out "$tmp/hf" > /dev/null 2>&1 || fail "export failed"
 python3 - "$tmp/hf/model.safetensors" <<'PY' || fail "could not plant a NaN"

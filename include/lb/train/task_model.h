@@ -54,6 +54,10 @@ class TaskModel {
 std::unique_ptr<TaskModel> build_task_model(const Config& config, int64_t num_labels,
                                             int64_t vocab_size, std::string* log = nullptr);
 
+// A model.pretrained directory that is not there is an error saying so, and how to get the
+// MiniLM the configs name (tools/fetch_pretrained.sh); nothing when it is there or unset.
+void check_pretrained_present(const Config& config);
+
 // The LoRA targets build_task_model applies: the config's, with PEFT's defaults per model
 // filled in (BERT, ViT: query and value; the head as modules_to_save).
 nn::LoraTargets lora_targets(const Config& config);
