@@ -13,12 +13,14 @@ int cmd_export(const std::vector<std::string>& args) {
                "leanback export"};
   std::string source, out;
   train::ExportOptions options;
-  app.add_option("checkpoint", source, "a run directory (its latest checkpoint) or a checkpoint directory")
+  app.add_option("checkpoint", source, "a run directory (its best checkpoint; --latest: its newest) or a checkpoint directory")
       ->required();
   app.add_option("--out", out, "the directory to write (created; must be new, empty or an earlier export)")
       ->required();
   app.add_flag("--merge", options.merge, "LoRA: fold the adapters into the weights and write a plain model");
   app.add_flag("--overwrite", options.overwrite, "replace an earlier export in --out");
+  app.add_flag("--latest", options.latest,
+               "of a run directory, its newest checkpoint (default: its best by the task's metric)");
   if (!parse_cli(app, args)) return 0;
   const train::ExportSummary s = train::export_checkpoint(source, out, options);
   std::cerr << "exported " << s.checkpoint << " to " << out << " (" << s.format << "):";

@@ -190,6 +190,7 @@ TrainSection parse_train(const nlohmann::json& j) {
   t.eval_every = r.integer("eval_every", 0, 0, kBig);
   t.save_every = r.integer("save_every", 0, 0, kBig);
   t.keep_checkpoints = r.integer("keep_checkpoints", t.keep_checkpoints, 1, 1000);
+  t.early_stopping_patience = r.integer("early_stopping_patience", 0, 0, kBig);
   t.grad_probe_every = r.integer("grad_probe_every", 0, 0, kBig);
   t.seed = static_cast<uint64_t>(r.integer("seed", 42, 0, std::numeric_limits<int64_t>::max()));
   t.label_smoothing = r.number("label_smoothing", 0, 0, 0.999);
@@ -470,6 +471,7 @@ nlohmann::json Config::to_json() const {
             {"eval_every", train.eval_every},
             {"save_every", train.save_every},
             {"keep_checkpoints", train.keep_checkpoints},
+            {"early_stopping_patience", train.early_stopping_patience},
             {"grad_probe_every", train.grad_probe_every},
             {"seed", train.seed},
             {"label_smoothing", train.label_smoothing},

@@ -10,7 +10,7 @@ namespace lb::train {
 
 EvalAtStep evaluate_at_step(TaskModel& model, data::BatchSource& loader, const TaskData& data,
                             int64_t steps_per_epoch, TrainerState& st, MetricsLog& metrics, const Logger& log,
-                            bool bar) {
+                            bool bar, int64_t patience) {
   PhaseProgress progress("evaluation at step " + std::to_string(st.step), bar, log.quiet());
   EvalOutput ev = evaluate(model, loader, data, /*keep_logits=*/false, &progress);
   EvalAtStep r;
@@ -28,6 +28,7 @@ EvalAtStep evaluate_at_step(TaskModel& model, data::BatchSource& loader, const T
       r.best = true;
     }
   }
+  st.evals_since_best = r.best ? 0 : st.evals_since_best + 1;
   std::ostringstream os;
   os << "eval step " << st.step << ":";
   for (auto& [k, v] : ev.metrics.items())
@@ -35,6 +36,14 @@ EvalAtStep evaluate_at_step(TaskModel& model, data::BatchSource& loader, const T
       os << " " << k << " " << std::setprecision(4) << v.get<double>();
   os << (r.best ? " (best)" : "");
   log.info(os.str());
+  if (patience > 0 && st.evals_since_best >= patience) {
+    st.stopped_early = true;
+    const std::string why = key + " has not improved on " + std::to_string(st.best_metric) + " (step " +
+                            std::to_string(st.best_step) + ") in " + std::to_string(patience) + " evaluation" +
+                            (patience > 1 ? "s" : "") + " (train.early_stopping_patience)";
+    log.info("early stopping at step " + std::to_string(st.step) + ": " + why);
+    metrics.write({{"type", "early_stopping"}, {"step", st.step}, {"best_step", st.best_step}, {"reason", why}});
+  }
   return r;
 }
 

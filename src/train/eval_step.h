@@ -20,9 +20,11 @@ struct EvalAtStep {
   bool best = false;    // the best so far (state.best_metric / best_eval updated)
 };
 
-// `bar`: its progress drawn in place (a terminal), else log lines when it runs long.
+// `bar`: its progress drawn in place (a terminal), else log lines when it runs long. With
+// `patience` > 0, the patience-th evaluation in a row without a new best ends the run
+// (state.stopped_early, said in the log and the metrics).
 EvalAtStep evaluate_at_step(TaskModel& model, data::BatchSource& loader, const TaskData& data,
                             int64_t steps_per_epoch, TrainerState& state, MetricsLog& metrics, const Logger& log,
-                            bool bar);
+                            bool bar, int64_t patience);
 
 }  // namespace lb::train

@@ -81,6 +81,7 @@ nlohmann::json results_json(const TrainingSetup& s, const TrainerState& all, con
   return {{"final", last_eval},
           {"best", all.best_eval},
           {"best_checkpoint", best_checkpoint},
+          {"stopped_early_at_step", all.stopped_early ? nlohmann::json(all.step) : nlohmann::json()},
           {"primary_metric", "eval_" + s.data.primary_metric()},
           {"train_runtime_s", all.train_ms / 1000.0},
           {"train_samples_per_second",
@@ -169,7 +170,7 @@ class StepBatches {
 };
 
 // The end of a finished run: eval_results.json (totals across resumes: the checkpoint carried
-// the earlier part) and, with output.export, the export of its last checkpoint (rank 0).
+// the earlier part) and, with output.export, the export of its best checkpoint (rank 0).
 void finish_run(const Config& config, const TrainingSetup& s, const TrainerState& st, const nlohmann::json& last_eval,
                 const nlohmann::json& calibration, const GradientSync& sync, dist::ProcessGroup& pg,
                 const RunDirectory& dir, const Logger& log) {
@@ -185,7 +186,9 @@ void finish_run(const Config& config, const TrainingSetup& s, const TrainerState
   ExportOptions eo;
   eo.merge = config.output.export_merged;
   eo.overwrite = true;  // <run>/export is this run's own (a resumed run exports again)
-  const ExportSummary ex = export_checkpoint(dir.last_checkpoint(), dir.path() / "export", eo, "output.export");
+  // The best checkpoint by the task's metric (the newest where no evaluation chose one).
+  const std::string best = st.best_step >= 0 ? dir.checkpoint_path(st.best_step).string() : dir.last_checkpoint();
+  const ExportSummary ex = export_checkpoint(best, dir.path() / "export", eo, "output.export");
   log.info("exported " + ex.checkpoint + " (" + ex.format + ") to " + (dir.path() / "export").string());
 }
 
@@ -260,7 +263,8 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     if (!main_rank) return {};
     try {
       if (opt.before_eval) opt.before_eval(st.step);
-      return evaluate_at_step(*s.model, *s.eval_loader, s.data, s.steps_per_epoch, st, metrics, log, progress.bar());
+      return evaluate_at_step(*s.model, *s.eval_loader, s.data, s.steps_per_epoch, st, metrics, log, progress.bar(),
+                              tc.early_stopping_patience);
     } catch (const Diverged&) {
       throw;
     } catch (const Error& e) {
@@ -284,7 +288,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   int64_t steps_this_run = 0;
   double train_ms = 0;  // this process's optimizer steps (st.train_ms: the whole run's)
   int64_t train_examples = 0;
-  while (st.step < s.total_steps) {
+  while (st.step < s.total_steps && !on_any_rank(pg, st.stopped_early, "early stopping")) {
     const bool stop = stop_requested() || (opt.interrupt_after > 0 && steps_this_run >= opt.interrupt_after);
     if (on_any_rank(pg, stop, "stop flag before step " + std::to_string(st.step + 1))) {
       result.interrupted = true;
@@ -312,9 +316,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     step_log.add(r, step_ms, ms_between(t0, t_data));
     train_ms += step_ms;
     train_examples += r.examples;
-    st.train_ms += step_ms;
-    st.train_examples += r.examples;
-    ++st.timed_steps;
+    st.add_timed_step(step_ms, r.examples);
     progress.update(st.step, r.loss, static_cast<double>(batches.examples()) / (step_ms / 1000.0));
     if (st.step % tc.log_every == 0 || st.step == s.total_steps) step_log.flush(st.step, metrics, progress);
     if (st.step % s.eval_every == 0 || st.step == s.total_steps) {

@@ -72,6 +72,9 @@ struct TrainSection {
   int64_t eval_every = 0;        // optimizer steps between evaluations; 0 = each epoch's end
   int64_t save_every = 0;        // optimizer steps between checkpoints; 0 = at evaluations
   int64_t keep_checkpoints = 1;  // most recent checkpoints kept besides the best
+  // Evaluations in a row without a new best of the task's primary metric after which training
+  // stops (Hugging Face's early_stopping_patience); 0: never early.
+  int64_t early_stopping_patience = 0;
   int64_t grad_probe_every = 0;  // gradient-fidelity probe every N steps; 0 = off
   uint64_t seed = 42;            // every random stream (init, dropout, data order, HOT draws)
   double label_smoothing = 0;

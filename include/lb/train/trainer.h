@@ -98,5 +98,9 @@ std::string resolve_run_dir(const Config& config, const TrainOptions& opt);
 // The checkpoint to resume from: `path` itself if it holds trainer_state.json, else the
 // highest-step checkpoint-<N> inside it. Errors name the path and `flag`, the option it came from.
 std::string find_checkpoint(const std::string& path, const std::string& flag = "--resume");
+// A run's best checkpoint by the task's primary metric (the best step its newest checkpoint
+// records, kept by retention): `path` itself if it is a checkpoint, else the newest where no
+// evaluation has chosen a best or the best is not there.
+std::string find_best_checkpoint(const std::string& path, const std::string& flag);
 
 }  // namespace lb::train

@@ -77,9 +77,9 @@ TaskLabels labels_of_task(const Config& c) {
   return t;
 }
 
-Source load_source(const std::string& path) {
+Source load_source(const std::string& path, bool latest) {
   Source s;
-  s.checkpoint = find_checkpoint(path, "export");
+  s.checkpoint = latest ? find_checkpoint(path, "export") : find_best_checkpoint(path, "export");
   const std::string state_path = (fs::path(s.checkpoint) / "trainer_state.json").string();
   const nlohmann::json file = io::read_json_file(state_path);
   LB_CHECK(file.is_object() && file.contains("extra") && file.at("extra").is_object() &&
@@ -326,7 +326,7 @@ void check_export_setting(const Config& c) {
 
 ExportSummary export_checkpoint(const std::string& run_or_checkpoint, const fs::path& out,
                                 const ExportOptions& options, const std::string& flag) {
-  Source s = load_source(run_or_checkpoint);
+  Source s = load_source(run_or_checkpoint, options.latest);
   const std::vector<nn::Linear*> adapted = adapted_layers(s.model->module());
   LB_CHECK(!options.merge || !adapted.empty(), s.checkpoint, ": --merge: the model has no LoRA adapters to merge");
   if (!adapted.empty() && !options.merge) check_peft_base(s);  // before anything is created

@@ -6,6 +6,7 @@
 
 #include "lb/core/error.h"
 #include "lb/io/atomic_file.h"
+#include "lb/io/json_file.h"
 #include "lb/train/run/checkpoint.h"
 #include "lb/train/run/output_dir.h"
 #include "lb/train/train_step.h"
@@ -48,6 +49,18 @@ std::string find_checkpoint(const std::string& path, const std::string& flag) {
   LB_CHECK(!found.empty(), flag, " ", path,
            ": no checkpoint in it (expected trainer_state.json, or checkpoint-<step>/ folders)");
   return found;
+}
+
+std::string find_best_checkpoint(const std::string& path, const std::string& flag) {
+  const std::string newest = find_checkpoint(path, flag);
+  if (newest == path) return newest;  // a checkpoint itself
+  const nlohmann::json state = io::read_json_file((fs::path(newest) / "trainer_state.json").string());
+  const nlohmann::json best = state.value("extra", nlohmann::json::object())
+                                  .value("trainer", nlohmann::json::object())
+                                  .value("best_step", nlohmann::json(-1));
+  if (!best.is_number_integer() || best.get<int64_t>() < 0) return newest;
+  const fs::path p = fs::path(path) / ("checkpoint-" + std::to_string(best.get<int64_t>()));
+  return fs::exists(p / "trainer_state.json") ? p.string() : newest;
 }
 
 RunDirectory::RunDirectory(fs::path path, const std::string& resume_ckpt, bool overwrite, dist::ProcessGroup& pg)

@@ -12,6 +12,7 @@ nlohmann::json TrainerState::to_json() const {
   return {{"step", step},           {"calib_batches", calib_batches},
           {"best_metric", std::isfinite(best_metric) ? nlohmann::json(best_metric) : nlohmann::json()},
           {"best_step", best_step}, {"checkpoints", checkpoints},
+          {"evals_since_best", evals_since_best}, {"stopped_early", stopped_early},
           {"best_eval", best_eval}, {"train_ms", train_ms},
           {"train_examples", train_examples}, {"timed_steps", timed_steps}, {"probe_ms", probe_ms},
           {"calibrations", calibrations}, {"calibration_ms", calibration_ms},
@@ -27,6 +28,12 @@ void TrainerState::from_json(const nlohmann::json& j, const std::string& where) 
                       ? -std::numeric_limits<double>::infinity()
                       : io::json_number(j, "best_metric", at);
     best_step = io::json_int(j, "best_step", -1, INT64_MAX, at);
+    // Early stopping's counters: absent from checkpoints written before it existed.
+    if (j.contains("evals_since_best")) evals_since_best = io::json_int(j, "evals_since_best", 0, INT64_MAX, at);
+    if (j.contains("stopped_early")) {
+      LB_CHECK(j.at("stopped_early").is_boolean(), at, ".stopped_early: expected true or false");
+      stopped_early = j.at("stopped_early").get<bool>();
+    }
     checkpoints = j.at("checkpoints").get<std::vector<int64_t>>();
     best_eval = j.at("best_eval");
     // Totals: absent from checkpoints written before they were kept (counted from 0 then).

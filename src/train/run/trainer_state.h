@@ -17,6 +17,8 @@ struct TrainerState {
   int64_t calib_batches = 0;    // calibration micro-batches drawn so far
   double best_metric = -std::numeric_limits<double>::infinity();
   int64_t best_step = -1;
+  int64_t evals_since_best = 0;  // evaluations since best_step's (train.early_stopping_patience)
+  bool stopped_early = false;    // the run ended there: a resume has nothing left to train
   std::vector<int64_t> checkpoints;  // steps with a checkpoint on disk, oldest first
   nlohmann::json best_eval = nlohmann::json::object();
   // Totals over the whole run, across resumes (eval_results.json and compare report them).
@@ -27,6 +29,12 @@ struct TrainerState {
   int64_t calibrations = 0;     // before this process's Calibrator, which counts its own
   double calibration_ms = 0;
   std::vector<int64_t> calibration_steps;
+
+  void add_timed_step(double ms, int64_t examples) {
+    train_ms += ms;
+    train_examples += examples;
+    ++timed_steps;
+  }
 
   nlohmann::json to_json() const;
   // `where` (the trainer_state.json path) prefixes every error.

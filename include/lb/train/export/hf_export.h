@@ -42,6 +42,8 @@ struct TaskLabels {
 struct ExportOptions {
   bool merge = false;      // LoRA: fold the adapters into the weights (a plain model)
   bool overwrite = false;  // replace an earlier export in the same directory
+  // Of a run directory, its newest checkpoint rather than its best (find_best_checkpoint).
+  bool latest = false;
 };
 
 struct ExportSummary {
