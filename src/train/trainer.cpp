@@ -226,7 +226,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   nlohmann::json resolved = config.to_json();
   resolved["backward"] = config.backward.resolved_json();
   dir.write_run_files(resolved, s.plan.table() + budget.table(), budget.json());
-  MetricsLog metrics((dir.path() / "metrics.jsonl").string(), main_rank);
+  MetricsLog metrics((dir.path() / "metrics.jsonl").string(), main_rank, st.step);
   const TrainStepOptions step_options = train_step_options(config, s, pg, ranks.device);
   TrainStep train_step(module, *s.optimizer, step_options);
   budget.attach(module, train_step, step_options.codecs);

@@ -12,6 +12,8 @@
 //                        "probe" (train.grad_probe_every: per-layer gradient fidelity)
 //   eval_results.json    the final and the best evaluation
 //   train.log            the run's log lines as the console showed them (appended on resume)
+//   scalars.csv          the train and eval lines' numbers as step,tag,value rows
+//   events.out.tfevents.*  the same for TensorBoard (metrics_log.h)
 //   checkpoint-<step>/   model.safetensors, optimizer.safetensors, trainer_state.json
 //
 // Data order and resume: optimizer step s of an epoch of E = ceil(batches / grad_accum) steps
