@@ -18,7 +18,8 @@ nlohmann::json bench_conv_bwd(const BenchOptions& opt) {
   Conv2dArgs args;
   args.padding = {1, 1};
   // Bias in ±1/√(64·9), PyTorch's Conv2d bias init.
-  auto [w, b, x, g] = layer_operands(opt, {kO, kC, kK, kK}, kC * kK * kK, 1.0 / 24, {kN, kC, kH, kH}, {kN, kO, kH, kH});
+  LayerOperands ops = layer_operands(opt, {kO, kC, kK, kK}, kC * kK * kK, 1.0 / 24, {kN, kC, kH, kH}, {kN, kO, kH, kH});
+  Tensor &w = ops.w, &b = ops.b, &x = ops.x, &g = ops.g;  // (clang < 16 cannot capture bindings)
 
   const auto strategy = bench_strategy(opt);  // null: the plain exact op
   auto forward = [&] {

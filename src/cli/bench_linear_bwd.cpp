@@ -18,7 +18,8 @@ namespace lb::cli {
 nlohmann::json bench_linear_bwd(const BenchOptions& opt) {
   constexpr int64_t kB = 32, kT = 128, kIn = 768, kOut = 3072;
   // Bias in ±1/√768, PyTorch's Linear bias init.
-  auto [w, b, x, g] = layer_operands(opt, {kOut, kIn}, kIn, 0.036, {kB, kT, kIn}, {kB, kT, kOut});
+  LayerOperands ops = layer_operands(opt, {kOut, kIn}, kIn, 0.036, {kB, kT, kIn}, {kB, kT, kOut});
+  Tensor &w = ops.w, &b = ops.b, &x = ops.x, &g = ops.g;  // (clang < 16 cannot capture bindings)
 
   const auto strategy = bench_strategy(opt);  // null: the plain exact op
   auto forward = [&] {
