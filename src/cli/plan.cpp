@@ -13,6 +13,7 @@
 #include "lb/train/memory/memory_planner.h"
 #include "lb/train/memory/memory_report.h"
 #include "lb/train/run/run_info.h"
+#include "lb/train/task_data.h"
 #include "lb/train/task_model.h"
 #include "src/cli/cli_parse.h"
 
@@ -52,6 +53,8 @@ int cmd_plan(const std::vector<std::string>& args) {
   const std::string& t = c.data.task;
   if (t == "cifar10") labels = 10;
   else if (t == "cifar100") labels = 100;
+  else if (t == "text_regression") labels = 1;
+  else if (t == "text_classification") labels = static_cast<int64_t>(train::own_label_names(c).size());
   else if (t != "synthetic" && t != "image_folder") labels = data::glue_task(t).num_labels;
   auto model = train::build_task_model(c, labels, 0);
   for (const auto& g : c.freeze) model->module().freeze(g);

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -16,6 +15,7 @@
 #include "lb/core/error.h"
 #include "lb/io/atomic_file.h"
 #include "lb/io/printable.h"
+#include "line_reader.h"
 
 namespace lb::data {
 
@@ -66,59 +66,6 @@ std::vector<std::string> split_tabs(const std::string& line) {
     start = tab + 1;
   }
 }
-
-// Byte offset of the first invalid UTF-8 sequence (overlong forms and surrogates included),
-// or npos when the whole string is valid.
-size_t invalid_utf8_at(const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned c = p[i];
-    if (c < 0x80) { ++i; continue; }
-    size_t len;
-    unsigned cp;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return i;
-    if (i + len > n) return i;
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    const unsigned min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += len;
-  }
-  return std::string::npos;
-}
-
-// Reads a file line by line, dropping a leading BOM and trailing '\r', and remembering the
-// 1-based number of the line last returned. Blank lines are returned like any other.
-class LineReader {
- public:
-  explicit LineReader(const std::string& path) : path_(path), in_(path, std::ios::binary) {}
-  bool is_open() const { return in_.is_open(); }
-  bool next(std::string& line) {
-    if (!std::getline(in_, line)) {
-      LB_CHECK(!in_.bad(), path_, ": read error after line ", line_no_);
-      return false;
-    }
-    ++line_no_;
-    if (line_no_ == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const size_t bad = invalid_utf8_at(line);
-    LB_CHECK(bad == std::string::npos, path_, ":", line_no_, ": invalid UTF-8 at byte ", bad + 1,
-             " of the line");
-    return true;
-  }
-  int64_t line_no() const { return line_no_; }
-
- private:
-  std::string path_;
-  std::ifstream in_;
-  int64_t line_no_ = 0;
-};
 
 Columns columns_from_header(const std::vector<std::string>& header, const Layout& layout,
                             const GlueTask& task, bool label_required, const std::string& path) {

@@ -15,6 +15,7 @@
 
 #include "lb/core/error.h"
 #include "lb/core/json_reader.h"
+#include "lb/data/text_file.h"
 #include "lb/nn/backward/policy.h"
 #include "lb/train/export/peft_adapter.h"
 #include "models/bert.h"
@@ -149,6 +150,39 @@ ModelSection parse_model(const nlohmann::json& j) {
   return m;
 }
 
+// The keys of a user's own text data (data.task text_classification / text_regression); for
+// any other task they would be ignored, so they are refused.
+void parse_own_text_keys(JsonReader& r, DataSection& d) {
+  const bool own = is_own_text_task(d.task);
+  for (const char* k : {"format", "text_columns", "label_column", "labels"})
+    LB_CHECK(own || !r.has(k), r.path(), ".", k, ": only for data.task text_classification or text_regression "
+             "(a user's own CSV, TSV or JSON Lines files), not '", d.task, "'");
+  if (!own) return;
+  std::vector<std::string> formats{"auto"};
+  for (const auto& f : data::text_format_names()) formats.push_back(f);
+  d.format = r.choice("format", d.format, formats);
+  if (r.has("text_columns") && r.raw("text_columns").is_string())
+    d.text_columns = {r.string("text_columns", "")};
+  else
+    d.text_columns = string_list(r, "text_columns", d.text_columns);
+  LB_CHECK(d.text_columns.size() == 1 || d.text_columns.size() == 2, r.path(), ".text_columns: one column (a text) "
+           "or two (a sentence pair), got ", d.text_columns.size());
+  LB_CHECK(d.text_columns.size() == 1 || d.text_columns[0] != d.text_columns[1], r.path(),
+           ".text_columns: the same column twice");
+  for (size_t i = 0; i < d.text_columns.size(); ++i)
+    LB_CHECK(!d.text_columns[i].empty(), r.path(), ".text_columns[", i, "]: empty column name");
+  d.label_column = r.string("label_column", d.label_column);
+  LB_CHECK(!d.label_column.empty(), r.path(), ".label_column: empty column name");
+  d.labels = string_list(r, "labels", {});
+  const bool regression = d.task == "text_regression";
+  LB_CHECK(!regression || d.labels.empty(), r.path(), ".labels: a regression task has no class names");
+  LB_CHECK(regression || d.labels.empty() || d.labels.size() >= 2, r.path(),
+           ".labels: a classification needs at least two classes, got ", d.labels.size());
+  for (size_t i = 0; i < d.labels.size(); ++i)
+    for (size_t k = 0; k < i; ++k)
+      LB_CHECK(d.labels[i] != d.labels[k], r.path(), ".labels[", i, "]: '", d.labels[i], "' is also labels[", k, "]");
+}
+
 DataSection parse_data(const nlohmann::json& j) {
   DataSection d;
   JsonReader r(j, "data");
@@ -170,10 +204,11 @@ DataSection parse_data(const nlohmann::json& j) {
   d.std = number_list(r, "std", 3, 1e-6, 10);
   d.synthetic_train = r.integer("synthetic_train", d.synthetic_train, 1, 10000000);
   d.synthetic_eval = r.integer("synthetic_eval", d.synthetic_eval, 1, 10000000);
+  parse_own_text_keys(r, d);
   r.finish();
   const bool image = d.task == "cifar10" || d.task == "cifar100" || d.task == "image_folder";
   LB_CHECK(d.task == "synthetic" || image || !d.dir.empty(), "data.dir: required for task '",
-           d.task, "' (the folder holding its train/dev/test TSV files)");
+           d.task, "' (the folder holding its train/dev/test ", is_own_text_task(d.task) ? "files)" : "TSV files)");
   LB_CHECK(!image || !d.dir.empty(), "data.dir: required for task '", d.task, "'");
   return d;
 }
@@ -448,6 +483,12 @@ nlohmann::json Config::to_json() const {
                            {"horizontal_flip", data.horizontal_flip},
                            {"synthetic_train", data.synthetic_train},
                            {"synthetic_eval", data.synthetic_eval}};
+  if (is_own_text_task(data.task)) {
+    data_j["format"] = data.format;
+    data_j["text_columns"] = data.text_columns;
+    data_j["label_column"] = data.label_column;
+    if (!data.labels.empty()) data_j["labels"] = data.labels;
+  }
   if (!data.mean.empty()) data_j["mean"] = data.mean;
   if (!data.std.empty()) data_j["std"] = data.std;
   nlohmann::json opt_j = {{"type", optimizer.type}, {"lr", optimizer.lr},

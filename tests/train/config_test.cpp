@@ -23,6 +23,36 @@ std::string parse_error(const nlohmann::json& j) {
   return error_of([&] { parse(j); });
 }
 
+// A user's own text data: its keys read, written back, and refused where they cannot apply.
+TEST(Config, OwnTextDataKeys) {
+  const nlohmann::json model = {{"type", "bert"}, {"hidden_size", 64}, {"num_attention_heads", 4}};
+  auto data = [&](nlohmann::json d) { return nlohmann::json{{"model", model}, {"data", d}}; };
+  const Config c = parse(data({{"task", "text_classification"}, {"dir", "d"}, {"format", "jsonl"},
+                               {"text_columns", "review"}, {"labels", {"bad", "good"}}}));
+  EXPECT_EQ(c.data.text_columns, (std::vector<std::string>{"review"}));
+  EXPECT_EQ(c.data.label_column, "label");
+  EXPECT_EQ(parse(c.to_json()).to_json(), c.to_json());
+  EXPECT_EQ(c.to_json()["data"]["labels"], (nlohmann::json{"bad", "good"}));
+  // GLUE's config.json has none of them.
+  EXPECT_FALSE(parse(data({{"task", "sst2"}, {"dir", "d"}})).to_json()["data"].contains("text_columns"));
+  auto err = [&](nlohmann::json d) { return parse_error(data(d)); };
+  EXPECT_NE(err({{"task", "sst2"}, {"dir", "d"}, {"label_column", "y"}})
+                .find("data.label_column: only for data.task text_classification or text_regression"),
+            std::string::npos);
+  EXPECT_NE(err({{"task", "text_classification"}, {"dir", "d"}, {"text_columns", {"a", "b", "c"}}})
+                .find("data.text_columns: one column (a text) or two (a sentence pair), got 3"),
+            std::string::npos);
+  EXPECT_NE(err({{"task", "text_classification"}, {"dir", "d"}, {"labels", {"x", "y", "x"}}})
+                .find("data.labels[2]: 'x' is also labels[0]"),
+            std::string::npos);
+  EXPECT_NE(err({{"task", "text_regression"}, {"dir", "d"}, {"labels", {"x", "y"}}})
+                .find("data.labels: a regression task has no class names"),
+            std::string::npos);
+  EXPECT_NE(err({{"task", "text_classification"}, {"dir", "d"}, {"format", "xlsx"}}).find("data.format"),
+            std::string::npos);
+  EXPECT_NE(err({{"task", "text_classification"}}).find("data.dir: required"), std::string::npos);
+}
+
 TEST(Config, DefaultsAndResolvedRoundTrip) {
   const Config c = parse({{"model", {{"type", "bert"}, {"hidden_size", 64}, {"num_attention_heads", 4}}}});
   EXPECT_EQ(c.data.task, "synthetic");

@@ -41,9 +41,17 @@ struct TaskData {
   nlohmann::json score(const std::vector<double>& predictions, const std::vector<double>& gold) const;
 };
 
+// Texts given as they are (predict --text / --input), one example each; `pairs` is empty or
+// holds each text's second sentence (tasks on sentence pairs).
+struct RawTexts {
+  std::vector<std::string> texts, pairs;
+};
+
 struct TaskDataOptions {
   bool train = true;        // load the training split
   std::string eval_split;   // "" = config.data.eval_split or the task's first dev split
+  // Text tasks: evaluate these (unlabeled) in place of a split; eval_split is then "texts".
+  const RawTexts* texts = nullptr;
 };
 
 TaskData load_task_data(const Config& config, const TaskDataOptions& opt = {});
@@ -51,6 +59,9 @@ TaskData load_task_data(const Config& config, const TaskDataOptions& opt = {});
 // Whether data.task is a text task (GLUE or synthetic), and its tokenizer (GLUE: data.vocab,
 // else model.pretrained's; synthetic: its own vocabulary) without loading any split.
 bool is_text_task(const Config& config);
+// data.task text_classification: the class names in id order (data.labels, else the training
+// file's distinct labels sorted, as Hugging Face's run_glue.py does); text_regression: none.
+std::vector<std::string> own_label_names(const Config& config);
 data::WordPieceTokenizer task_tokenizer(const Config& config);
 
 // A loader over the training split (shuffled with `seed`, augmented for images) or the

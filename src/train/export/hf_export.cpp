@@ -59,6 +59,10 @@ TaskLabels labels_of_task(const Config& c) {
   TaskLabels t;
   if (c.data.task == "synthetic") {
     t.names = {"negative", "positive"};
+  } else if (is_own_text_task(c.data.task)) {
+    t.names = own_label_names(c);
+    t.regression = c.data.task == "text_regression";
+    t.num_labels = t.regression ? 1 : static_cast<int64_t>(t.names.size());
   } else if (is_text_task(c)) {
     const data::GlueTask& g = data::glue_task(c.data.task);
     t.names = g.class_names;
