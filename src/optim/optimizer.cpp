@@ -60,7 +60,7 @@ void Optimizer::step() {
                shape_str(grad.shape()), ", parameter ", shape_str(p.shape()));
       LB_CHECK(p.is_contiguous() && grad.is_contiguous(), "parameter '", name,
                "' and its gradient must be contiguous");
-      update(p, grad, g, state_[name]);
+      update(name, p, grad, g, state_[name]);
     }
 }
 
@@ -96,9 +96,16 @@ NamedTensors Optimizer::state_tensors() const {
   return out;
 }
 
+std::pair<Shape, DType> Optimizer::state_spec(const std::string&, const Tensor& p) const {
+  return {p.shape(), p.dtype()};
+}
+
+void Optimizer::check_saved_hyperparams(const nlohmann::json&) const {}
+
 void Optimizer::load_state(const nlohmann::json& j, const std::map<std::string, Tensor>& tensors) {
   LB_CHECK(j.value("type", std::string()) == type_name(), "optimizer state is for '",
            j.value("type", std::string("?")), "', this optimizer is '", type_name(), "'");
+  check_saved_hyperparams(j.value("hyperparams", nlohmann::json::object()));
   const auto& groups = j.at("groups");
   LB_CHECK(groups.size() == groups_.size(), "optimizer state has ", groups.size(),
            " parameter groups, this optimizer ", groups_.size());
@@ -119,10 +126,13 @@ void Optimizer::load_state(const nlohmann::json& j, const std::map<std::string, 
       for (const auto& kind : state_kinds()) {
         auto it = tensors.find(kind + "." + name);
         if (it == tensors.end()) continue;  // buffer not created yet (e.g. no grad so far)
-        LB_CHECK(it->second.shape() == p.shape(), "optimizer state '", kind, ".", name,
-                 "' has shape ", shape_str(it->second.shape()), ", parameter ",
-                 shape_str(p.shape()));
-        Tensor t = Tensor::empty(p.shape(), p.dtype(), p.device(), MemTag::Optimizer);
+        const auto [shape, dtype] = state_spec(kind, p);
+        LB_CHECK(it->second.shape() == shape, "optimizer state '", kind, ".", name, "' has shape ",
+                 shape_str(it->second.shape()), ", expected ", shape_str(shape));
+        LB_CHECK(it->second.dtype() == dtype || (dtype_is_floating(dtype) && dtype_is_floating(it->second.dtype())),
+                 "optimizer state '", kind, ".", name, "' is ", dtype_name(it->second.dtype()), ", expected ",
+                 dtype_name(dtype));
+        Tensor t = Tensor::empty(shape, dtype, p.device(), MemTag::Optimizer);
         t.copy_(it->second);
         state_[name][kind] = t;
       }

@@ -20,7 +20,7 @@ nlohmann::json SGD::hyperparams() const {
   return {{"momentum", opts_.momentum}, {"dampening", opts_.dampening}, {"nesterov", opts_.nesterov}};
 }
 
-void SGD::update(Tensor& p, const Tensor& g, const ParamGroup& group,
+void SGD::update(const std::string&, Tensor& p, const Tensor& g, const ParamGroup& group,
                  std::map<std::string, Tensor>& state) {
   const bool use_mom = opts_.momentum != 0;
   bool first = false;

@@ -249,7 +249,11 @@ OptimizerSection parse_optimizer(const nlohmann::json& j) {
   o.eps = r.number("eps", o.eps, 0, 1);
   o.momentum = r.number("momentum", 0, 0, 0.999999);
   o.nesterov = r.boolean("nesterov", false);
+  o.state_bits = r.integer("state_bits", 32, 4, 32);
+  LB_CHECK(o.state_bits == 32 || o.state_bits == 8 || o.state_bits == 4, "optimizer.state_bits: 32 (f32), 8 or 4, got ",
+           o.state_bits);
   r.finish();
+  LB_CHECK(o.type != "sgd" || o.state_bits == 32, "optimizer.state_bits: only for adam and adamw");
   LB_CHECK(o.type == "sgd" || (!j.contains("momentum") && !j.contains("nesterov")),
            "optimizer.momentum/nesterov: only for type sgd (", o.type, " uses beta1/beta2)");
   LB_CHECK(o.type != "sgd" || (!j.contains("beta1") && !j.contains("beta2") && !j.contains("eps")),
@@ -500,6 +504,7 @@ nlohmann::json Config::to_json() const {
     opt_j["beta1"] = optimizer.beta1;
     opt_j["beta2"] = optimizer.beta2;
     opt_j["eps"] = optimizer.eps;
+    if (optimizer.state_bits != 32) opt_j["state_bits"] = optimizer.state_bits;
   }
   nlohmann::json out = {{"model", model_j},
           {"data", data_j},

@@ -27,6 +27,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, nn::Module& mo
   a.beta2 = o.beta2;
   a.eps = o.eps;
   a.decoupled = o.type == "adamw";
+  a.state_bits = static_cast<int>(o.state_bits);
   return std::make_unique<optim::Adam>(std::move(groups), a);
 }
 

@@ -17,7 +17,9 @@
 #include "lb/nn/backward/policy.h"
 #include "lb/nn/layers.h"
 #include "lb/train/run/checkpoint.h"
+#include "lb/train/trainer.h"
 #include "testing/testing.h"
+#include "testing/train_configs.h"
 
 namespace lb::train {
 namespace {
@@ -292,6 +294,45 @@ TEST_F(CheckpointTest, LeftoversOfDeadWritersAreClearedLiveOnesKept) {
   // A retired checkpoint whose replacement never landed is put back under its name.
   EXPECT_FALSE(fs::exists(dead_retired));
   EXPECT_TRUE(fs::exists(dir_ / "gone" / "trainer_state.json"));
+}
+
+// A run with coded optimizer state (optimizer.state_bits 8 and 4): the checkpoint holds the
+// codes, and a resumed run equals the uninterrupted one bit for bit (4-bit rounding draws are
+// keyed by parameter, step and block, not by a generator's position).
+TEST(CodedOptimizerState, ResumedRunEqualsUninterrupted) {
+  for (int bits : {8, 4}) {
+    testing::TempDir tmp("lb_coded");
+    nlohmann::json j = testing::tiny_bert_config(6);
+    j["optimizer"]["state_bits"] = bits;
+    const Config c = Config::from_json(j, "tiny.json");
+    const TrainResult full = train(c, testing::quiet(tmp.sub("full")));
+    TrainOptions first = testing::quiet(tmp.sub("cut"));
+    first.interrupt_after = 3;
+    ASSERT_TRUE(train(c, first).interrupted);
+    const auto state = io::load_safetensors(tmp.sub("cut") + "/checkpoint-3/optimizer.safetensors");
+    int64_t codes = 0;
+    for (const auto& [name, t] : state.tensors) codes += t.dtype() == DType::U8;
+    EXPECT_EQ(codes * 2, static_cast<int64_t>(state.tensors.size())) << "a code tensor and a scale tensor each";
+    TrainOptions second = testing::quiet(tmp.sub("cut"));
+    second.resume = tmp.sub("cut");
+    const TrainResult rest = train(c, second);
+    ASSERT_EQ(rest.losses.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rest.losses[i], full.losses[3 + i]) << bits << " bits, step " << 3 + i;
+    const auto w = [](const std::string& ckpt) {
+      std::map<std::string, std::vector<double>> out;
+      for (const auto& [n, t] : io::load_safetensors(ckpt + "/model.safetensors").tensors) out[n] = t.to_double_vector();
+      return out;
+    };
+    EXPECT_EQ(w(rest.last_checkpoint), w(full.last_checkpoint)) << bits;
+    // Resuming with another width is refused, naming the setting.
+    nlohmann::json other = j;
+    other["optimizer"]["state_bits"] = bits == 8 ? 4 : 8;
+    TrainOptions again = testing::quiet(tmp.sub("cut"));
+    again.resume = tmp.sub("cut");
+    EXPECT_NE(testing::error_message([&] { train(Config::from_json(other, "tiny.json"), again); })
+                  .find("optimizer state was stored in " + std::to_string(bits) + " bits"),
+              std::string::npos);
+  }
 }
 
 }  // namespace

@@ -55,10 +55,14 @@ class Optimizer {
   void load_state(const nlohmann::json& j, const std::map<std::string, Tensor>& tensors);
 
  protected:
-  // Updates one parameter p with gradient g; `state` holds this parameter's buffers.
-  virtual void update(Tensor& p, const Tensor& g, const ParamGroup& group,
+  // Updates parameter `name`, p, with gradient g; `state` holds this parameter's buffers.
+  virtual void update(const std::string& name, Tensor& p, const Tensor& g, const ParamGroup& group,
                       std::map<std::string, Tensor>& state) = 0;
   virtual std::vector<std::string> state_kinds() const = 0;  // e.g. {"exp_avg", "exp_avg_sq"}
+  // The shape and dtype of a parameter's buffer of one kind (default: the parameter's).
+  virtual std::pair<Shape, DType> state_spec(const std::string& kind, const Tensor& p) const;
+  // Refuses a checkpoint's state this optimizer cannot continue (e.g. another state width).
+  virtual void check_saved_hyperparams(const nlohmann::json& saved) const;
 
   std::vector<ParamGroup> groups_;
   std::map<std::string, std::map<std::string, Tensor>> state_;  // param name -> kind -> buffer
@@ -78,7 +82,7 @@ class SGD : public Optimizer {
   nlohmann::json hyperparams() const override;
 
  protected:
-  void update(Tensor& p, const Tensor& g, const ParamGroup& group,
+  void update(const std::string& name, Tensor& p, const Tensor& g, const ParamGroup& group,
               std::map<std::string, Tensor>& state) override;
   std::vector<std::string> state_kinds() const override { return {"momentum_buffer"}; }
 
@@ -91,6 +95,10 @@ struct AdamOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   bool decoupled = true;  // true: AdamW (decay applied to the weights); false: Adam (L2 in g)
+  // Bits per element of m and v: 32 (f32, the reference), or 8 / 4 (block-wise dynamic
+  // codes, lb/optim/state_codec.h; CPU, f32 parameters): each step decodes a block, updates
+  // it as f32 Adam does and codes it again.
+  int state_bits = 32;
 };
 
 class Adam : public Optimizer {
@@ -100,9 +108,12 @@ class Adam : public Optimizer {
   nlohmann::json hyperparams() const override;
 
  protected:
-  void update(Tensor& p, const Tensor& g, const ParamGroup& group,
+  void update(const std::string& name, Tensor& p, const Tensor& g, const ParamGroup& group,
               std::map<std::string, Tensor>& state) override;
-  std::vector<std::string> state_kinds() const override { return {"exp_avg", "exp_avg_sq"}; }
+  // Coded state: "exp_avg" / "exp_avg_sq" hold the codes (u8), "<kind>.absmax" each block's A.
+  std::vector<std::string> state_kinds() const override;
+  std::pair<Shape, DType> state_spec(const std::string& kind, const Tensor& p) const override;
+  void check_saved_hyperparams(const nlohmann::json& saved) const override;
 
  private:
   AdamOptions opts_;

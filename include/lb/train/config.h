@@ -103,6 +103,9 @@ struct OptimizerSection {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double momentum = 0.0;
   bool nesterov = false;
+  // adam / adamw: bits per element of each moment, 32 (f32) or 8 / 4 (block-wise dynamic
+  // codes, lb/optim/state_codec.h; CPU).
+  int64_t state_bits = 32;
 };
 
 struct ScheduleSection {
