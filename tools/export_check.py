@@ -7,12 +7,14 @@ tokenized by the exported tokenizer.
         --data ../shared/data/glue/MRPC [--split dev] [--tolerance 1e-5]
 
 A PEFT export (adapter_config.json) is loaded onto its base: AutoModelForSequenceClassification
-from adapter_config's base_model_name_or_path with the labels the adapter was trained for,
+from adapter_config's base_model_name_or_path (its local copy, as leanback finds it) with the
+labels the adapter was trained for,
 then peft.PeftModel.from_pretrained. Prints the largest difference relative to the largest
 |logit| and exits 1 when it is above the tolerance, 77 when transformers (or peft, for an
 adapter) is not installed.
 """
 import argparse
+import glob
 import csv
 import json
 import os
@@ -36,6 +38,20 @@ def read_texts(task, data_dir, split):
     cols = [header.index(c) for c in (TEXT_COLUMNS.get(task) or ["sentence"])]
     idx = next((header.index(n) for n in ("index", "id") if n in header), None)
     return {int(r[idx]) if idx is not None else i: tuple(r[c] for c in cols) for i, r in enumerate(rows)}
+
+
+def local_base(name, adapter_dir):
+    """base_model_name_or_path as a local directory, as leanback reads it: a path, a path relative
+    to the adapter, or a Hugging Face name whose copy tools/fetch_pretrained.sh put under
+    $LEANBACK_HOME/models (its .hub_name); else the name itself (transformers may download it)."""
+    for path in (name, os.path.join(adapter_dir, name)):
+        if os.path.isdir(path):
+            return path
+    home = os.environ.get("LEANBACK_HOME") or os.path.expanduser("~/.cache/leanback")
+    for marker in glob.glob(os.path.join(home, "models", "*", ".hub_name")):
+        if open(marker).read().strip() == name:
+            return os.path.dirname(marker)
+    return name
 
 
 def main():
@@ -64,7 +80,8 @@ def main():
         from safetensors import safe_open
         with safe_open(os.path.join(a.export, "adapter_model.safetensors"), "pt") as f:
             num_labels = f.get_slice("base_model.model.classifier.weight").get_shape()[0]
-        base = AutoModelForSequenceClassification.from_pretrained(cfg["base_model_name_or_path"], num_labels=num_labels)
+        base = AutoModelForSequenceClassification.from_pretrained(local_base(cfg["base_model_name_or_path"], a.export),
+                                                                  num_labels=num_labels)
         model = PeftModel.from_pretrained(base, a.export)
     else:
         model = AutoModelForSequenceClassification.from_pretrained(a.export)

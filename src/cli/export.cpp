@@ -18,6 +18,9 @@ int cmd_export(const std::vector<std::string>& args) {
   app.add_option("--out", out, "the directory to write (created; must be new, empty or an earlier export)")
       ->required();
   app.add_flag("--merge", options.merge, "LoRA: fold the adapters into the weights and write a plain model");
+  app.add_option("--base-model", options.base_model,
+                 "LoRA adapters: the base's name for adapter_config.json (default: its Hugging Face name where "
+                 "tools/fetch_pretrained.sh recorded one, else its path here)");
   app.add_flag("--overwrite", options.overwrite, "replace an earlier export in --out");
   app.add_flag("--latest", options.latest,
                "of a run directory, its newest checkpoint (default: its best by the task's metric)");

@@ -4,6 +4,7 @@
 // pretrained base) or merged; the output directory is never one the user owns. The check
 // that transformers and peft open the files is tests/cli/export_hf.sh.
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 
@@ -282,6 +283,51 @@ TEST(Export, LoraRunExportsAPeftAdapterOrAMergedModel) {
   cm.lora = LoraSection{};
   cm.model.pretrained = merged.string();
   EXPECT_LT(max_rel_diff(logits_on_eval_batch(*build_task_model(cm, 2, 0), c), want), 1e-5);
+}
+
+// An adapter names its base portably: the Hugging Face name tools/fetch_pretrained.sh records
+// (.hub_name), or the name asked for; leanback reads such an adapter back by finding that
+// name's copy under $LEANBACK_HOME/models, or a path relative to the adapter.
+TEST(Export, AdapterNamesItsBasePortably) {
+  TempDir tmp("lb_export");
+  train(Config::from_json(tiny_text(2), "tiny.json"), quiet(tmp.sub("full")));
+  const fs::path home = tmp.path() / "home", base = home / "models" / "tiny-base";
+  fs::create_directories(home / "models");
+  export_checkpoint(tmp.sub("full"), base, {});
+  std::ofstream(base / ".hub_name") << "org/tiny-bert\n";
+  nlohmann::json j = tiny_text(2);
+  j["model"] = {{"type", "bert"}, {"pretrained", base.string()}};
+  j["lora"] = {{"r", 2}};
+  train(Config::from_json(j, "lora.json"), quiet(tmp.sub("lora")));
+  const fs::path peft = tmp.path() / "peft";
+  const ExportSummary s = export_checkpoint(tmp.sub("lora"), peft, {});
+  EXPECT_EQ(io::read_json_file((peft / "adapter_config.json").string())["base_model_name_or_path"], "org/tiny-bert");
+  EXPECT_NE(s.usage.find("from_pretrained(\"org/tiny-bert\""), std::string::npos) << s.usage;
+  // Read back: the name's copy under $LEANBACK_HOME/models (none elsewhere: a named error).
+  nlohmann::json a = tiny_text(2);
+  a["model"] = {{"type", "bert"}, {"pretrained", peft.string()}};
+  const char* old = std::getenv("LEANBACK_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("LEANBACK_HOME", home.string().c_str(), 1);
+  const Config back = Config::from_json(a, "adapter.json");
+  ::setenv("LEANBACK_HOME", (tmp.path() / "elsewhere").string().c_str(), 1);
+  const std::string missing = lb::testing::error_message([&] { Config::from_json(a, "adapter.json"); });
+  if (old) ::setenv("LEANBACK_HOME", saved.c_str(), 1);
+  else ::unsetenv("LEANBACK_HOME");
+  EXPECT_TRUE(fs::equivalent(back.model.pretrained, base));
+  EXPECT_NE(missing.find("base_model_name_or_path 'org/tiny-bert' is not a directory here, nor a model fetched into "
+                         "$LEANBACK_HOME/models"), std::string::npos) << missing;
+  // A name asked for, and a path relative to the adapter's directory.
+  ExportOptions o;
+  o.base_model = "../home/models/tiny-base";
+  export_checkpoint(tmp.sub("lora"), tmp.path() / "peft2", o);
+  a["model"]["pretrained"] = (tmp.path() / "peft2").string();
+  EXPECT_TRUE(fs::equivalent(Config::from_json(a, "adapter.json").model.pretrained, base));
+  // A broken .hub_name is named.
+  std::ofstream(base / ".hub_name", std::ios::trunc) << "not a name at all\n";
+  EXPECT_NE(lb::testing::error_message([&] { export_checkpoint(tmp.sub("lora"), tmp.path() / "peft3", {}); })
+                .find(".hub_name: expected one Hugging Face model name (org/model), got 'not a name at all'"),
+            std::string::npos);
 }
 
 TEST(Export, MergeNeedsAdaptersAndARandomBaseOnlyMerges) {

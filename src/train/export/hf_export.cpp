@@ -1,5 +1,6 @@
 // export_checkpoint (see hf_export.h).
 #include "lb/train/export/hf_export.h"
+#include "lb/train/export/model_name.h"
 
 #include <iostream>
 #include <set>
@@ -235,8 +236,21 @@ void check_peft_base(const Source& s) {
            " has no Hugging Face base for PEFT to load the adapter onto; export it with --merge");
 }
 
-void write_peft(Writer& w, Source& s, ExportSummary& summary) {
+// base_model_name_or_path: the name asked for, else the base directory's Hugging Face name,
+// else its absolute path here (which opens on this machine only: said on stderr).
+std::string portable_base_name(const Config& c, const std::string& asked) {
+  if (!asked.empty()) return asked;
+  if (std::string hub = hub_name_of(c.model.pretrained); !hub.empty()) return hub;
+  const std::string path = fs::absolute(c.model.pretrained).lexically_normal().string();
+  std::cerr << "export: adapter_config.json names its base by this machine's path " << path << " (the base has no "
+            << kHubNameFile << " naming its Hugging Face model); pass --base-model NAME for an adapter that opens "
+            << "elsewhere\n";
+  return path;
+}
+
+void write_peft(Writer& w, Source& s, ExportSummary& summary, const std::string& base_model) {
   const Config& c = s.config;
+  const std::string base_name = portable_base_name(c, base_model);
   models::HfLoadReport report;
   if (c.model.type == "bert") models::load_hf_bert(c.model.pretrained, s.labels.num_labels, &report, c.model.arch);
   else models::load_hf_vit(c.model.pretrained, s.labels.num_labels, &report, c.model.arch);
@@ -253,7 +267,7 @@ void write_peft(Writer& w, Source& s, ExportSummary& summary) {
   w.json("adapter_config.json",
          {{"peft_type", "LORA"},
           {"task_type", c.model.type == "bert" ? nlohmann::json("SEQ_CLS") : nlohmann::json(nullptr)},
-          {"base_model_name_or_path", fs::absolute(c.model.pretrained).lexically_normal().string()},
+          {"base_model_name_or_path", base_name},
           {"r", ls.r},
           {"lora_alpha", ls.alpha},
           {"lora_dropout", ls.dropout},
@@ -274,7 +288,7 @@ void write_peft(Writer& w, Source& s, ExportSummary& summary) {
     id2label += (i ? ", " : "") + std::to_string(i) + ": " + nlohmann::json(label_name(s.labels, i)).dump();
   id2label += "}";
   summary.usage = "from transformers import " + auto_cls + "\nfrom peft import PeftModel\nbase = " + auto_cls +
-                  ".from_pretrained(" + nlohmann::json(fs::absolute(c.model.pretrained).lexically_normal().string()).dump() +
+                  ".from_pretrained(" + nlohmann::json(base_name).dump() +
                   ", num_labels=" + std::to_string(s.labels.num_labels) + ", id2label=" + id2label +
                   (s.labels.regression ? ", problem_type=\"regression\"" : "") + ")\nmodel = PeftModel.from_pretrained(base, DIR)";
 }
@@ -341,7 +355,7 @@ ExportSummary export_checkpoint(const std::string& run_or_checkpoint, const fs::
   if (options.merge)
     for (nn::Linear* l : adapted) l->merge_lora();
   if (!adapted.empty() && !options.merge) {
-    write_peft(w, s, summary);
+    write_peft(w, s, summary, options.base_model);
     write_preprocessing(w, s);
     return summary;
   }

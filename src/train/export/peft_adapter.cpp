@@ -1,5 +1,6 @@
 // A PEFT LoRA adapter directory as model.pretrained (see peft_adapter.h).
 #include "lb/train/export/peft_adapter.h"
+#include "lb/train/export/model_name.h"
 
 #include <filesystem>
 #include <map>
@@ -32,6 +33,20 @@ void check_default(const nlohmann::json& ac, const std::string& file, const char
           "PEFT's default: one rank and alpha for every adapted layer, scale alpha / r)");
 }
 
+// base_model_name_or_path as a directory here: a path (as given, or relative to the adapter's
+// directory), or a Hugging Face name whose copy tools/fetch_pretrained.sh put under
+// $LEANBACK_HOME/models (model_name.h).
+std::string local_base(const std::string& base, const std::string& adapter_dir, const std::string& file) {
+  std::error_code ec;
+  if (fs::is_directory(base, ec)) return base;
+  const fs::path beside = fs::path(adapter_dir) / base;
+  if (fs::path(base).is_relative() && fs::is_directory(beside, ec)) return beside.lexically_normal().string();
+  if (const std::string local = local_model_for(base); !local.empty()) return local;
+  LB_FAIL(file, ": base_model_name_or_path '", base, "' is not a directory here, nor a model fetched into "
+          "$LEANBACK_HOME/models (leanback loads local Hugging Face directories: download the base, give its path "
+          "there, or fetch it with tools/fetch_pretrained.sh)");
+}
+
 }  // namespace
 
 bool is_peft_adapter_dir(const std::string& dir) {
@@ -58,11 +73,7 @@ void resolve_peft_adapter(Config& c) {
   const nlohmann::json base_j = ac.value("base_model_name_or_path", nlohmann::json());
   LB_CHECK(base_j.is_string() && !base_j.get<std::string>().empty(), file,
            ": base_model_name_or_path: expected the base model's directory, got ", base_j.dump());
-  const std::string base = base_j.get<std::string>();
-  std::error_code ec;
-  LB_CHECK(fs::is_directory(base, ec), file, ": base_model_name_or_path '", base,
-           "' is not a directory here (leanback loads local Hugging Face directories; download the base and "
-           "give its path there)");
+  const std::string base = local_base(base_j.get<std::string>(), dir, file);
   // The adapter's settings, read as the lora section (PEFT's names to ours).
   nlohmann::json lora = {{"r", ac.value("r", nlohmann::json(8))},
                          {"alpha", ac.value("lora_alpha", nlohmann::json(8))},

@@ -44,6 +44,9 @@ struct ExportOptions {
   bool overwrite = false;  // replace an earlier export in the same directory
   // Of a run directory, its newest checkpoint rather than its best (find_best_checkpoint).
   bool latest = false;
+  // LoRA adapters: the base model's name written as base_model_name_or_path; "" = the base
+  // directory's Hugging Face name (model_name.h), else its path here (said on stderr).
+  std::string base_model;
 };
 
 struct ExportSummary {
