@@ -75,7 +75,7 @@ std::string expand_path(const std::string& p, const std::string& where) {
       const std::string var = p.substr(i + 2, end - i - 2);
       const char* v = std::getenv(var.c_str());
       if (v && *v) out += v;
-      else if (var == "LEANBACK_HOME" && home) out += std::string(home) + "/.cache/leanback";
+      else if (var == "LEANBACK_HOME" && home) out += leanback_home();
       else LB_FAIL(where, ": '", p, "' uses ${", var, "}, which is not set");
       i = end + 1;
     } else {
@@ -455,6 +455,13 @@ Config Config::from_json(const nlohmann::json& j, const std::string& source) {
     // Prefix the file so the message reads "configs/x.json: optimizer.lr: ...".
     throw Error(source + ": " + e.what());
   }
+}
+
+std::string leanback_home() {
+  const char* env = std::getenv("LEANBACK_HOME");
+  if (env && *env) return env;
+  const char* home = std::getenv("HOME");
+  return home && *home ? std::string(home) + "/.cache/leanback" : std::string();
 }
 
 nlohmann::json Config::to_json() const {

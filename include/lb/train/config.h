@@ -36,6 +36,10 @@ struct ModelSection {
   nlohmann::json arch = nlohmann::json::object();
 };
 
+// $LEANBACK_HOME, else ~/.cache/leanback: where tools/fetch_pretrained.sh puts models
+// (models/) and where runs go by default (runs/); "" when neither variable is set.
+std::string leanback_home();
+
 // data.task text_classification / text_regression: the user's own CSV, TSV or JSON Lines files.
 inline bool is_own_text_task(const std::string& task) {
   return task == "text_classification" || task == "text_regression";

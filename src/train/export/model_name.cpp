@@ -1,7 +1,6 @@
 // hub_name_of / local_model_for (see model_name.h).
 #include "lb/train/export/model_name.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -9,6 +8,7 @@
 
 #include "lb/core/error.h"
 #include "lb/io/printable.h"
+#include "lb/train/config.h"
 
 namespace lb::train {
 
@@ -31,9 +31,7 @@ std::string hub_name_of(const std::string& dir) {
 }
 
 std::string local_model_for(const std::string& name) {
-  const char* env = std::getenv("LEANBACK_HOME");
-  const char* home = std::getenv("HOME");
-  const fs::path root = env && *env ? fs::path(env) : home ? fs::path(home) / ".cache" / "leanback" : fs::path();
+  const fs::path root = leanback_home();
   std::error_code ec;
   if (root.empty() || !fs::is_directory(root / "models", ec)) return "";
   for (const auto& entry : fs::directory_iterator(root / "models", ec)) {

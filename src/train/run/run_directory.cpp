@@ -19,7 +19,11 @@ namespace fs = std::filesystem;
 std::string resolve_run_dir(const Config& config, const TrainOptions& opt) {
   if (!opt.out_dir.empty()) return opt.out_dir;
   if (!config.output.dir.empty()) return config.output.dir;
-  return (fs::path("runs") / fs::path(config.source).stem()).string();
+  // Outside the working tree (a clone of ours, or a user's project), like the models.
+  const std::string home = leanback_home();
+  LB_CHECK(!home.empty(), config.source, ": output.dir: not set, and neither is LEANBACK_HOME or HOME for the default "
+           "($LEANBACK_HOME/runs/<config name>); pass --out DIR");
+  return (fs::path(home) / "runs" / fs::path(config.source).stem()).string();
 }
 
 int64_t checkpoint_step(const fs::path& p) {
