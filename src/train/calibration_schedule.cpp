@@ -10,7 +10,8 @@ namespace lb::train {
 CalibrationSchedule::CalibrationSchedule(std::vector<std::shared_ptr<nn::backward::Strategy>> strategies,
                                          TaskModel& model, TrainStep& step, data::BatchSource& loader,
                                          int64_t batches_per_epoch, int64_t grad_accum, dist::ProcessGroup* group)
-    : calibrator_(std::move(strategies)),
+    : calibrator_(strategies),
+      strategies_(std::move(strategies)),
       model_(model),
       step_(step),
       loader_(loader),
@@ -55,6 +56,25 @@ void CalibrationSchedule::run_if_due(int64_t step, TrainerState& st, MetricsLog&
     metrics.write({{"type", "warning"}, {"step", step}, {"layer", layer},
                    {"message", "calibration failed; vanilla backward from now on: " + why}});
   }
+  say_exact_layers(step, metrics, log);
+}
+
+void CalibrationSchedule::say_exact_layers(int64_t step, MetricsLog& metrics, const Logger& log) const {
+  std::vector<std::string> exact;
+  int64_t calibrated = 0;
+  for (const auto& s : strategies_) {
+    if (!s || !s->calibration()) continue;
+    ++calibrated;
+    if (!s->summary().compressing && !s->record().fell_back) exact.push_back(s->record().name);
+  }
+  if (exact.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < exact.size() && i < 4; ++i) names += (i ? ", " : "") + exact[i];
+  if (exact.size() > 4) names += ", ...";
+  log.info("calibration before step " + std::to_string(step + 1) + ": " + std::to_string(exact.size()) + " of " +
+           std::to_string(calibrated) + " calibrated layers keep the exact backward at their shape (no gain there: "
+           "compressed, they would keep more bytes than exact, or cost more FLOPs without halving them): " + names);
+  metrics.write({{"type", "exact_layers"}, {"step", step}, {"layers", exact}, {"calibrated", calibrated}});
 }
 
 }  // namespace lb::train

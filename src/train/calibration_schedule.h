@@ -30,8 +30,9 @@ class CalibrationSchedule {
                       dist::ProcessGroup* group);
 
   // Calibrates the strategies that want it before optimizer step `step` (none: nothing):
-  // a "calibration" metrics line, and a warning line and log for each layer whose calibration
-  // failed (it runs the exact backward from then on).
+  // a "calibration" metrics line, a warning line and log for each layer whose calibration
+  // failed (it runs the exact backward from then on), and a log line naming the calibrated
+  // layers that keep the exact backward at their shape (no gain in bytes or FLOPs there).
   void run_if_due(int64_t step, TrainerState& state, MetricsLog& metrics, const Logger& log, Progress& progress);
 
   // Called with each calibration pass's micro-batches before it runs (the trainer puts the
@@ -42,7 +43,9 @@ class CalibrationSchedule {
   nlohmann::json report() const { return calibrator_.report(); }
 
  private:
+  void say_exact_layers(int64_t step, MetricsLog& metrics, const Logger& log) const;
   nn::backward::Calibrator calibrator_;
+  std::vector<std::shared_ptr<nn::backward::Strategy>> strategies_;
   TaskModel& model_;
   TrainStep& step_;
   data::BatchSource& loader_;

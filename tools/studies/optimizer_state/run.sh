@@ -38,9 +38,10 @@ r = json.load(open(d + "/eval_results.json"))
 text = open(log).read()
 rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1))
 final = {k: v for k, v in r["final"].items() if k.startswith("eval_") and "runtime" not in k and "per_second" not in k}
+metric = r["primary_metric"] if r["primary_metric"].startswith("eval_") else "eval_" + r["primary_metric"]
 print(json.dumps({"task": task, "seed": int(seed), "state_bits": int(bits), "cpu": cpu, "commit": commit,
-                  "threads": int(threads), "max_rss_mb": round(rss / 1024, 1), "primary_metric": r["primary_metric"],
-                  "best": r["best"].get("eval_" + r["primary_metric"]), "final": final,
+                  "threads": int(threads), "max_rss_mb": round(rss / 1024, 1), "primary_metric": metric,
+                  "best": r["best"].get(metric), "final": final,
                   "train_samples_per_second": r.get("train_samples_per_second")}))
 PY
     done

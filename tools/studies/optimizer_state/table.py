@@ -21,9 +21,9 @@ print(f"{'task':6} {'bits':>4} {'seeds':>5}  {'final metric (x100)':>20}  {'best
 for (task, bits) in sorted(rows, key=lambda k: (k[0], -k[1])):
     rs = rows[(task, bits)]
     metric = rs[0]["primary_metric"]
-    final = [r["final"]["eval_" + metric] for r in rs]
+    final = [r["final"][metric] for r in rs]
     best = [r["best"] for r in rs]
     print(f"{task:6} {bits:>4} {len(rs):>5}  {ms(final):>20}  {ms(best):>16}  "
           f"{statistics.mean(r['train_samples_per_second'] for r in rs):6.1f}  "
           f"{statistics.mean(r['max_rss_mb'] for r in rs):10.0f}")
-print("metric: each task's primary GLUE metric (mrpc: combined_score, rte: accuracy, ...)")
+print("metric: each task's primary GLUE metric (mrpc: combined_score, rte: accuracy, ...), at the end and at the best evaluation")
