@@ -1,12 +1,11 @@
 // Timing loop shared by the model workloads (see bench_train_step.h).
 #include "src/cli/bench_train_step.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 
 #include "lb/core/allocator.h"
+#include "lb/core/process_memory.h"
 #include "lb/core/storage.h"
 #include "lb/nn/backward/accounting.h"
 #include "lb/nn/backward/calibration.h"
@@ -86,9 +85,7 @@ TrainStepTimes time_train_steps(const BenchOptions& opt, nn::Module& model, int6
   r.peak_bytes = m.total_peak;
   for (int i = 0; i < kNumMemTags; ++i) r.peak_by_tag[mem_tag_name(static_cast<MemTag>(i))] = m.peak[i];
   r.cached_bytes = m.cached;
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  r.peak_rss_bytes = static_cast<int64_t>(ru.ru_maxrss) * 1024;
+  r.peak_rss_bytes = process_memory().max_rss_bytes;
   return r;
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "lb/core/cuda_runtime_info.h"
+#include "lb/core/process_memory.h"
 #include "src/cli/commands.h"
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/int8_gemm.h"
@@ -65,7 +66,7 @@ int cmd_info(const std::vector<std::string>& args) {
   if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
     std::cout << "usage: leanback info\n  prints the version, build type, the CPU's vector extensions and the "
                  "kernels chosen (LEANBACK_ISA=portable|avx2|avx512|avx512-vnni|avx512-bf16|amx caps "
-                 "them), BLAS, threads and CUDA devices\n";
+                 "them), BLAS, threads, CUDA devices and the process's memory before any model\n";
     return 0;
   }
   if (!args.empty()) throw UsageError("info takes no arguments, got '" + args[0] + "'");
@@ -89,6 +90,10 @@ int cmd_info(const std::vector<std::string>& args) {
     for (size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : ": ") << names[i];
     std::cout << "\n";
   }
+  // What the process holds before any model: the libraries mapped and the runtimes' buffers.
+  const ProcessMemory m = process_memory();
+  std::cout << "process memory before any model: RSS " << m.rss_bytes / (1024 * 1024) << " MiB (max "
+            << m.max_rss_bytes / (1024 * 1024) << " MiB)\n";
   return 0;
 }
 

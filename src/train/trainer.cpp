@@ -172,10 +172,11 @@ class StepBatches {
 // The end of a finished run: eval_results.json (totals across resumes: the checkpoint carried
 // the earlier part) and, with output.export, the export of its best checkpoint (rank 0).
 void finish_run(const Config& config, const TrainingSetup& s, const TrainerState& st, const nlohmann::json& last_eval,
-                const nlohmann::json& calibration, const GradientSync& sync, dist::ProcessGroup& pg,
-                const RunDirectory& dir, const Logger& log) {
+                const nlohmann::json& calibration, const nlohmann::json& memory, const GradientSync& sync,
+                dist::ProcessGroup& pg, const RunDirectory& dir, const Logger& log) {
   nlohmann::json results = results_json(s, st.with_calibrations(calibration), last_eval, calibration,
                                         st.best_step >= 0 ? dir.checkpoint_path(st.best_step).string() : "");
+  results["memory"] = memory;  // the whole step's, this process's part of the run
   if (pg.size() > 1)
     results["data_parallel"] = {{"ranks", pg.size()}, {"backend", pg.backend()},
                                 {"allreduce_ms_total", sync.ms_total()},
@@ -338,7 +339,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     log.info("interrupted at step " + std::to_string(st.step) + "; resume with --resume " + dir.path().string());
   } else {
     result.final_eval = last_eval;
-    finish_run(config, s, st, last_eval, calibration.report(), sync, pg, dir, log);
+    finish_run(config, s, st, last_eval, calibration.report(), step_log.memory_summary(), sync, pg, dir, log);
   }
   budget.report(log, metrics, result);
   result.steps = st.step;

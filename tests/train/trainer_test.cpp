@@ -160,6 +160,13 @@ TEST(Trainer, LearnsAndWritesTheRunDirectory) {
   const auto results = nlohmann::json::parse(std::ifstream(run + "/eval_results.json"));
   EXPECT_EQ(results["final"]["eval_accuracy"], r.final_eval["eval_accuracy"]);
   EXPECT_GE(results["best"]["eval_accuracy"].get<double>(), results["final"]["eval_accuracy"].get<double>());
+  // The whole step's memory by category: AdamW's f32 moments are twice the parameters.
+  const auto& mem = results["memory"];
+  const int64_t params = mem["peak_bytes_by_tag"]["parameter"];
+  EXPECT_GT(params, 0);
+  EXPECT_EQ(mem["peak_bytes_by_tag"]["optimizer"].get<int64_t>(), 2 * params);
+  EXPECT_GE(mem["peak_bytes"].get<int64_t>(), 4 * params);  // + gradients, + what backward keeps
+  EXPECT_GT(mem["process_max_rss_bytes"].get<int64_t>(), mem["peak_bytes"].get<int64_t>());
 }
 
 // precision bf16 (every float product on bf16 operands, f32 accumulation) learns the task

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "lb/core/allocator.h"
+#include "lb/core/process_memory.h"
 
 namespace lb::train {
 
@@ -41,6 +42,7 @@ void StepLog::add(const StepResult& r, double step_ms, double data_ms) {
 void StepLog::flush(int64_t step, MetricsLog& metrics, Progress& progress) {
   const double n = static_cast<double>(win_.steps);
   const MemStats mem = allocator_for(device_).stats();
+  const ProcessMemory proc = process_memory();
   nlohmann::json peak_by_tag;
   nlohmann::json at_activation_peak;
   for (int i = 0; i < kNumMemTags; ++i) {
@@ -69,7 +71,13 @@ void StepLog::flush(int64_t step, MetricsLog& metrics, Progress& progress) {
                          {"activation_peak_bytes", win_.activation_peak},
                          {"activation_peak_by_tag", at_activation_peak},
                          {"peak_bytes", mem.total_peak},
-                         {"peak_bytes_by_tag", peak_by_tag}};
+                         {"peak_bytes_by_tag", peak_by_tag},
+                         {"allocator_cached_bytes", mem.cached},
+                         {"process_rss_bytes", proc.rss_bytes},
+                         {"process_max_rss_bytes", proc.max_rss_bytes}};
+  run_peak_ = std::max(run_peak_, mem.total_peak);
+  run_cached_ = std::max(run_cached_, mem.cached);
+  for (int i = 0; i < kNumMemTags; ++i) run_peak_by_tag_[i] = std::max(run_peak_by_tag_[i], mem.peak[i]);
   metrics.write(line);
   std::ostringstream os;
   os << std::fixed << "step " << step << "/" << total_steps_ << " loss " << std::setprecision(4) << win_.loss / n
@@ -77,10 +85,22 @@ void StepLog::flush(int64_t step, MetricsLog& metrics, Progress& progress) {
      << std::setprecision(3) << win_.grad_norm / n << " " << std::setprecision(1) << win_.step_ms / n
      << " ms/step " << line["examples_per_s"].get<double>() << " ex/s saved "
      << win_.saved_sum / n / (1024.0 * 1024.0) << " MiB, activation peak "
-     << static_cast<double>(win_.activation_peak) / (1024.0 * 1024.0) << " MiB";
+     << static_cast<double>(win_.activation_peak) / (1024.0 * 1024.0) << " MiB, step peak "
+     << static_cast<double>(mem.total_peak) / (1024.0 * 1024.0) << " MiB, RSS "
+     << static_cast<double>(proc.rss_bytes) / (1024.0 * 1024.0) << " MiB";
   progress.log(os.str());
   win_ = Window{};
   allocator_for(device_).reset_peak();
+}
+
+nlohmann::json StepLog::memory_summary() const {
+  nlohmann::json by_tag;
+  for (int i = 0; i < kNumMemTags; ++i) by_tag[mem_tag_name(static_cast<MemTag>(i))] = run_peak_by_tag_[i];
+  const ProcessMemory proc = process_memory();
+  return {{"peak_bytes", run_peak_},
+          {"peak_bytes_by_tag", by_tag},
+          {"allocator_cached_bytes_max", run_cached_},
+          {"process_max_rss_bytes", proc.max_rss_bytes}};
 }
 
 }  // namespace lb::train

@@ -21,6 +21,9 @@ class StepLog {
   // Writes the line for the steps added since the last one (ending at optimizer step `step`),
   // then starts a new window and resets the allocator's peak.
   void flush(int64_t step, MetricsLog& metrics, Progress& progress);
+  // The whole step's memory over the lines written (eval_results.json "memory"): the largest
+  // allocator peak, each tag's largest peak, the allocator's cache, and the process's RSS.
+  nlohmann::json memory_summary() const;
 
  private:
   struct Window {
@@ -35,6 +38,9 @@ class StepLog {
   int64_t total_steps_, steps_per_epoch_, ranks_;
   Device device_;
   Window win_;
+  // Over the whole run (this process's part of it, after a resume).
+  int64_t run_peak_ = 0, run_cached_ = 0;
+  std::array<int64_t, kNumMemTags> run_peak_by_tag_{};
 };
 
 }  // namespace lb::train
