@@ -107,7 +107,7 @@ void log_start(const Logger& log, const Config& config, const TrainingSetup& s, 
            std::to_string(s.steps_per_epoch) + " per epoch, batch " + std::to_string(config.data.batch_size) +
            " x " + std::to_string(config.train.grad_accum) + " accumulated); " +
            std::to_string(s.model->module().num_parameters(true)) + " trainable parameters");
-  if (print_plan) std::cerr << s.plan.table();
+  if (print_plan) log.block(s.plan.table());
   if (pg.size() > 1)
     log.info("data-parallel: " + std::to_string(pg.size()) + " ranks (" + pg.backend() + "), batch " +
              std::to_string(config.data.batch_size) + " per rank, " +

@@ -14,9 +14,10 @@ grep -q '"eval_accuracy"' "$tmp/train.out" || fail "train printed no final metri
 for f in config.json plan.txt metrics.jsonl eval_results.json train.log; do
   [ -f "$tmp/run/$f" ] || fail "run directory lacks $f"
 done
-# train.log: the console's log lines (not the plan table, printed apart)
+# train.log: the console's log lines, the backward plan's table among them
 grep -q "info run directory $tmp/run" "$tmp/run/train.log" && grep -q "info eval step 40: eval_accuracy" "$tmp/run/train.log" \
-  || { cat "$tmp/run/train.log"; fail "train.log lacks the run's log lines"; }
+  && grep -qE "^classifier +Linear +vanilla" "$tmp/run/train.log" \
+  || { cat "$tmp/run/train.log"; fail "train.log lacks the run's log lines or the plan table"; }
 grep -q "layer .*kind .*strategy .*reason" "$tmp/train.err" || fail "train did not print the plan"
 
 # an existing run directory is not overwritten

@@ -11,11 +11,14 @@
 namespace lb::train {
 
 namespace {
+constexpr const char* kConsolePattern = "[%Y-%m-%d %H:%M:%S] %^%l%$ %v";
+constexpr const char* kFilePattern = "[%Y-%m-%d %H:%M:%S] %l %v";
+
 // Log lines go to stderr: stdout carries results (the final metrics JSON).
 spdlog::logger& console() {
   static std::shared_ptr<spdlog::logger> l = [] {
     auto lg = spdlog::stderr_color_mt("leanback");
-    lg->set_pattern("[%Y-%m-%d %H:%M:%S] %^%l%$ %v");
+    lg->set_pattern(kConsolePattern);
     return lg;
   }();
   return *l;
@@ -24,7 +27,7 @@ spdlog::logger& console() {
 
 LogFile::LogFile(const std::string& path) {
   auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
-  sink->set_pattern("[%Y-%m-%d %H:%M:%S] %l %v");
+  sink->set_pattern(kFilePattern);
   console().sinks().push_back(sink);
   sink_ = sink;
 }
@@ -39,6 +42,15 @@ void Logger::info(const std::string& msg) const {
   if (!quiet_) console().info("{}", msg);
 }
 void Logger::warn(const std::string& msg) const { console().warn("{}", msg); }
+
+void Logger::block(const std::string& text) const {
+  if (quiet_ || text.empty()) return;
+  spdlog::logger& l = console();
+  l.set_pattern("%v");
+  l.info("{}", text.back() == '\n' ? text.substr(0, text.size() - 1) : text);
+  // The first sink is the terminal's; any other is a LogFile's.
+  for (size_t i = 0; i < l.sinks().size(); ++i) l.sinks()[i]->set_pattern(i == 0 ? kConsolePattern : kFilePattern);
+}
 
 Progress::Progress(int64_t total, bool bar, bool quiet)
     : total_(total), bar_(bar && !quiet), quiet_(quiet), start_(std::chrono::steady_clock::now()),

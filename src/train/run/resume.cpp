@@ -1,7 +1,7 @@
 // Resuming a run (see resume.h).
 #include "src/train/run/resume.h"
 
-#include <iostream>
+#include <sstream>
 #include <set>
 #include <utility>
 #include <vector>
@@ -9,10 +9,19 @@
 #include "lb/core/error.h"
 #include "lb/train/run/checkpoint.h"
 #include "lb/train/run/metrics_log.h"
+#include "lb/train/run/progress.h"
 
 namespace lb::train {
 
 namespace fs = std::filesystem;
+
+namespace {
+std::string number(double v) {  // as a stream prints it: 3e-05, 0.01
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+}  // namespace
 
 TrainerState resume_run(const std::string& ckpt, nn::Module& module, optim::Optimizer& optimizer,
                         const optim::LrSchedule& schedule, const Config& config, int64_t total_steps,
@@ -29,7 +38,8 @@ TrainerState resume_run(const std::string& ckpt, nn::Module& module, optim::Opti
   LB_CHECK(st.step == ck.step, where, ": trainer step ", st.step, " and optimizer step ", ck.step, " disagree");
   LB_CHECK(st.step <= total_steps, where, ": the checkpoint is at step ", st.step, ", past this config's ",
            total_steps, " steps");
-  for (const auto& n : ck.notes) std::cerr << "resume: " << n << "\n";
+  const Logger log(!main_rank);  // also into the run's train.log
+  for (const auto& n : ck.notes) log.info("resume: " + n);
   // A changed optimizer.lr / weight_decay takes effect (never recorded and then ignored): the
   // schedule continues from this step, scaled from the new peak rate.
   auto& groups = optimizer.groups();
@@ -37,12 +47,12 @@ TrainerState resume_run(const std::string& ckpt, nn::Module& module, optim::Opti
   for (size_t i = 0; i < groups.size() && i < configured.size(); ++i) {
     if (groups[i].initial_lr != configured[i].first && main_rank &&
         lr_noted.emplace(configured[i].first, groups[i].initial_lr).second)
-      std::cerr << "resume: optimizer.lr is now " << configured[i].first << " (the checkpoint's run had "
-                << groups[i].initial_lr << "): the schedule continues from step " << ck.step
-                << " scaled from the new rate\n";
+      log.info("resume: optimizer.lr is now " + number(configured[i].first) + " (the checkpoint's run had " +
+               number(groups[i].initial_lr) + "): the schedule continues from step " + std::to_string(ck.step) +
+               " scaled from the new rate");
     if (groups[i].weight_decay != configured[i].second && main_rank)
-      std::cerr << "resume: weight decay of parameter group " << i << " is now " << configured[i].second
-                << " (the checkpoint's run had " << groups[i].weight_decay << ")\n";
+      log.info("resume: weight decay of parameter group " + std::to_string(i) + " is now " +
+               number(configured[i].second) + " (the checkpoint's run had " + number(groups[i].weight_decay) + ")");
     groups[i].initial_lr = configured[i].first;
     groups[i].weight_decay = configured[i].second;
     groups[i].lr = configured[i].first * schedule.factor(ck.step);
@@ -55,8 +65,8 @@ TrainerState resume_run(const std::string& ckpt, nn::Module& module, optim::Opti
       if (it.key() != "output" && (!saved.contains(it.key()) || saved[it.key()] != *it))
         changed += (changed.empty() ? "" : ", ") + it.key();
     if (!changed.empty())
-      std::cerr << "resume: warning: the config differs from the checkpoint's in: " << changed
-                << " (the continued run will not equal an uninterrupted one)\n";
+      log.warn("resume: the config differs from the checkpoint's in: " + changed +
+               " (the continued run will not equal an uninterrupted one)");
   }
   // Drop metric lines the resumed steps will write again.
   if (main_rank) truncate_metrics((run_dir / "metrics.jsonl").string(), st.step);

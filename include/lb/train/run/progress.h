@@ -15,6 +15,8 @@ class Logger {
   explicit Logger(bool quiet = false) : quiet_(quiet) {}
   void info(const std::string& msg) const;
   void warn(const std::string& msg) const;
+  // Lines as they are, without time or level (a table), where info lines go.
+  void block(const std::string& text) const;
   bool quiet() const { return quiet_; }
 
  private:
