@@ -183,6 +183,17 @@ TEST(MemoryReport, SmallBertStepIsAttributedInFull) {
     EXPECT_LE(sum_bytes(r.peak_site->kept), r.activation_peak_bytes) << strategy;
     EXPECT_EQ(j["activation_peak_site"]["kept_bytes"].get<int64_t>(), sum_bytes(r.peak_site->kept));
     EXPECT_NE(r.table().find("kept at the peak"), std::string::npos);
+    // The whole step by category: AdamW's f32 moments twice the parameters; the peak holds the
+    // parameters with what the forward kept, and with their gradients and the moments at the
+    // update; the process holds more than the allocator.
+    const int64_t params = r.step_peak_by_tag[static_cast<int>(MemTag::Parameter)];
+    EXPECT_GT(params, 0);
+    EXPECT_EQ(r.step_peak_by_tag[static_cast<int>(MemTag::Optimizer)], 2 * params) << strategy;
+    EXPECT_GE(r.step_peak_bytes, params + r.saved_bytes) << strategy;
+    EXPECT_GE(r.step_peak_bytes, 4 * params) << strategy;
+    EXPECT_GT(r.process.rss_bytes, r.step_peak_bytes);
+    EXPECT_EQ(j["step_peak_by_tag"]["optimizer"].get<int64_t>(), 2 * params);
+    EXPECT_NE(r.table().find("whole step's peak"), std::string::npos);
   }
 }
 

@@ -83,6 +83,11 @@ std::string MemoryReport::table() const {
       first = false;
     }
   os << " MiB at that moment)\n";
+  os << "whole step's peak: " << mib(step_peak_bytes) << " MiB (each category's own peak:";
+  for (int i = 0; i < kNumMemTags; ++i)
+    if (step_peak_by_tag[i] > 0) os << " " << mem_tag_name(static_cast<MemTag>(i)) << " " << mib(step_peak_by_tag[i]);
+  os << " MiB); allocator cache " << mib(allocator_cached_bytes) << " MiB; process RSS " << mib(process.rss_bytes)
+     << " MiB\n";
   if (peak_site) {
     const auto& p = *peak_site;
     int64_t kept = 0;
@@ -114,6 +119,8 @@ nlohmann::json MemoryReport::to_json() const {
   nlohmann::json at_peak = nlohmann::json::object();
   for (int i = 0; i < kNumMemTags; ++i)
     if (is_activation_tag(static_cast<MemTag>(i))) at_peak[mem_tag_name(static_cast<MemTag>(i))] = at_activation_peak[i];
+  nlohmann::json step_by_tag = nlohmann::json::object();
+  for (int i = 0; i < kNumMemTags; ++i) step_by_tag[mem_tag_name(static_cast<MemTag>(i))] = step_peak_by_tag[i];
   nlohmann::json site = nullptr;
   if (peak_site) {
     const auto& p = *peak_site;
@@ -133,6 +140,11 @@ nlohmann::json MemoryReport::to_json() const {
           {"activation_peak_bytes", activation_peak_bytes},
           {"activation_peak_by_tag", at_peak},
           {"activation_peak_site", site},
+          {"step_peak_bytes", step_peak_bytes},
+          {"step_peak_by_tag", step_by_tag},
+          {"allocator_cached_bytes", allocator_cached_bytes},
+          {"process_rss_bytes", process.rss_bytes},
+          {"process_max_rss_bytes", process.max_rss_bytes},
           {"by_op", groups_json(group_by(entries, [](const autograd::SavedEntry& e) { return e.op; }), "op")},
           {"by_module", groups_json(group_by(entries, module_name), "module")},
           {"tensors", tensors}};
@@ -216,10 +228,16 @@ MemoryReport memory_report(const Config& requested, const std::string& strategy,
   for (const MicroBatch& m : micro_batches(*s.model, more)) attributed_micro.push_back(m);
   StepResult result;
   {
+    cpu_allocator().reset_peak();  // the step's own peak, from what the set-up left
     autograd::PeakWatch watch(cpu_allocator());
     result = step.run(0, attributed_micro, false);
     watch.check("after the backward (gradient clipping, optimizer step)");
     r.peak_site = watch.site();
+    const MemStats m = cpu_allocator().stats();
+    r.step_peak_bytes = m.total_peak;
+    r.step_peak_by_tag = m.peak;
+    r.allocator_cached_bytes = m.cached;
+    r.process = process_memory();
   }
   std::vector<double> ms;
   for (int i = 0; i < timed_steps; ++i) {

@@ -16,6 +16,7 @@
 #include "lb/autograd/peak_watch.h"
 #include "lb/autograd/saved_breakdown.h"
 #include "lb/core/allocator.h"
+#include "lb/core/process_memory.h"
 #include "lb/train/config.h"
 
 namespace lb::train {
@@ -27,6 +28,12 @@ struct MemoryReport {
   int64_t saved_bytes = 0;  // autograd::saved_bytes() at the end of the forward: Σ entries
   int64_t activation_peak_bytes = 0;
   std::array<int64_t, kNumMemTags> at_activation_peak{};
+  // The whole step (the attributed one): the allocator's peak and each category's (parameters,
+  // gradients, optimizer state, ...), its cache, and the process's memory after it.
+  int64_t step_peak_bytes = 0;
+  std::array<int64_t, kNumMemTags> step_peak_by_tag{};
+  int64_t allocator_cached_bytes = 0;
+  ProcessMemory process;
   // Where the peak was set and what the tape kept then (none: it never rose in the step).
   std::optional<autograd::PeakSite> peak_site;
   // The model's recomputable blocks (lb/nn/recomputable_block.h), outermost only, in order.
