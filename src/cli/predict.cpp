@@ -31,12 +31,10 @@ struct PredictFlags {
   bool overwrite = false, allow_change = false;
 };
 
-bool is_image_task(const std::string& t) { return t == "cifar10" || t == "cifar100" || t == "image_folder"; }
-
 // Whether the config's task reads sentence pairs.
 bool takes_pairs(const train::Config& c) {
   if (train::is_own_text_task(c.data.task)) return c.data.text_columns.size() == 2;
-  if (c.data.task == "synthetic" || is_image_task(c.data.task)) return false;
+  if (c.data.task == "synthetic" || !train::is_text_task(c)) return false;
   return data::glue_task(c.data.task).is_pair;
 }
 
@@ -126,7 +124,7 @@ int predict_splits(PredictFlags f, const train::Config& probe) {
            "gives the texts");
   if (f.splits.empty()) {
     if (probe.data.task == "synthetic") f.splits = {"dev"};
-    else if (is_image_task(probe.data.task) || train::is_own_text_task(probe.data.task)) f.splits = {"test"};
+    else if (!train::is_text_task(probe) || train::is_own_text_task(probe.data.task)) f.splits = {"test"};
     else f.splits = data::glue_task(probe.data.task).test_splits;
   }
   train::refuse_protected_dir(f.out_dir, "--out");
