@@ -6,11 +6,13 @@
 
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "cuda/runtime.h"
 #include "cuda/strided.cuh"
 #include "lb/core/dispatch.h"
+#include "lb/core/shared_library.h"
 #include "lb/core/views.h"
 #include "src/backend/copy.h"
 #include "src/backend/eigh.h"
@@ -25,7 +27,25 @@ namespace {
       LB_FAIL("cuSOLVER call ", #call, " failed at ", __FILE__, ":", __LINE__, ": status ", static_cast<int>(st_)); \
   } while (0)
 
-// One handle per device, bound to that device's stream (as cuBLAS's in cuda/gemm.cu).
+// cuSOLVER, loaded on the first eigendecomposition (lb/core/shared_library.h says why).
+#define LB_CUSOLVER_FUNCTIONS(X)                                                                  \
+  X(cusolverDnCreate) X(cusolverDnSetStream) X(cusolverDnCreateParams) X(cusolverDnDestroyParams) \
+  X(cusolverDnXsyevd_bufferSize) X(cusolverDnXsyevd)
+struct CusolverApi {
+  LB_CUSOLVER_FUNCTIONS(LB_API_MEMBER)
+};
+const CusolverApi& cusolver() {
+  static const CusolverApi table = [] {
+    const SharedLibrary lib = SharedLibrary::open({"libcusolver.so." + std::to_string(CUSOLVER_VER_MAJOR)},
+                                                  LEANBACK_CUDA_LIBDIR, "an eigendecomposition on a CUDA device");
+    CusolverApi api;
+    LB_CUSOLVER_FUNCTIONS(LB_API_LOAD)
+    return api;
+  }();
+  return table;
+}
+
+// One handle per device, bound to that device's stream (as cuBLAS's in cuda/cublas.cpp).
 cusolverDnHandle_t handle_for(int device) {
   static std::mutex m;
   static auto* handles = new std::map<int, cusolverDnHandle_t>;  // never destroyed
@@ -34,8 +54,8 @@ cusolverDnHandle_t handle_for(int device) {
   auto it = handles->find(device);
   if (it != handles->end()) return it->second;
   cusolverDnHandle_t h = nullptr;
-  LB_CUSOLVER_CHECK(cusolverDnCreate(&h));
-  LB_CUSOLVER_CHECK(cusolverDnSetStream(h, s));
+  LB_CUSOLVER_CHECK(cusolver().cusolverDnCreate(&h));
+  LB_CUSOLVER_CHECK(cusolver().cusolverDnSetStream(h, s));
   handles->emplace(device, h);
   return h;
 }
@@ -76,20 +96,20 @@ int64_t syevd(Tensor& v, Tensor& w) {
   cusolverDnHandle_t h = handle_for(dev);
   const cudaDataType t = v.dtype() == DType::F64 ? CUDA_R_64F : CUDA_R_32F;
   cusolverDnParams_t params = nullptr;
-  LB_CUSOLVER_CHECK(cusolverDnCreateParams(&params));
+  LB_CUSOLVER_CHECK(cusolver().cusolverDnCreateParams(&params));
   size_t device_bytes = 0, host_bytes = 0;
-  LB_CUSOLVER_CHECK(cusolverDnXsyevd_bufferSize(h, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, t,
+  LB_CUSOLVER_CHECK(cusolver().cusolverDnXsyevd_bufferSize(h, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, t,
                                                 v.raw_data(), n, t, w.raw_data(), t, &device_bytes, &host_bytes));
   Tensor work = Tensor::empty({static_cast<int64_t>(device_bytes) + 1}, DType::U8, v.device(), MemTag::Workspace);
   std::vector<char> host_work(host_bytes + 1);
   Tensor info = Tensor::empty({1}, DType::I32, v.device(), MemTag::Workspace);
-  LB_CUSOLVER_CHECK(cusolverDnXsyevd(h, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, t, v.raw_data(),
+  LB_CUSOLVER_CHECK(cusolver().cusolverDnXsyevd(h, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, t, v.raw_data(),
                                      n, t, w.raw_data(), t, work.raw_data(), device_bytes, host_work.data(),
                                      host_bytes, static_cast<int*>(info.raw_data())));
   int host_info = 0;
   LB_CUDA_CHECK(cudaMemcpyAsync(&host_info, info.raw_data(), sizeof(int), cudaMemcpyDeviceToHost, s));
   LB_CUDA_CHECK(cudaStreamSynchronize(s));  // also keeps host_work alive until the solver is done
-  LB_CUSOLVER_CHECK(cusolverDnDestroyParams(params));
+  LB_CUSOLVER_CHECK(cusolver().cusolverDnDestroyParams(params));
   if (host_info == 0) {
     const Tensor columns = backend::contiguous(views::transpose(v, 0, 1));  // eigenvector k: row k -> column k
     v.copy_(columns);

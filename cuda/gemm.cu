@@ -15,38 +15,12 @@
 #include <cublas_v2.h>
 
 #include <limits>
-#include <map>
-#include <mutex>
 
 #include "cuda/cublas.h"
 #include "cuda/runtime.h"
 #include "lb/core/checks.h"
 #include "lb/core/precision.h"
 #include "src/backend/gemm.h"
-
-namespace lb::cuda {
-
-[[noreturn]] void fail_cublas(cublasStatus_t st, const char* call, const char* file, int line) {
-  LB_FAIL("cuBLAS call ", call, " failed at ", file, ":", line, ": ", cublasGetStatusName(st), " (",
-          cublasGetStatusString(st), ")");
-}
-
-cublasHandle_t cublas_handle(int device) {
-  static std::mutex m;
-  static auto* handles = new std::map<int, cublasHandle_t>;  // never destroyed (see caching_allocator.cu)
-  const cudaStream_t s = stream(device);  // also sets the current device
-  std::lock_guard<std::mutex> lock(m);
-  auto it = handles->find(device);
-  if (it != handles->end()) return it->second;
-  cublasHandle_t h = nullptr;
-  LB_CUBLAS_CHECK(cublasCreate(&h));
-  LB_CUBLAS_CHECK(cublasSetStream(h, s));
-  LB_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
-  handles->emplace(device, h);
-  return h;
-}
-
-}  // namespace lb::cuda
 
 namespace lb::backend {
 namespace {
@@ -104,7 +78,7 @@ struct Call {
     const float onef = 1.f, zerof = 0.f;
     const void* alpha = f64 ? static_cast<const void*>(&one) : static_cast<const void*>(&onef);
     const void* beta = add ? alpha : (f64 ? static_cast<const void*>(&zero) : static_cast<const void*>(&zerof));
-    LB_CUBLAS_CHECK(cublasGemmEx(h, p->B.trans ? CUBLAS_OP_T : CUBLAS_OP_N, p->A.trans ? CUBLAS_OP_T : CUBLAS_OP_N,
+    LB_CUBLAS_CHECK(cuda::cublas().cublasGemmEx(h, p->B.trans ? CUBLAS_OP_T : CUBLAS_OP_N, p->A.trans ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha,
                                  pb + ob * static_cast<int64_t>(esize_b), tb, static_cast<int>(p->B.ld),
                                  pa + oa * static_cast<int64_t>(esize_a), ta, static_cast<int>(p->A.ld), beta,
@@ -116,7 +90,7 @@ struct Call {
     const float onef = 1.f, zerof = 0.f;
     const void* alpha = f64 ? static_cast<const void*>(&one) : static_cast<const void*>(&onef);
     const void* beta = add ? alpha : (f64 ? static_cast<const void*>(&zero) : static_cast<const void*>(&zerof));
-    LB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+    LB_CUBLAS_CHECK(cuda::cublas().cublasGemmStridedBatchedEx(
         h, p->B.trans ? CUBLAS_OP_T : CUBLAS_OP_N, p->A.trans ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(p->N),
         static_cast<int>(p->M), static_cast<int>(p->K), alpha, pb, tb, static_cast<int>(p->B.ld), sb, pa, ta,
         static_cast<int>(p->A.ld), sa, beta, pc, tc, static_cast<int>(p->ldc), sc, static_cast<int>(count), compute,

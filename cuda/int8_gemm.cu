@@ -57,7 +57,7 @@ bool cublas_int8(int device, bool trans_a, bool trans_b, int64_t M, int64_t N, i
                  int64_t lda, const int8_t* B, int64_t ldb, int32_t* C) {
   const int32_t one = 1, zero = 0;
   const cublasStatus_t st =
-      cublasGemmEx(cuda::cublas_handle(device), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      cuda::cublas().cublasGemmEx(cuda::cublas_handle(device), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                    static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &one, B, CUDA_R_8I,
                    static_cast<int>(ldb), A, CUDA_R_8I, static_cast<int>(lda), &zero, C, CUDA_R_32I, static_cast<int>(N),
                    CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT);
@@ -70,7 +70,7 @@ bool cublas_int8(int device, bool trans_a, bool trans_b, int64_t M, int64_t N, i
                  "leanback: int8 GEMM: cuBLAS declined %lldx%lldx%lld (trans_a %d, trans_b %d, lda %lld, ldb %lld): %s; "
                  "using the tiled kernel for such layouts\n",
                  static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K), trans_a ? 1 : 0,
-                 trans_b ? 1 : 0, static_cast<long long>(lda), static_cast<long long>(ldb), cublasGetStatusName(st));
+                 trans_b ? 1 : 0, static_cast<long long>(lda), static_cast<long long>(ldb), cuda::cublas().cublasGetStatusName(st));
   return false;
 }
 

@@ -9,11 +9,13 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <string>
 #include <thread>
 
 #include "cuda/runtime.h"
 #include "lb/core/cuda_runtime_info.h"
 #include "lb/core/error.h"
+#include "lb/core/shared_library.h"
 #include "lb/dist/nccl_group.h"
 #include "src/dist/rendezvous.h"
 
@@ -22,6 +24,24 @@ namespace lb::dist {
 bool nccl_compiled() { return true; }
 
 namespace {
+
+// NCCL, loaded when the first NCCL group is made (lb/core/shared_library.h says why).
+#define LB_NCCL_FUNCTIONS(X)                                                                          \
+  X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommDestroy) X(ncclCommAbort) X(ncclCommGetAsyncError) \
+  X(ncclGetErrorString) X(ncclGetLastError) X(ncclAllReduce) X(ncclBroadcast) X(ncclAllGather)
+struct NcclApi {
+  LB_NCCL_FUNCTIONS(LB_API_MEMBER)
+};
+const NcclApi& nccl_lib() {
+  static const NcclApi table = [] {
+    const SharedLibrary lib = SharedLibrary::open({"libnccl.so." + std::to_string(NCCL_MAJOR)}, LEANBACK_NCCL_LIBDIR,
+                                                  "the NCCL process group");
+    NcclApi api;
+    LB_NCCL_FUNCTIONS(LB_API_LOAD)
+    return api;
+  }();
+  return table;
+}
 
 ncclDataType_t nccl_sum_type(DType t, int rank, const std::string& what) {
   switch (t) {
@@ -46,12 +66,12 @@ class NcclGroup final : public ProcessGroup {
          "the communicator", __LINE__);
     cuda(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming), "cudaEventCreateWithFlags",
          "the communicator", __LINE__);
-    nccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank", "the communicator", __LINE__);
+    nccl(nccl_lib().ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank", "the communicator", __LINE__);
   }
 
   ~NcclGroup() override {
     for (auto& [id, p] : pending_) cudaEventDestroy(p.done);
-    if (comm_) ncclCommDestroy(comm_);
+    if (comm_) nccl_lib().ncclCommDestroy(comm_);
     if (computed_) cudaEventDestroy(computed_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -66,7 +86,7 @@ class NcclGroup final : public ProcessGroup {
     check_tensor(t, "all_reduce", what);
     const ncclDataType_t type = nccl_sum_type(t.dtype(), rank_, what);
     after_compute(what);
-    nccl(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), type, ncclSum, comm_, stream_),
+    nccl(nccl_lib().ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), type, ncclSum, comm_, stream_),
          "ncclAllReduce", what, __LINE__);
     return enqueue_done("all_reduce of " + what);
   }
@@ -91,7 +111,7 @@ class NcclGroup final : public ProcessGroup {
     check_tensor(t, "broadcast", what);
     check_root(root, what);
     after_compute(what);
-    nccl(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, comm_, stream_), "ncclBroadcast",
+    nccl(nccl_lib().ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, comm_, stream_), "ncclBroadcast",
          what, __LINE__);
     finish({enqueue_event(), "broadcast of " + what});
   }
@@ -119,7 +139,7 @@ class NcclGroup final : public ProcessGroup {
     check_tensor(c, "all_gather", what);
     Tensor out = gathered_empty(c);
     after_compute(what);
-    nccl(ncclAllGather(c.raw_data(), out.raw_data(), c.nbytes(), ncclUint8, comm_, stream_), "ncclAllGather", what,
+    nccl(nccl_lib().ncclAllGather(c.raw_data(), out.raw_data(), c.nbytes(), ncclUint8, comm_, stream_), "ncclAllGather", what,
          __LINE__);
     finish({enqueue_event(), "all_gather of " + what});
     return out;
@@ -131,7 +151,7 @@ class NcclGroup final : public ProcessGroup {
   }
 
   [[noreturn]] void abort(int code) override {
-    if (comm_) ncclCommAbort(comm_);
+    if (comm_) nccl_lib().ncclCommAbort(comm_);
     comm_ = nullptr;
     if (bootstrap_ && bootstrap_->size() > 1) bootstrap_->abort(code);
     std::_Exit(code);
@@ -175,10 +195,10 @@ class NcclGroup final : public ProcessGroup {
         fail_and_abort("cudaEventQuery", p.what, cudaGetErrorString(q));
       }
       ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
+      nccl_lib().ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress) {
         cudaEventDestroy(p.done);
-        fail_and_abort("ncclCommGetAsyncError", p.what, ncclGetErrorString(async));
+        fail_and_abort("ncclCommGetAsyncError", p.what, nccl_lib().ncclGetErrorString(async));
       }
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (waited > timeout_s_) {
@@ -195,16 +215,16 @@ class NcclGroup final : public ProcessGroup {
   // The communicator cannot be used after a failed or stuck collective: abort it so no rank
   // stays inside NCCL, then report.
   [[noreturn]] void fail_and_abort(const char* call, const std::string& what, const std::string& why) {
-    if (comm_) ncclCommAbort(comm_);
+    if (comm_) nccl_lib().ncclCommAbort(comm_);
     comm_ = nullptr;
     LB_FAIL("rank ", rank_, "/", size_, " (NCCL, cuda:", device_, "): ", call, " of ", what, " failed: ", why);
   }
 
   void nccl(ncclResult_t r, const char* call, const std::string& what, int line) {
     if (r == ncclSuccess || r == ncclInProgress) return;
-    const char* last = comm_ ? ncclGetLastError(comm_) : nullptr;
+    const char* last = comm_ ? nccl_lib().ncclGetLastError(comm_) : nullptr;
     LB_FAIL("rank ", rank_, "/", size_, " (NCCL, cuda:", device_, "): ", call, " of ", what, " failed: ",
-            ncclGetErrorString(r), last && *last ? std::string(" (") + last + ")" : std::string(), " at ",
+            nccl_lib().ncclGetErrorString(r), last && *last ? std::string(" (") + last + ")" : std::string(), " at ",
             __FILE__, ":", line);
   }
 
@@ -268,8 +288,8 @@ std::unique_ptr<ProcessGroup> make_nccl_group(int device) {
   ncclUniqueId id{};
   std::string hex;
   if (rank == 0) {
-    const ncclResult_t r = ncclGetUniqueId(&id);
-    LB_CHECK(r == ncclSuccess, "rank 0: ncclGetUniqueId failed: ", ncclGetErrorString(r));
+    const ncclResult_t r = nccl_lib().ncclGetUniqueId(&id);
+    LB_CHECK(r == ncclSuccess, "rank 0: ncclGetUniqueId failed: ", nccl_lib().ncclGetErrorString(r));
     hex = hex_encode(&id, sizeof(id));
   }
   const char* file = std::getenv("LEANBACK_NCCL_ID_FILE");
