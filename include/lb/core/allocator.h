@@ -66,11 +66,13 @@ class Allocator {
   void add_activation(int64_t n);
 };
 
-// The CPU allocator caches freed blocks of 64 KiB and more by exact size (rounded to 4 KiB) and
-// hands them out again: training steps allocate the same sizes every step, and fresh large
-// blocks cost a mmap, page faults on first touch and a munmap each. The cache holds at most
-// LEANBACK_CPU_CACHE_MB MiB (environment, default 4096; 0 disables it); release_cached()
-// empties it. Accounting (current/peak) counts live tensors only; MemStats::cached the rest.
+// The CPU allocator maps blocks of 64 KiB and more itself (so what it frees leaves the
+// process) and caches freed ones for reuse, split and grown to fit (page ranges):
+// training steps allocate the same sizes every step, and fresh large blocks cost a mmap, page
+// faults on first touch and a munmap each. Live and cached blocks together stay within the
+// live blocks' highest total plus 1/32; the cache alone within LEANBACK_CPU_CACHE_MB MiB
+// (environment, default 4096; 0 disables it); release_cached() empties it. Accounting
+// (current/peak) counts live tensors only; MemStats::cached the rest.
 Allocator& cpu_allocator();
 
 }  // namespace lb
