@@ -47,21 +47,46 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
                "' has dtype ", dtype_name(p.dtype()), "; optimizers update f32/f64");
     }
   }
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi)
+      index_[groups_[gi].params[pi].second.impl()] = {gi, pi};
 }
 
 void Optimizer::step() {
+  begin_step();
   NoGradGuard no_grad;
-  ++step_count_;
   for (auto& g : groups_)
     for (auto& [name, p] : g.params) {
       const Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      LB_CHECK(grad.shape() == p.shape(), "gradient of '", name, "' has shape ",
-               shape_str(grad.shape()), ", parameter ", shape_str(p.shape()));
-      LB_CHECK(p.is_contiguous() && grad.is_contiguous(), "parameter '", name,
-               "' and its gradient must be contiguous");
-      update(name, p, grad, g, state_[name]);
+      if (grad.defined()) update_checked(name, p, grad, g);
     }
+}
+
+void Optimizer::begin_step() { ++step_count_; }
+
+bool Optimizer::update_parameter(const TensorImpl* leaf) {
+  auto it = index_.find(leaf);
+  if (it == index_.end()) return false;
+  ParamGroup& g = groups_[it->second.first];
+  auto& [name, p] = g.params[it->second.second];
+  const Tensor grad = p.grad();
+  if (!grad.defined()) return false;
+  NoGradGuard no_grad;
+  update_checked(name, p, grad, g);
+  p.zero_grad();
+  return true;
+}
+
+std::string Optimizer::parameter_name(const TensorImpl* leaf) const {
+  auto it = index_.find(leaf);
+  return it == index_.end() ? "" : groups_[it->second.first].params[it->second.second].first;
+}
+
+void Optimizer::update_checked(const std::string& name, Tensor& p, const Tensor& grad, const ParamGroup& group) {
+  LB_CHECK(grad.shape() == p.shape(), "gradient of '", name, "' has shape ", shape_str(grad.shape()), ", parameter ",
+           shape_str(p.shape()));
+  LB_CHECK(p.is_contiguous() && grad.is_contiguous(), "parameter '", name, "' and its gradient must be contiguous");
+  update(name, p, grad, group, state_[name]);
 }
 
 void Optimizer::zero_grad() {
@@ -138,18 +163,22 @@ void Optimizer::load_state(const nlohmann::json& j, const std::map<std::string, 
       }
 }
 
+double grad_sum_squares(const Tensor& g) { return backend::optim_kernels(g.device()).sum_squares(g); }
+
+void scale_grad(Tensor& g, double coef) { backend::optim_kernels(g.device()).scale_in_double(g, coef); }
+
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   double sq = 0;
   for (const auto& p : params) {
     const Tensor g = p.grad();
-    if (g.defined()) sq += backend::optim_kernels(g.device()).sum_squares(g);
+    if (g.defined()) sq += grad_sum_squares(g);
   }
   const double norm = std::sqrt(sq);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0)
     for (const auto& p : params) {
       Tensor g = p.grad();
-      if (g.defined()) backend::optim_kernels(g.device()).scale_in_double(g, coef);
+      if (g.defined()) scale_grad(g, coef);
     }
   return norm;
 }

@@ -250,6 +250,7 @@ OptimizerSection parse_optimizer(const nlohmann::json& j) {
   o.momentum = r.number("momentum", 0, 0, 0.999999);
   o.nesterov = r.boolean("nesterov", false);
   o.state_bits = r.integer("state_bits", 32, 4, 32);
+  o.in_backward = r.boolean("in_backward", false);
   LB_CHECK(o.state_bits == 32 || o.state_bits == 8 || o.state_bits == 4, "optimizer.state_bits: 32 (f32), 8 or 4, got ",
            o.state_bits);
   r.finish();
@@ -504,6 +505,7 @@ nlohmann::json Config::to_json() const {
   if (!data.std.empty()) data_j["std"] = data.std;
   nlohmann::json opt_j = {{"type", optimizer.type}, {"lr", optimizer.lr},
                           {"weight_decay", optimizer.weight_decay}, {"no_decay", optimizer.no_decay}};
+  if (optimizer.in_backward) opt_j["in_backward"] = true;
   if (optimizer.type == "sgd") {
     opt_j["momentum"] = optimizer.momentum;
     opt_j["nesterov"] = optimizer.nesterov;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <unordered_set>
 
 #include "lb/autograd/node.h"
 #include "lb/autograd/recompute.h"
@@ -38,7 +39,8 @@ TrainStep::TrainStep(nn::Module& module, optim::Optimizer& optimizer, TrainStepO
     : module_(module),
       optimizer_(optimizer),
       opt_(std::move(options)),
-      context_(std::make_shared<nn::backward::StepContext>(nn::backward::StepContext{opt_.seed, 0, 0})) {
+      context_(std::make_shared<nn::backward::StepContext>(nn::backward::StepContext{opt_.seed, 0, 0})),
+      previous_grad_norm_(opt_.previous_grad_norm) {
   for (const auto& p : module_.parameters())
     if (p.requires_grad()) trainable_.push_back(p);
   for (const auto& s : opt_.strategies) s->record().step_context = context_;
@@ -84,6 +86,14 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
   r.examples = global_examples(micro, "example count of " + at);
   const double examples = static_cast<double>(r.examples);
   const bool parallel = opt_.group && opt_.group->size() > 1;
+  const bool fused = opt_.optimizer_in_backward;
+  LB_CHECK(!(fused && parallel), "optimizer.in_backward: one rank only (the gradients must be all-reduced before "
+           "the update); this run has ", opt_.group ? opt_.group->size() : 1);
+  if (fused) {  // the rate is set before backward, which applies it
+    if (opt_.schedule) optimizer_.set_lr_factor(opt_.schedule->factor(step));
+    r.lr = optimizer_.groups().front().lr;
+    optimizer_.begin_step();
+  }
   // Data-parallel: the last backward pass of the step starts the buckets' all-reduces as their
   // gradients complete (GradientSync::arm), overlapping the rest of the backward.
   size_t last_nonempty = micro.size();
@@ -110,7 +120,8 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
     r.loss += l * share;
     const auto f2 = Clock::now();
     if (parallel && opt_.sync && m == last_nonempty) opt_.sync->arm();
-    (share == 1.0 ? loss : loss * share).backward();
+    if (fused && m == last_nonempty) backward_with_fused_update(share == 1.0 ? loss : loss * share, at, r);
+    else (share == 1.0 ? loss : loss * share).backward();
     loss = Tensor();  // the graph is freed by backward; drop the last handle too
     if (!codecs_checked_) {  // after backward: recomputed blocks record their tensors there
       check_codec_rules();
@@ -128,6 +139,12 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
     opt_.group->all_reduce_sum(v, "loss of " + at);
     r.loss = v[0];
     r.sync_ms = ms_between(s0, Clock::now());
+  }
+  if (fused) {  // updated in backward
+    const MemStats mem = allocator.stats();
+    r.activation_peak_bytes = mem.activation_peak;
+    r.at_activation_peak = mem.at_activation_peak;
+    return r;
   }
   const auto o0 = Clock::now();
   if (opt_.max_grad_norm) {
@@ -149,6 +166,41 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
   r.activation_peak_bytes = mem.activation_peak;
   r.at_activation_peak = mem.at_activation_peak;
   return r;
+}
+
+// The last backward pass of a fused step: the engine calls back as each leaf's gradient
+// completes; a trainable parameter's is checked, counted into the step's norm, scaled by the
+// previous step's clipping coefficient, applied and freed. A gradient that arrives for a
+// parameter already updated (one used both inside a recomputed block and outside it) is an
+// error rather than a second update.
+void TrainStep::backward_with_fused_update(const Tensor& loss, const std::string& at, StepResult& r) {
+  double coef = 1.0;
+  if (opt_.max_grad_norm && *opt_.max_grad_norm > 0 && previous_grad_norm_ > 0)
+    coef = std::min(1.0, *opt_.max_grad_norm / (previous_grad_norm_ + 1e-6));
+  std::unordered_set<const TensorImpl*> updated;
+  double sum_squares = 0;
+  autograd::set_leaf_grad_ready_hook([&](const TensorImpl* leaf) {
+    const std::string name = optimizer_.parameter_name(leaf);
+    if (name.empty()) return;  // not a parameter (an input's gradient)
+    Tensor g = leaf->grad;
+    if (!g.defined()) return;
+    LB_CHECK(updated.insert(leaf).second, "optimizer.in_backward: a second gradient for '", name,
+             "' arrived after its update (a parameter used both inside a recomputed block and outside it); set "
+             "optimizer.in_backward to false for this model");
+    const double sq = optim::grad_sum_squares(g);
+    if (!std::isfinite(sq))
+      throw Diverged(at + ": non-finite gradient in " + name + " (optimizer.in_backward: the parameters updated "
+                     "before it in this step are already changed)");
+    sum_squares += sq;
+    if (coef < 1.0) optim::scale_grad(g, coef);
+    optimizer_.update_parameter(leaf);  // and frees the gradient (g's handle goes with this call)
+  });
+  struct Unhook {
+    ~Unhook() { autograd::set_leaf_grad_ready_hook({}); }
+  } unhook;
+  loss.backward();
+  r.grad_norm = std::sqrt(sum_squares);
+  previous_grad_norm_ = r.grad_norm;
 }
 
 void TrainStep::check_codec_rules() const {

@@ -228,7 +228,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
   resolved["backward"] = config.backward.resolved_json();
   dir.write_run_files(resolved, s.plan.table() + budget.table(), budget.json());
   MetricsLog metrics((dir.path() / "metrics.jsonl").string(), main_rank, st.step);
-  const TrainStepOptions step_options = train_step_options(config, s, pg, ranks.device);
+  const TrainStepOptions step_options = train_step_options(config, s, pg, ranks.device, st.last_grad_norm);
   TrainStep train_step(module, *s.optimizer, step_options);
   budget.attach(module, train_step, step_options.codecs);
   // Same starting weights on every rank (they are initialised alike, and a resumed run loaded
@@ -312,6 +312,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     budget.end_step(step, r.activation_peak_bytes, config.source, dir.last_good_note());
     const double step_ms = ms_between(t0, Clock::now());
     ++st.step;
+    st.last_grad_norm = r.grad_norm;
     ++steps_this_run;
     result.losses.push_back(r.loss);
     step_log.add(r, step_ms, ms_between(t0, t_data));

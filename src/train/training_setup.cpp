@@ -147,9 +147,11 @@ TrainingSetup set_up_training(const Config& config, const std::string& strategy,
 }
 
 TrainStepOptions train_step_options(const Config& config, const TrainingSetup& s, dist::ProcessGroup& pg,
-                                    const Device& device) {
+                                    const Device& device, double previous_grad_norm) {
   TrainStepOptions o;
   o.max_grad_norm = config.train.max_grad_norm;
+  o.optimizer_in_backward = config.optimizer.in_backward;
+  o.previous_grad_norm = previous_grad_norm;
   o.schedule = &s.schedule;
   o.group = &pg;
   o.device = device;

@@ -50,7 +50,8 @@ TrainingSetup set_up_training(const Config& config, const std::string& strategy,
 // The TrainStep options of a run set up from `config`: clipping, schedule, ranks, device, the
 // layers' strategies and the kept-tensor codecs (a memory plan's: the longest batch's). One
 // wiring for training and for the memory report's measured step (as rank 0 of a run).
+// previous_grad_norm: a resumed run's last (optimizer.in_backward clips by it).
 TrainStepOptions train_step_options(const Config& config, const TrainingSetup& s, dist::ProcessGroup& pg,
-                                    const Device& device);
+                                    const Device& device, double previous_grad_norm = 0);
 
 }  // namespace lb::train

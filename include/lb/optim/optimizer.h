@@ -40,6 +40,14 @@ class Optimizer {
 
   // Applies one update to every parameter that has a gradient.
   void step();
+  // The same step one parameter at a time, as an optimizer step fused into backward applies
+  // it: begin_step() counts the step, then update_parameter(leaf) updates the parameter whose
+  // impl is `leaf` from its .grad and drops the gradient (false: not one of this optimizer's,
+  // or no gradient).
+  void begin_step();
+  bool update_parameter(const TensorImpl* leaf);
+  // The name of the parameter whose impl is `leaf` ("" when it is not one of this optimizer's).
+  std::string parameter_name(const TensorImpl* leaf) const;
   void zero_grad();  // drops every .grad
   int64_t step_count() const { return step_count_; }
 
@@ -64,7 +72,11 @@ class Optimizer {
   // Refuses a checkpoint's state this optimizer cannot continue (e.g. another state width).
   virtual void check_saved_hyperparams(const nlohmann::json& saved) const;
 
+  void update_checked(const std::string& name, Tensor& p, const Tensor& grad, const ParamGroup& group);
+
   std::vector<ParamGroup> groups_;
+  // Each parameter's impl -> (group, index in it), for update_parameter.
+  std::map<const TensorImpl*, std::pair<size_t, size_t>> index_;
   std::map<std::string, std::map<std::string, Tensor>> state_;  // param name -> kind -> buffer
   int64_t step_count_ = 0;
 };
@@ -122,5 +134,8 @@ class Adam : public Optimizer {
 // Global-norm gradient clipping (torch.nn.utils.clip_grad_norm_): returns the norm before
 // clipping; scales every gradient by max_norm / (norm + 1e-6) when that is below 1.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// Its two parts for one gradient (a step fused into backward sees one gradient at a time).
+double grad_sum_squares(const Tensor& g);
+void scale_grad(Tensor& g, double coef);
 
 }  // namespace lb::optim

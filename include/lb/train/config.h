@@ -110,6 +110,9 @@ struct OptimizerSection {
   // adam / adamw: bits per element of each moment, 32 (f32) or 8 / 4 (block-wise dynamic
   // codes, lb/optim/state_codec.h; CPU).
   int64_t state_bits = 32;
+  // Each parameter updated as soon as its gradient is complete, in backward, and the gradient
+  // freed (lb/train/train_step.h says what becomes of clipping); one rank.
+  bool in_backward = false;
 };
 
 struct ScheduleSection {

@@ -63,6 +63,15 @@ struct TrainStepOptions {
   // Kept-tensor codecs (config memory.codecs; null or empty: none). The first run() checks
   // that every rule decided some kept tensor, and names the one that did not.
   std::shared_ptr<const autograd::CodecRules> codecs;
+  // The optimizer step fused into backward (config optimizer.in_backward): in the step's last
+  // backward pass, each parameter is updated as soon as its gradient is complete and the
+  // gradient freed, so the gradients of the whole model never exist at once. The micro-batches
+  // before the last accumulate as usual. Global-norm clipping cannot wait for the whole norm
+  // there: each gradient is scaled by max_grad_norm / (the previous step's norm + 1e-6) when
+  // that is below 1 (the first step: unclipped); the norm reported is the step's own, before
+  // scaling. One rank only.
+  bool optimizer_in_backward = false;
+  double previous_grad_norm = 0;  // what the first step's fused clipping scales by (a resumed run's last)
 };
 
 struct StepResult {
@@ -122,6 +131,7 @@ class TrainStep {
   void wait_for_device() const;
   std::string first_bad_gradient();
   void check_codec_rules() const;
+  void backward_with_fused_update(const Tensor& loss, const std::string& at, StepResult& r);
 
   nn::Module& module_;
   optim::Optimizer& optimizer_;
@@ -129,6 +139,7 @@ class TrainStep {
   std::vector<Tensor> trainable_;
   std::shared_ptr<nn::backward::StepContext> context_;
   bool codecs_checked_ = false;
+  double previous_grad_norm_;  // the last step's, for the fused step's clipping
 };
 
 }  // namespace lb::train

@@ -13,6 +13,7 @@ nlohmann::json TrainerState::to_json() const {
           {"best_metric", std::isfinite(best_metric) ? nlohmann::json(best_metric) : nlohmann::json()},
           {"best_step", best_step}, {"checkpoints", checkpoints},
           {"evals_since_best", evals_since_best}, {"stopped_early", stopped_early},
+          {"last_grad_norm", last_grad_norm},
           {"best_eval", best_eval}, {"train_ms", train_ms},
           {"train_examples", train_examples}, {"timed_steps", timed_steps}, {"probe_ms", probe_ms},
           {"calibrations", calibrations}, {"calibration_ms", calibration_ms},
@@ -30,6 +31,7 @@ void TrainerState::from_json(const nlohmann::json& j, const std::string& where) 
     best_step = io::json_int(j, "best_step", -1, INT64_MAX, at);
     // Early stopping's counters: absent from checkpoints written before it existed.
     if (j.contains("evals_since_best")) evals_since_best = io::json_int(j, "evals_since_best", 0, INT64_MAX, at);
+    if (j.contains("last_grad_norm")) last_grad_norm = io::json_number(j, "last_grad_norm", at);
     if (j.contains("stopped_early")) {
       LB_CHECK(j.at("stopped_early").is_boolean(), at, ".stopped_early: expected true or false");
       stopped_early = j.at("stopped_early").get<bool>();

@@ -19,6 +19,7 @@ struct TrainerState {
   int64_t best_step = -1;
   int64_t evals_since_best = 0;  // evaluations since best_step's (train.early_stopping_patience)
   bool stopped_early = false;    // the run ended there: a resume has nothing left to train
+  double last_grad_norm = 0;     // the last step's (optimizer.in_backward clips by it)
   std::vector<int64_t> checkpoints;  // steps with a checkpoint on disk, oldest first
   nlohmann::json best_eval = nlohmann::json::object();
   // Totals over the whole run, across resumes (eval_results.json and compare report them).
