@@ -179,7 +179,7 @@ void TrainStep::backward_with_fused_update(const Tensor& loss, const std::string
     coef = std::min(1.0, *opt_.max_grad_norm / (previous_grad_norm_ + 1e-6));
   std::unordered_set<const TensorImpl*> updated;
   double sum_squares = 0;
-  autograd::set_leaf_grad_ready_hook([&](const TensorImpl* leaf) {
+  const auto apply = [&](const TensorImpl* leaf) {
     const std::string name = optimizer_.parameter_name(leaf);
     if (name.empty()) return;  // not a parameter (an input's gradient)
     Tensor g = leaf->grad;
@@ -194,11 +194,15 @@ void TrainStep::backward_with_fused_update(const Tensor& loss, const std::string
     sum_squares += sq;
     if (coef < 1.0) optim::scale_grad(g, coef);
     optimizer_.update_parameter(leaf);  // and frees the gradient (g's handle goes with this call)
-  });
+  };
+  autograd::set_leaf_grad_ready_hook(apply);
   struct Unhook {
     ~Unhook() { autograd::set_leaf_grad_ready_hook({}); }
   } unhook;
   loss.backward();
+  // A parameter this pass did not reach that earlier micro-batches gave a gradient: complete now.
+  for (const Tensor& p : trainable_)
+    if (p.grad().defined() && !updated.count(p.impl())) apply(p.impl());
   r.grad_norm = std::sqrt(sum_squares);
   previous_grad_norm_ = r.grad_norm;
 }
