@@ -87,11 +87,15 @@ std::optional<BenchOptions> parse_options(const std::vector<std::string>& args) 
   app.add_flag("--recompute", opt.recompute, "every block recomputed in backward (config memory.recompute)");
   app.add_flag("--json", opt.json, "one JSON line");
   MemoryBudgetFlag budget;
-  add_memory_budget_option(app, budget, "plans a config's model: leanback bench CONFIG.json --memory-budget SIZE");
+  add_memory_budget_option(app, budget, "plans a config's model: leanback bench CONFIG.json --memory-budget SIZE",
+                           "plans a config's model: leanback bench CONFIG.json --activation-budget SIZE");
   if (!parse_cli(app, std::vector<std::string>(args.begin() + 1, args.end()))) return std::nullopt;
-  if (budget.given())
-    throw UsageError("--memory-budget: the planner plans a config's model and data, and " + args[0] +
-                     " has no config; give one: leanback bench CONFIG.json --memory-budget " + budget.text);
+  if (budget.given() || budget.activation_given()) {
+    const std::string flag = budget.given() ? "--memory-budget" : "--activation-budget";
+    throw UsageError(flag + ": the planner plans a config's model and data, and " + args[0] + " has no config; " +
+                     "give one: leanback bench CONFIG.json " + flag + " " +
+                     (budget.given() ? budget.text : budget.activation_text));
+  }
   opt.device = parse_device_flag(device);
   apply_threads_flag(threads);
   return opt;

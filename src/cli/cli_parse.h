@@ -38,20 +38,28 @@ Device parse_device_flag(const std::string& flag);
 // torch.set_num_threads; 0 leaves the default (OMP_NUM_THREADS, else every core).
 void apply_threads_flag(int threads);
 
-// --memory-budget SIZE: the config's memory.budget, in place of its codecs and recompute
-// lists (the planner chooses them); a bad size, an empty one included, is a usage error
-// naming the flag.
+// --memory-budget SIZE: the config's memory.budget (the whole step), in place of its codecs
+// and recompute lists (the planner chooses them); --activation-budget SIZE: its
+// memory.activation_budget (activations only). A bad size, an empty one included, is a usage
+// error naming the flag.
 inline const char* kMemoryBudgetHelp =
-    "plan codecs and recomputation per block so that the step's activation peak fits SIZE (120MB, 1.5GiB, or 0.1x "
-    "of the exact vanilla peak); overrides memory.budget";
+    "plan the step so that all it holds (parameters, gradients, optimizer state, activations) fits SIZE (120MB, "
+    "1.5GiB, or 0.1x of the exact vanilla step's peak); overrides memory.budget";
+inline const char* kActivationBudgetHelp =
+    "plan codecs and recomputation per block so that the step's activation peak fits SIZE (or 0.1x of the exact "
+    "vanilla activation peak); overrides memory.activation_budget";
 struct MemoryBudgetFlag {
-  std::string text;
+  std::string text, activation_text;
   const CLI::Option* option = nullptr;
+  const CLI::Option* activation_option = nullptr;
   // On the command line, even as an empty string (`--memory-budget ""` is an error, not "none").
   bool given() const { return option != nullptr && option->count() > 0; }
+  bool activation_given() const { return activation_option != nullptr && activation_option->count() > 0; }
 };
-inline void add_memory_budget_option(CLI::App& app, MemoryBudgetFlag& flag, const std::string& help) {
+inline void add_memory_budget_option(CLI::App& app, MemoryBudgetFlag& flag, const std::string& help,
+                                     const std::string& activation_help = kActivationBudgetHelp) {
   flag.option = app.add_option("--memory-budget", flag.text, help);
+  flag.activation_option = app.add_option("--activation-budget", flag.activation_text, activation_help);
 }
 void apply_memory_budget_flag(train::Config& config, const MemoryBudgetFlag& flag);
 

@@ -36,7 +36,8 @@ int cmd_compare(const std::vector<std::string>& args) {
   app.add_option("--set", sets, "override a config key for every run (repeatable)")->allow_extra_args(false);
   app.add_option("--out", opt.out_dir, "compare directory (default: <run dir>-compare)");
   MemoryBudgetFlag budget;
-  add_memory_budget_option(app, budget, std::string(kMemoryBudgetHelp) + "; each run plans for it");
+  add_memory_budget_option(app, budget, std::string(kMemoryBudgetHelp) + "; each run plans for it",
+                           std::string(kActivationBudgetHelp) + "; each run plans for it");
   add_device_option(app, device,
                     "cpu, or cuda / cuda:N (every strategy has CUDA kernels, except HOT's f64 emulation oracle)");
   int threads = 0;

@@ -33,7 +33,8 @@ int cmd_plan(const std::vector<std::string>& args) {
   app.add_flag("--memory", memory,
                "run one training step on the config's first batch and print what it keeps for backward, by op, "
                "role and module, and its activation peak");
-  add_memory_budget_option(app, budget, std::string(kMemoryBudgetHelp) + "; prints the plan");
+  add_memory_budget_option(app, budget, std::string(kMemoryBudgetHelp) + "; prints the plan",
+                           std::string(kActivationBudgetHelp) + "; prints the plan");
   if (!parse_cli(app, args)) return 0;
   train::Config c = train::load_config(config_path, sets);
   apply_memory_budget_flag(c, budget);

@@ -42,13 +42,19 @@ Device parse_device_flag(const std::string& flag) {
 }
 
 void apply_memory_budget_flag(train::Config& config, const MemoryBudgetFlag& flag) {
-  if (!flag.given()) return;
+  const bool step = flag.given(), activations = flag.activation_given();
+  if (!step && !activations) return;
+  const char* name = step ? "--memory-budget" : "--activation-budget";
+  if (step && activations)
+    throw UsageError("--memory-budget and --activation-budget: give one (the first bounds the whole step, the "
+                     "second its activations only)");
   if (const std::string given = config.memory.planned_settings_given(); !given.empty())
-    throw UsageError("--memory-budget: the planner chooses memory.codecs, memory.recompute and "
+    throw UsageError(std::string(name) + ": the planner chooses memory.codecs, memory.recompute and "
                      "memory.recompute_bf16 itself, and " + config.source + " sets " + given +
                      " (in the file or by --set); give the budget or those, not both");
   try {
-    config.memory.budget = train::MemoryBudget::parse(flag.text, "--memory-budget");
+    config.memory.budget = train::MemoryBudget::parse(step ? flag.text : flag.activation_text, name,
+                                                      step ? train::BudgetScope::Step : train::BudgetScope::Activation);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }

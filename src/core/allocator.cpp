@@ -36,7 +36,9 @@ void Allocator::add_activation(int64_t n) {
 void Allocator::count_alloc(size_t n, MemTag tag) {
   const int i = static_cast<int>(tag);
   raise_peak(peak_[i], current_[i].fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n));
-  raise_peak(total_peak_, total_current_.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n));
+  const int64_t total = total_current_.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
+  raise_peak(total_peak_, total);
+  raise_peak(step_peak_, total);
   if (is_activation_tag(tag)) add_activation(static_cast<int64_t>(n));
 }
 
@@ -64,6 +66,7 @@ MemStats Allocator::stats() const {
   }
   s.total_current = total_current_.load();
   s.total_peak = total_peak_.load();
+  s.step_peak = step_peak_.load();
   s.activation_current = activation_current_.load();
   s.activation_peak = activation_peak_.load();
   for (int i = 0; i < kNumMemTags; ++i) s.at_activation_peak[i] = at_activation_peak_[i].load();
@@ -72,6 +75,7 @@ MemStats Allocator::stats() const {
 
 void Allocator::reset_activation_peak() {
   activation_peak_.store(activation_current_.load());
+  step_peak_.store(total_current_.load());
   for (int i = 0; i < kNumMemTags; ++i) at_activation_peak_[i].store(current_[i].load());
 }
 

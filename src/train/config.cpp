@@ -317,10 +317,15 @@ MemorySection MemorySection::from_json(const nlohmann::json& j, const std::strin
   }
   m.recompute = string_list(r, "recompute", {});
   m.recompute_bf16 = string_list(r, "recompute_bf16", {});
-  if (const auto& b = r.raw("budget"); !b.is_null()) {
-    LB_CHECK(b.is_string() || (b.is_number() && b.get<double>() > 0), at, ".budget: a size such as \"120MB\", "
-             "\"1.5GiB\" or \"0.1x\" (a fraction of the exact vanilla activation peak), or a number of bytes; got ",
-             b.dump());
+  for (const BudgetScope scope : {BudgetScope::Step, BudgetScope::Activation}) {
+    const std::string key = scope == BudgetScope::Step ? "budget" : "activation_budget";
+    const auto& b = r.raw(key);
+    if (b.is_null()) continue;
+    LB_CHECK(b.is_string() || (b.is_number() && b.get<double>() > 0), at, ".", key, ": a size such as \"120MB\", "
+             "\"1.5GiB\" or \"0.1x\" (a fraction of the exact vanilla ",
+             scope == BudgetScope::Step ? "step's" : "activation", " peak), or a number of bytes; got ", b.dump());
+    LB_CHECK(!m.budget, at, ".budget and ", at, ".activation_budget: give one (the first bounds the whole step, "
+             "the second its activations only)");
     // A number of bytes: whole ones as written; fractions and values past int64 (whose int64
     // conversion would be undefined) in full decimal, so parse names the bound they break.
     const auto number_text = [](double v) {
@@ -328,8 +333,8 @@ MemorySection MemorySection::from_json(const nlohmann::json& j, const std::strin
                                                                   : std::to_string(v);
     };
     m.budget = MemoryBudget::parse(b.is_string() ? b.get<std::string>() : number_text(b.get<double>()),
-                                   at + ".budget");
-    LB_CHECK(m.planned_settings_given().empty(), at, ".budget: the planner chooses memory.codecs, "
+                                   at + "." + key, scope);
+    LB_CHECK(m.planned_settings_given().empty(), at, ".", key, ": the planner chooses memory.codecs, "
              "memory.recompute and memory.recompute_bf16 itself, and the config sets ", m.planned_settings_given(),
              "; give the budget or those, not both");
   }
@@ -364,7 +369,8 @@ nlohmann::json MemorySection::to_json() const {
   // With a budget the codecs and recompute lists are the planner's (plan.json of the run), not
   // the config's: the section reads back as it was written.
   if (budget) {
-    nlohmann::json out = {{"budget", budget->text}, {"fidelity_weight", fidelity_weight}};
+    nlohmann::json out = {{budget->whole_step() ? "budget" : "activation_budget", budget->text},
+                          {"fidelity_weight", fidelity_weight}};
     if (!micro_batches) out["micro_batches"] = false;
     return out;
   }

@@ -144,6 +144,7 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
     const MemStats mem = allocator.stats();
     r.activation_peak_bytes = mem.activation_peak;
     r.at_activation_peak = mem.at_activation_peak;
+    r.step_peak_bytes = mem.step_peak;
     return r;
   }
   const auto o0 = Clock::now();
@@ -165,6 +166,7 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
   const MemStats mem = allocator.stats();
   r.activation_peak_bytes = mem.activation_peak;
   r.at_activation_peak = mem.at_activation_peak;
+  r.step_peak_bytes = mem.step_peak;
   return r;
 }
 

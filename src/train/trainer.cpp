@@ -309,7 +309,7 @@ TrainResult train(const Config& config_in, const TrainOptions& opt) {
     } catch (const Diverged& e) {
       throw Diverged(e.what() + dir.last_good_note());
     }
-    budget.end_step(step, r.activation_peak_bytes, config.source, dir.last_good_note());
+    budget.end_step(step, r, config.source, dir.last_good_note());
     const double step_ms = ms_between(t0, Clock::now());
     ++st.step;
     st.last_grad_norm = r.grad_norm;

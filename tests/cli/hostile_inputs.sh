@@ -26,7 +26,7 @@ expect() {
 }
 
 "$lb" train "$cfg" "${tiny[@]}" --out "$tmp/run" > /dev/null 2>&1 || fail "the base run failed"
-"$lb" plan "$cfg" --memory-budget 2MB --json > "$tmp/plan.json" 2> /dev/null || fail "plan --json failed"
+"$lb" plan "$cfg" --activation-budget 2MB --json > "$tmp/plan.json" 2> /dev/null || fail "plan --json failed"
 
 # A model setting that changes the maths, on eval / predict of a checkpoint: named, refused.
 expect 1 "model.hidden_act: \"relu\" here, \"gelu\" in the checkpoint" \
@@ -94,9 +94,9 @@ json.dump(p, open(sys.argv[2], "w"))
 PY
   expect 1 "bad_plan.json: $key: expected" train "$cfg" --memory-plan "$tmp/bad_plan.json" --out "$tmp/n2"
 done
-"$lb" plan "$cfg" --memory-budget 1TiB 2> /dev/null | grep -qE "planned: peak [0-9.]+ MB predicted" \
+"$lb" plan "$cfg" --activation-budget 1TiB 2> /dev/null | grep -qE "planned: activation peak [0-9.]+ MB predicted" \
   || fail "plan at 1TiB printed no predicted peak"
-"$lb" plan "$cfg" --memory-budget 1TiB 2> /dev/null | grep -qE "peak 1[0-9]{3}\.[0-9]+ MB predicted" \
+"$lb" plan "$cfg" --activation-budget 1TiB 2> /dev/null | grep -qE "peak 1[0-9]{3}\.[0-9]+ MB predicted" \
   && fail "plan at 1TiB predicts the budget, not the step's peak"
 
 # Resume of a planned run with another plan: refused, naming the run's own.

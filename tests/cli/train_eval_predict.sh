@@ -150,7 +150,7 @@ long=(--set train.epochs=8 --set data.synthetic_train=640 --set data.synthetic_e
 for sig in INT:130 TERM:143; do
   name=${sig%%:*} want=${sig##*:}
   budget=()
-  [ "$name" = INT ] && budget=(--memory-budget 2MB)
+  [ "$name" = INT ] && budget=(--activation-budget 2MB)
   "$lb" train "$configs/quickstart.json" "${long[@]}" "${budget[@]}" --out "$tmp/$name" > /dev/null 2> "$tmp/$name.err" &
   pid=$!
   # Signalled in training, not while planning: under sanitizers on a loaded machine the 2MB
@@ -172,7 +172,7 @@ eval "\"\$lb\" $hint" > "$tmp/res.out" 2> "$tmp/res.err" || { cat "$tmp/res.err"
 grep -q '"step":160' "$tmp/res.out" || fail "resumed run did not reach step 160"
 grep -q "resume: the run goes on under its memory plan for budget 2MB" "$tmp/res.err" \
   || { cat "$tmp/res.err"; fail "the resumed run did not keep its memory plan"; }
-grep -q '"budget": "2MB"' "$tmp/INT/config.json" || fail "config.json of the resumed run lost memory.budget"
+grep -q '"activation_budget": "2MB"' "$tmp/INT/config.json" || fail "config.json of the resumed run lost memory.activation_budget"
 grep -q "differs" "$tmp/res.err" && { cat "$tmp/res.err"; fail "the resume hint's run differs from the run"; }
 # the resumed run's log lines go on in the same train.log
 grep -q "info interrupted at step" "$tmp/INT/train.log" && grep -q "info run directory $tmp/INT (resuming from" "$tmp/INT/train.log" \

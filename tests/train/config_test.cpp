@@ -94,11 +94,11 @@ TEST(Config, MemoryCodecRulesParseWithDefaultsAndRoundTrip) {
   apply_override(j, "memory.codecs=[{\"codec\":\"int2\",\"rounding\":\"nearest\"}]");
   EXPECT_FALSE(parse(j).memory.codecs.at(0).spec.stochastic);
   // A budget with micro-batches forbidden reads back so.
-  const Config b = parse({{"memory", {{"budget", "0.1x"}, {"micro_batches", false}}}});
+  const Config b = parse({{"memory", {{"activation_budget", "0.1x"}, {"micro_batches", false}}}});
   EXPECT_FALSE(b.memory.micro_batches);
   EXPECT_EQ(b.to_json()["memory"]["micro_batches"], false);
   EXPECT_EQ(parse(b.to_json()).to_json(), b.to_json());
-  EXPECT_TRUE(parse({{"memory", {{"budget", "0.1x"}}}}).memory.micro_batches);
+  EXPECT_TRUE(parse({{"memory", {{"activation_budget", "0.1x"}}}}).memory.micro_batches);
 }
 
 TEST(Config, SgdDefaultsAndKeys) {
@@ -134,7 +134,7 @@ TEST(Config, ErrorsNameFileAndPath) {
       {{{"data", {{"mean", {0.5, 0.5}}}}}, "data.mean: expected a list of 3 numbers"},
       {{{"train", {{"epochs", 0}, {"max_steps", 0}}}}, "train: set epochs > 0 or max_steps > 0"},
       {{{"train", {{"grad_accum", -1}}}}, "train.grad_accum: -1 is out of range"},
-      {{{"memory", {{"budget", "0.1x"}, {"micro_batches", "auto"}}}}, "memory.micro_batches: expected true or false"},
+      {{{"memory", {{"activation_budget", "0.1x"}, {"micro_batches", "auto"}}}}, "memory.micro_batches: expected true or false"},
       {{{"train", {{"seed", -3}}}}, "train.seed: -3 is out of range"},
       {{{"train", {{"precision", "f16"}}}}, "train.precision: 'f16' is not valid"},
       {{{"train", {{"bucket_cap_mb", 0}}}}, "train.bucket_cap_mb: must be > 0 MiB, got 0"},

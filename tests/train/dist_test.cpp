@@ -222,7 +222,7 @@ TEST(Dist, RanksShareRankZerosMemoryPlan) {
   nlohmann::json j = lb::testing::tiny_bert_config(6, /*dropout=*/0.0);
   j["data"]["padding"] = "dynamic";
   j["train"]["log_every"] = 1;
-  j["memory"] = {{"budget", "0.75x"}, {"fidelity_weight", 1e9}};
+  j["memory"] = {{"activation_budget", "0.75x"}, {"fidelity_weight", 1e9}};
   TrainOptions o = on_both_ranks(dir.sub("dp"));
   const TrainResult dp = train(Config::from_json(j, "dist.json"), o);
   const std::string saved = dir.sub("dp") + "/memory_plan.json";

@@ -33,7 +33,7 @@ TEST(MemoryPlanner, ASavedPlanServesRunsOfItsInputsOnly) {
   j["train"]["log_every"] = 1;
   j["memory"] = {{"fidelity_weight", 1e9}};
   nlohmann::json budgeted = j;
-  budgeted["memory"]["budget"] = "0.75x";
+  budgeted["memory"]["activation_budget"] = "0.75x";
   const Config with_budget = Config::from_json(budgeted, "tiny.json");
   const MemoryPlan plan = plan_memory(with_budget, "", *with_budget.memory.budget);
   ASSERT_TRUE(plan.profiled_on.is_object());
@@ -50,7 +50,7 @@ TEST(MemoryPlanner, ASavedPlanServesRunsOfItsInputsOnly) {
   EXPECT_EQ(r.steps, 4);
   const nlohmann::json used = io::read_json_file(tmp.sub("run") + "/memory_plan.json");
   EXPECT_EQ(used, saved);
-  EXPECT_EQ(io::read_json_file(tmp.sub("run") + "/config.json")["memory"]["budget"], "0.75x");
+  EXPECT_EQ(io::read_json_file(tmp.sub("run") + "/config.json")["memory"]["activation_budget"], "0.75x");
   for (const auto& l : train_lines(tmp.sub("run")))
     EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
   // The same budget given as well: the same.
@@ -63,7 +63,7 @@ TEST(MemoryPlanner, ASavedPlanServesRunsOfItsInputsOnly) {
   o.out_dir = tmp.sub("bad");
   std::string m = lb::testing::error_message([&] { train(Config::from_json(other, "tiny.json"), o); });
   EXPECT_NE(m.find(file + ": planned for data.batch_size 8, this run has 4; make one for this run: leanback plan "
-                   "tiny.json --memory-budget 0.75x --json > FILE"),
+                   "tiny.json --activation-budget 0.75x --json > FILE"),
             std::string::npos)
       << m;
   TrainOptions hot = o;
@@ -82,9 +82,9 @@ TEST(MemoryPlanner, ASavedPlanServesRunsOfItsInputsOnly) {
         << m;
   }
   other = budgeted;
-  other["memory"]["budget"] = "0.8x";
+  other["memory"]["activation_budget"] = "0.8x";
   m = lb::testing::error_message([&] { train(Config::from_json(other, "tiny.json"), o); });
-  EXPECT_NE(m.find(file + ": planned for memory.budget 0.75x, this run asks for 0.8x"), std::string::npos) << m;
+  EXPECT_NE(m.find(file + ": planned for memory.activation_budget 0.75x, this run asks for memory.activation_budget 0.8x"), std::string::npos) << m;
   saved.erase("profiled_on");
   std::ofstream(file) << saved.dump(2);
   m = lb::testing::error_message([&] { train(Config::from_json(j, "tiny.json"), o); });
@@ -109,7 +109,7 @@ PlainAndPlanned plain_and_planned(const TempDir& tmp, nlohmann::json j) {
   // batch, so that plan recomputes and shorter batches need less. (It was 0.63x while the
   // recomputed block's input gradient counted as a model gradient during the block's backward;
   // counted as activation memory, recomputation peaks higher and 0.63x-0.75x plan codecs.)
-  j["memory"] = {{"budget", "0.8x"}, {"fidelity_weight", 1e9}};
+  j["memory"] = {{"activation_budget", "0.8x"}, {"fidelity_weight", 1e9}};
   out.config = Config::from_json(j, "tiny.json");
   out.planned = train(out.config, quiet(tmp.sub("run")));
   return out;
@@ -202,7 +202,7 @@ TEST(MemoryPlanner, PlansADataSetSmallerThanABatch) {
   j["data"]["synthetic_train"] = 5;
   j["data"]["padding"] = "max_length";
   j["train"]["log_every"] = 1;
-  j["memory"] = {{"budget", "0.6x"}, {"fidelity_weight", 1e9}};
+  j["memory"] = {{"activation_budget", "0.6x"}, {"fidelity_weight", 1e9}};
   const TrainResult r = train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("run")));
   const MemoryPlan plan = MemoryPlan::from_json(r.memory_plan, "plan");
   for (const auto& l : train_lines(tmp.sub("run")))
@@ -214,7 +214,7 @@ TEST(MemoryPlanner, PlansADataSetSmallerThanABatch) {
 TEST(MemoryPlanner, StopsWhenAskedWhilePlanning) {
   TempDir tmp("lb_planner");
   nlohmann::json j = lb::testing::tiny_bert_config(4);
-  j["memory"] = {{"budget", "0.6x"}};
+  j["memory"] = {{"activation_budget", "0.6x"}};
   struct Asked {  // the flag a signal sets, cleared again whatever happens
     Asked() { stop_requested() = true; }
     ~Asked() { stop_requested() = false; }
@@ -224,7 +224,7 @@ TEST(MemoryPlanner, StopsWhenAskedWhilePlanning) {
     EXPECT_THROW(train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("run"))), PlanInterrupted);
     const std::string m =
         lb::testing::error_message([&] { train(Config::from_json(j, "tiny.json"), quiet(tmp.sub("run"))); });
-    EXPECT_NE(m.find("tiny.json: memory.budget: interrupted while planning; nothing was written"), std::string::npos)
+    EXPECT_NE(m.find("tiny.json: memory.activation_budget: interrupted while planning; nothing was written"), std::string::npos)
         << m;
   }
   EXPECT_FALSE(std::filesystem::exists(tmp.sub("run")));
@@ -305,13 +305,13 @@ TEST(MemoryPlanner, SplitsABatchNoPlanFitsIntoMicroBatches) {
   nlohmann::json j = lb::testing::tiny_bert_config(4, /*dropout=*/0.0);
   j["train"]["log_every"] = 1;
   const Config c = Config::from_json(j, "tiny.json");
-  const MemoryPlan whole = plan_memory(c, "", MemoryBudget::parse("1.0x", "b"));
+  const MemoryPlan whole = plan_memory(c, "", MemoryBudget::parse("1.0x", "b", BudgetScope::Activation));
   Config half = c;
   half.data.batch_size /= 2;
   const int64_t half_exact = memory_report(half, "").activation_peak_bytes;
   ASSERT_LT(half_exact, whole.smallest_reachable);
   const int64_t budget = (half_exact + whole.smallest_reachable) / 2;
-  j["memory"] = {{"budget", std::to_string(budget)}, {"fidelity_weight", 1e9}};  // exact choices only
+  j["memory"] = {{"activation_budget", std::to_string(budget)}, {"fidelity_weight", 1e9}};  // exact choices only
   const Config budgeted = Config::from_json(j, "tiny.json");
   const MemoryPlan plan = plan_memory(budgeted, "", *budgeted.memory.budget);
   EXPECT_EQ(plan.micro_batches, 2);
@@ -348,8 +348,8 @@ TEST(MemoryPlanner, SplitsABatchNoPlanFitsIntoMicroBatches) {
             std::string::npos)
       << m;
   // Below what micro-batches of one example reach.
-  m = lb::testing::error_message([&] { plan_memory(c, "", MemoryBudget::parse("1000", "b")); });
-  EXPECT_NE(m.find("tiny.json: memory.budget 1000 (0.001 MB of activation peak) is below the smallest reachable "
+  m = lb::testing::error_message([&] { plan_memory(c, "", MemoryBudget::parse("1000", "b", BudgetScope::Activation)); });
+  EXPECT_NE(m.find("tiny.json: memory.activation_budget 1000 (0.001 MB of activation peak) is below the smallest reachable "
                    "even in micro-batches of one example"),
             std::string::npos)
       << m;
@@ -370,9 +370,9 @@ nlohmann::json planner_resnet_config(const TempDir& tmp, int64_t steps) {
 TEST(MemoryPlanner, SplitsAResNetBatchAndSaysBatchNormSeesMicroBatches) {
   TempDir tmp("lb_planner_micro_resnet");
   nlohmann::json j = planner_resnet_config(tmp, 2);
-  const MemoryPlan whole = plan_memory(Config::from_json(j, "resnet.json"), "", MemoryBudget::parse("1.0x", "b"));
+  const MemoryPlan whole = plan_memory(Config::from_json(j, "resnet.json"), "", MemoryBudget::parse("1.0x", "b", BudgetScope::Activation));
   const int64_t budget = whole.smallest_reachable * 3 / 4;
-  j["memory"] = {{"budget", std::to_string(budget)}};
+  j["memory"] = {{"activation_budget", std::to_string(budget)}};
   const Config budgeted = Config::from_json(j, "resnet.json");
   const TrainResult r = train(budgeted, quiet(tmp.sub("run")));
   EXPECT_EQ(r.steps, 2);

@@ -29,34 +29,34 @@ using lb::testing::TempDir;
 using lb::testing::train_lines;
 
 TEST(MemoryBudget, ParsesSizesAndFractions) {
-  EXPECT_DOUBLE_EQ(MemoryBudget::parse("120MB", "b").bytes, 120e6);
-  EXPECT_DOUBLE_EQ(MemoryBudget::parse("1.5GiB", "b").bytes, 1.5 * 1073741824.0);
-  EXPECT_DOUBLE_EQ(MemoryBudget::parse("800KiB", "b").bytes, 800 * 1024.0);
-  EXPECT_DOUBLE_EQ(MemoryBudget::parse("123456", "b").bytes, 123456);
-  EXPECT_DOUBLE_EQ(MemoryBudget::parse("123456B", "b").bytes, 123456);
-  const MemoryBudget f = MemoryBudget::parse("0.1x", "b");
+  EXPECT_DOUBLE_EQ(MemoryBudget::parse("120MB", "b", BudgetScope::Activation).bytes, 120e6);
+  EXPECT_DOUBLE_EQ(MemoryBudget::parse("1.5GiB", "b", BudgetScope::Activation).bytes, 1.5 * 1073741824.0);
+  EXPECT_DOUBLE_EQ(MemoryBudget::parse("800KiB", "b", BudgetScope::Activation).bytes, 800 * 1024.0);
+  EXPECT_DOUBLE_EQ(MemoryBudget::parse("123456", "b", BudgetScope::Activation).bytes, 123456);
+  EXPECT_DOUBLE_EQ(MemoryBudget::parse("123456B", "b", BudgetScope::Activation).bytes, 123456);
+  const MemoryBudget f = MemoryBudget::parse("0.1x", "b", BudgetScope::Activation);
   EXPECT_TRUE(f.is_fraction());
   EXPECT_EQ(f.resolve(1000000), 100000);
-  EXPECT_EQ(MemoryBudget::parse("2MB", "b").resolve(1), 2000000);
+  EXPECT_EQ(MemoryBudget::parse("2MB", "b", BudgetScope::Activation).resolve(1), 2000000);
   for (const char* bad : {"", "MB", "abc", "12XB", "0x", "1.5x", "-3MB", "0MB", "1..2MB", "0.5", "0.9B", "9.3e18",
                           "9223372036854775808", "8EiB", "100000000TB"}) {
-    const std::string m = lb::testing::error_message([&] { MemoryBudget::parse(bad, "memory.budget"); });
+    const std::string m = lb::testing::error_message([&] { MemoryBudget::parse(bad, "memory.budget", BudgetScope::Step); });
     EXPECT_NE(m.find("memory.budget: '" + std::string(bad) + "' is not a memory budget"), std::string::npos) << m;
     EXPECT_NE(m.find("0.1x"), std::string::npos) << m;
   }
   // The edges: named, and resolve() saturates instead of casting out of int64's range.
-  EXPECT_NE(lb::testing::error_message([] { MemoryBudget::parse("0.5B", "b"); }).find("at least 1 byte"),
+  EXPECT_NE(lb::testing::error_message([] { MemoryBudget::parse("0.5B", "b", BudgetScope::Activation); }).find("at least 1 byte"),
             std::string::npos);
-  EXPECT_NE(lb::testing::error_message([] { MemoryBudget::parse("10000000TB", "b"); }).find("below 2^63 bytes"),
+  EXPECT_NE(lb::testing::error_message([] { MemoryBudget::parse("10000000TB", "b", BudgetScope::Activation); }).find("below 2^63 bytes"),
             std::string::npos);
-  EXPECT_EQ(MemoryBudget::parse("1B", "b").resolve(0), 1);
-  EXPECT_EQ(MemoryBudget::parse("9000000TB", "b").resolve(0), 9000000000000000000);
+  EXPECT_EQ(MemoryBudget::parse("1B", "b", BudgetScope::Activation).resolve(0), 1);
+  EXPECT_EQ(MemoryBudget::parse("9000000TB", "b", BudgetScope::Activation).resolve(0), 9000000000000000000);
   MemoryBudget huge;
   huge.bytes = 1e300;  // what a hand-edited plan file could hold
   EXPECT_EQ(huge.resolve(0), std::numeric_limits<int64_t>::max());
-  EXPECT_EQ(MemoryBudget::parse("1x", "b").resolve(std::numeric_limits<int64_t>::max()),
+  EXPECT_EQ(MemoryBudget::parse("1x", "b", BudgetScope::Activation).resolve(std::numeric_limits<int64_t>::max()),
             std::numeric_limits<int64_t>::max());
-  EXPECT_EQ(MemoryBudget::parse("0.000001x", "b").resolve(1), 1);
+  EXPECT_EQ(MemoryBudget::parse("0.000001x", "b", BudgetScope::Activation).resolve(1), 1);
 }
 
 // Two blocks; per option (exact, bf16, int8, recompute, recompute + bf16, recompute + int8)
@@ -242,15 +242,15 @@ TEST(MemoryPlanner, TakesHotOnlyWhereNothingElseFitsOrTheWeightAllows) {
 // and a budget at the exact peak keeps everything exact.
 void expect_plan_fits(const nlohmann::json& j, const std::string& what) {
   const Config c = Config::from_json(j, what + ".json");
-  const MemoryPlan whole = plan_memory(c, "", MemoryBudget::parse("1.0x", "b"));
+  const MemoryPlan whole = plan_memory(c, "", MemoryBudget::parse("1.0x", "b", BudgetScope::Activation));
   EXPECT_LE(whole.measured_peak, whole.budget_bytes) << what;
   ASSERT_LT(whole.smallest_reachable, whole.exact_vanilla_peak) << what;
   // Three quarters of the way from the smallest reachable budget to the exact peak (closer to
   // the edge, the model's error at this tiny size decides).
   const int64_t between = whole.smallest_reachable + (whole.exact_vanilla_peak - whole.smallest_reachable) * 3 / 4;
-  const MemoryPlan tight = plan_memory(c, "", MemoryBudget::parse(std::to_string(between), "b"));
+  const MemoryPlan tight = plan_memory(c, "", MemoryBudget::parse(std::to_string(between), "b", BudgetScope::Activation));
   const std::string room = std::to_string(tight.exact_vanilla_peak * 3 / 2);  // bytes: exact fits
-  const MemoryPlan loose = plan_memory(c, "", MemoryBudget::parse(room, "b"));
+  const MemoryPlan loose = plan_memory(c, "", MemoryBudget::parse(room, "b", BudgetScope::Activation));
   for (const auto& part : loose.parts) EXPECT_EQ(part.option.name(), "exact") << what << " " << part.part;
   EXPECT_TRUE(loose.section.codecs.empty() && loose.section.recompute.empty()) << what;
   EXPECT_LE(tight.measured_peak, tight.budget_bytes) << what;
@@ -270,8 +270,8 @@ void expect_plan_fits(const nlohmann::json& j, const std::string& what) {
   whole_batch.memory.micro_batches = false;
   const std::string under = std::to_string(whole.smallest_reachable / 2);
   const std::string m =
-      lb::testing::error_message([&] { plan_memory(whole_batch, "", MemoryBudget::parse(under, "b")); });
-  EXPECT_NE(m.find(what + ".json: memory.budget " + under), std::string::npos) << m;
+      lb::testing::error_message([&] { plan_memory(whole_batch, "", MemoryBudget::parse(under, "b", BudgetScope::Activation)); });
+  EXPECT_NE(m.find(what + ".json: memory.activation_budget " + under), std::string::npos) << m;
   EXPECT_NE(m.find("is below the smallest reachable for this model, batch and backward strategies"),
             std::string::npos)
       << m;
@@ -346,7 +346,7 @@ TEST(MemoryPlanner, ProfilesHotAndCarriesOutHotBlocks) {
   }
   EXPECT_LE(hot, exact);
 
-  MemoryPlan plan = plan_memory(c, "", MemoryBudget::parse("1.0x", "b"));
+  MemoryPlan plan = plan_memory(c, "", MemoryBudget::parse("1.0x", "b", BudgetScope::Activation));
   EXPECT_TRUE(plan.backward_rules.empty());  // reachable without HOT: it is not even profiled
   plan.backward_rules = nlohmann::json::array({{{"match", p.blocks[0] + ".*"}, {"type", "hot"}}});
   plan.parts[0].option.strategy = "hot";
@@ -361,7 +361,7 @@ TEST(MemoryPlanner, ProfilesHotAndCarriesOutHotBlocks) {
   // A run resumed with that plan runs block 0 on HOT, the rest as before.
   TempDir tmp("lb_planner");
   j["train"]["max_steps"] = 2;
-  j["memory"] = {{"budget", "1.0x"}};
+  j["memory"] = {{"activation_budget", "1.0x"}};
   const Config budgeted = Config::from_json(j, "tiny.json");
   TrainOptions first = quiet(tmp.sub("run"));
   first.interrupt_after = 1;
@@ -388,7 +388,7 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   nlohmann::json j = lb::testing::tiny_bert_config(6);
   j["train"]["log_every"] = 1;
   // Exact choices only (recomputation: bit-identical), so that runs planned apart train alike.
-  j["memory"] = {{"budget", "0.75x"}, {"fidelity_weight", 1e9}};
+  j["memory"] = {{"activation_budget", "0.75x"}, {"fidelity_weight", 1e9}};
   const Config c = Config::from_json(j, "tiny.json");
   const TrainResult full = train(c, quiet(tmp.sub("full")));
   const MemoryPlan plan = MemoryPlan::from_json(io::read_json_file(tmp.sub("full") + "/memory_plan.json"), "plan");
@@ -398,10 +398,10 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   for (const auto& l : lines) EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
   std::ifstream txt(tmp.sub("full") + "/plan.txt");
   const std::string table((std::istreambuf_iterator<char>(txt)), std::istreambuf_iterator<char>());
-  EXPECT_NE(table.find("memory budget 0.75x"), std::string::npos) << table;
+  EXPECT_NE(table.find("activation budget 0.75x"), std::string::npos) << table;
   // The run's config.json reads back with the budget (the plan itself is memory_plan.json).
   const nlohmann::json resolved = io::read_json_file(tmp.sub("full") + "/config.json");
-  EXPECT_EQ(resolved["memory"]["budget"], "0.75x");
+  EXPECT_EQ(resolved["memory"]["activation_budget"], "0.75x");
 
   // Interrupted and resumed: the saved plan is reused (not planned again), the run as one.
   TrainOptions first = quiet(tmp.sub("cut"));
@@ -421,7 +421,7 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   // Resumed without the budget, as the printed hint does: the run's plan goes on (not an
   // unplanned rest of the run), and config.json keeps the budget.
   nlohmann::json unbudgeted = j;
-  unbudgeted["memory"].erase("budget");
+  unbudgeted["memory"].erase("activation_budget");
   const Config plain = Config::from_json(unbudgeted, "tiny.json");
   TrainOptions cut = quiet(tmp.sub("cut3"));
   cut.interrupt_after = 3;
@@ -433,7 +433,7 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(unplanned_flag.losses[i], full.losses[3 + i]) << "step " << 3 + i;
   for (const auto& l : train_lines(tmp.sub("cut3")))
     EXPECT_LE(l["activation_peak_bytes"].get<int64_t>(), plan.budget_bytes) << l;
-  EXPECT_EQ(io::read_json_file(tmp.sub("cut3") + "/config.json")["memory"]["budget"], "0.75x");
+  EXPECT_EQ(io::read_json_file(tmp.sub("cut3") + "/config.json")["memory"]["activation_budget"], "0.75x");
   // ... explicit memory settings in the plan's place, or another plan: refused, naming both.
   nlohmann::json with_codecs = unbudgeted;
   with_codecs["memory"]["codecs"] = {{{"codec", "int8"}}};
@@ -455,10 +455,10 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
 
   // Resumed with another budget: an error, not a silent replan.
   nlohmann::json other = j;
-  other["memory"]["budget"] = "0.8x";
+  other["memory"]["activation_budget"] = "0.8x";
   second.resume = tmp.sub("cut");
   m = lb::testing::error_message([&] { train(Config::from_json(other, "tiny.json"), second); });
-  EXPECT_NE(m.find("planned for 0.75x"), std::string::npos) << m;
+  EXPECT_NE(m.find("planned for memory.activation_budget 0.75x"), std::string::npos) << m;
 
   // A plan that is wrong (here: a budget far below what it keeps) stops the first step over it.
   TrainOptions third = quiet(tmp.sub("cut2"));
@@ -475,14 +475,14 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
   fourth.resume = tmp.sub("cut2");
   m = lb::testing::error_message([&] { train(c2, fourth); });
   EXPECT_NE(m.find("tiny.json: step 2 peaked at"), std::string::npos) << m;
-  EXPECT_NE(m.find("over memory.budget 0.75x"), std::string::npos) << m;
+  EXPECT_NE(m.find("over memory.activation_budget 0.75x"), std::string::npos) << m;
   EXPECT_NE(m.find(", set in "), std::string::npos) << m;
   EXPECT_NE(m.find("checkpoint"), std::string::npos) << m;
 
   // Budget and explicit codecs together: an error naming the path.
   j["memory"]["codecs"] = {{{"codec", "int8"}}};
   m = lb::testing::error_message([&] { Config::from_json(j, "tiny.json"); });
-  EXPECT_NE(m.find("memory.budget: the planner chooses memory.codecs"), std::string::npos) << m;
+  EXPECT_NE(m.find("memory.activation_budget: the planner chooses memory.codecs"), std::string::npos) << m;
   j["memory"].erase("codecs");
   j["memory"]["recompute_bf16"] = {"*"};
   m = lb::testing::error_message([&] { Config::from_json(j, "tiny.json"); });
@@ -492,10 +492,10 @@ TEST(MemoryPlanner, TrainingKeepsToTheBudgetResumesItsPlanAndStopsOverIt) {
       << m;
   // A number of bytes past int64 or under one byte: named, not cast (undefined for 1e300).
   j["memory"].erase("recompute_bf16");
-  j["memory"]["budget"] = 1e300;
+  j["memory"]["activation_budget"] = 1e300;
   m = lb::testing::error_message([&] { Config::from_json(j, "tiny.json"); });
   EXPECT_NE(m.find("is not a memory budget (a budget is below 2^63 bytes)"), std::string::npos) << m;
-  j["memory"]["budget"] = 0.5;
+  j["memory"]["activation_budget"] = 0.5;
   m = lb::testing::error_message([&] { Config::from_json(j, "tiny.json"); });
   EXPECT_NE(m.find("is not a memory budget (a budget is at least 1 byte)"), std::string::npos) << m;
 }

@@ -17,7 +17,7 @@ plan_once() {
   shift 4
   [ -s "$file" ] && return 0
   mkdir -p "$(dirname "$file")"
-  if ! "${pin[@]}" "$lb" plan "$config" --memory-budget "$budget" --json "$@" > "$file.part" 2>> "$log"; then
+  if ! "${pin[@]}" "$lb" plan "$config" --activation-budget "$budget" --json "$@" > "$file.part" 2>> "$log"; then
     rm -f "$file.part"
     return 1
   fi

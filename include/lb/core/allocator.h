@@ -26,6 +26,9 @@ struct MemStats {
   int64_t activation_current = 0;
   int64_t activation_peak = 0;
   std::array<int64_t, kNumMemTags> at_activation_peak{};
+  // Every byte's peak since reset_activation_peak() (one training step's whole-step peak,
+  // which memory.budget bounds), beside total_peak (since reset_peak(): a log window's).
+  int64_t step_peak = 0;
 };
 // Whether bytes of this tag count as activation memory (MemStats::activation_current).
 constexpr bool is_activation_tag(MemTag t) {
@@ -39,7 +42,7 @@ class Allocator {
   virtual void deallocate(void* p, size_t nbytes, MemTag tag) = 0;
   virtual MemStats stats() const;
   void reset_peak();  // peaks := current
-  void reset_activation_peak();  // the activation peak only (one training step's)
+  void reset_activation_peak();  // the activation and step peaks only (one training step's)
   // How many times the activation peak has risen (a watcher compares two readings to learn
   // whether the peak rose in between: autograd/peak_watch.h).
   int64_t activation_peak_rises() const { return activation_peak_rises_.load(std::memory_order_relaxed); }
@@ -59,6 +62,7 @@ class Allocator {
   std::array<std::atomic<int64_t>, kNumMemTags> peak_{};
   std::atomic<int64_t> total_current_{0};
   std::atomic<int64_t> total_peak_{0};
+  std::atomic<int64_t> step_peak_{0};
   std::atomic<int64_t> activation_current_{0};
   std::atomic<int64_t> activation_peak_{0};
   std::array<std::atomic<int64_t>, kNumMemTags> at_activation_peak_{};

@@ -134,9 +134,11 @@ struct MemorySection {
   // products on bf16 operands (lossy: lb/autograd/recompute.h); the memory planner offers it
   // where the CPU's bf16 kernel out-runs its f32 one.
   std::vector<std::string> recompute_bf16;
-  // A bound on the step's activation peak: the planner (memory_planner.h) chooses codecs and
-  // recomputation per block to fit it, in place of `codecs` and `recompute` (which must then
-  // be empty). fidelity_weight: how much step time a lossy codec's gradient error is worth.
+  // memory.budget: a bound on the whole step (memory_budget.h), or memory.activation_budget:
+  // on its activation peak. The planner (memory_planner.h) chooses codecs and recomputation per
+  // block to fit it, in place of `codecs` and `recompute` (which must then be empty), and for
+  // the whole step the optimizer's state bits and in-backward update too. fidelity_weight: how
+  // much step time a lossy setting's gradient error is worth.
   std::optional<MemoryBudget> budget;
   double fidelity_weight = 500;
   // Where no plan fits the batch, whether the planner may split it into micro-batches whose

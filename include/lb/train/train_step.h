@@ -88,6 +88,8 @@ struct StepResult {
   // gradients and optimizer state) on its device, and each tag's bytes at that moment.
   int64_t activation_peak_bytes = 0;
   std::array<int64_t, kNumMemTags> at_activation_peak{};
+  // Every byte's peak over the step (parameters, gradients and optimizer state included).
+  int64_t step_peak_bytes = 0;
 };
 
 class TrainStep {

@@ -33,7 +33,7 @@ void keep_the_runs_plan(Config& config, const std::optional<MemoryPlan>& given_p
            config.memory.planned_settings_given(), " (in the file or by --set), but the run being resumed was planned "
            "for memory budget ", runs.budget_text, " (", saved.string(), "); resume without them to go on under "
            "the run's plan, or start a new run");
-  config.memory.budget = MemoryBudget::parse(runs.budget_text, saved.string());
+  config.memory.budget = MemoryBudget::parse(runs.budget_text, saved.string(), runs.scope);
   if (say)
     std::cerr << "resume: the run goes on under its memory plan for budget " << runs.budget_text << " ("
               << saved.string() << ")\n";
@@ -50,7 +50,8 @@ BudgetedRun::BudgetedRun(const Config& requested, const TrainOptions& opt, const
              "codecs and recomputation, and ", config.source, " sets ", config.memory.planned_settings_given(),
              " (in the file or by --set); give the plan or those, not both");
     given = load_memory_plan(opt.memory_plan, config, opt.strategy);
-    if (!config.memory.budget) config.memory.budget = MemoryBudget::parse(given->budget_text, opt.memory_plan);
+    if (!config.memory.budget)
+      config.memory.budget = MemoryBudget::parse(given->budget_text, opt.memory_plan, given->scope);
   }
   const fs::path saved = run_dir / "memory_plan.json";
   const bool runs_own = resuming && fs::exists(saved);
@@ -60,15 +61,18 @@ BudgetedRun::BudgetedRun(const Config& requested, const TrainOptions& opt, const
   if (pg.is_main()) {
     if (runs_own) {
       plan_ = MemoryPlan::from_json(io::read_json_file(saved.string()), saved.string());
-      LB_CHECK(plan_->budget_text == config.memory.budget->text, config.source, ": memory.budget is ",
-               config.memory.budget->text, " but the run being resumed was planned for ", plan_->budget_text, " (",
-               saved.string(), "); resume with the same budget, or start a new run");
+      LB_CHECK(plan_->budget_text == config.memory.budget->text && plan_->scope == config.memory.budget->scope,
+               config.source, ": ", config.memory.budget->key(), " is ", config.memory.budget->text,
+               " but the run being resumed was planned for ",
+               plan_->scope == BudgetScope::Step ? "memory.budget " : "memory.activation_budget ", plan_->budget_text,
+               " (", saved.string(), "); resume with the same budget, or start a new run");
     } else if (given) {
       plan_ = std::move(given);
     } else {
       // Ctrl-C while planning (minutes on a CPU) stops it: nothing has been written yet.
       plan_ = plan_memory(config, opt.strategy, *config.memory.budget, /*shorter_batches=*/true,
-                          [] { return stop_requested().load(); }, /*quiet=*/opt.quiet);
+                          [] { return stop_requested().load(); }, /*quiet=*/opt.quiet,
+                          /*data_parallel=*/pg.size() > 1);
     }
     if (pg.size() > 1) plan_text = plan_->to_json().dump();
   }
@@ -92,17 +96,24 @@ void BudgetedRun::begin_step(const std::vector<data::Batch>& micro, const Device
   if (plan_) watch_.emplace(allocator_for(device), /*with_kept=*/false);
 }
 
-void BudgetedRun::end_step(int64_t step, int64_t peak, const std::string& source, const std::string& last_good) {
+void BudgetedRun::end_step(int64_t step, const StepResult& r, const std::string& source, const std::string& last_good) {
+  const bool whole = plan_ && plan_->scope == BudgetScope::Step;
+  const int64_t peak = whole ? r.step_peak_bytes : r.activation_peak_bytes;
   if (plan_ && peak > plan_->budget_bytes) {
     watch_->check("after the backward");
     const auto& site = watch_->site();
     const std::string planned =
         length_plan_ < 0 ? megabytes(plan_->measured_peak) : [&] {
           const LengthPlan& l = plan_->by_length[static_cast<size_t>(length_plan_)];
-          return megabytes(l.measured_peak) + " for batches of " + l.batches();
+          // Under memory.budget a shorter batch's plan bounds its activations, beside what the
+          // step holds besides them.
+          return megabytes(l.measured_peak + (whole ? plan_->fixed.total() : 0)) + " for batches of " + l.batches();
         }();
     throw Error(source + ": step " + std::to_string(step + 1) + " peaked at " + megabytes(peak) +
-                " of activations, " + megabytes(peak - plan_->budget_bytes) + " over memory.budget " +
+                (whole ? " (parameters, gradients, optimizer state and activations), "
+                       : " of activations, ") +
+                megabytes(peak - plan_->budget_bytes) + " over " +
+                (whole ? "memory.budget " : "memory.activation_budget ") +
                 plan_->budget_text + " (" + megabytes(plan_->budget_bytes) + "; planned peak " + planned + ")" +
                 (site ? ", set in " + site->phase + (site->op.empty() ? "" : " of " + site->op + " in " +
                                                      (site->module.empty() ? "(model)" : site->module))

@@ -54,7 +54,7 @@ class BudgetedRun {
   // Around one optimizer step: its plan in force and the peak watched, then the peak checked
   // against the budget (an Error naming where it was set, the planned peak and `last_good`).
   void begin_step(const std::vector<data::Batch>& micro, const Device& device);
-  void end_step(int64_t step, int64_t activation_peak_bytes, const std::string& source, const std::string& last_good);
+  void end_step(int64_t step, const StepResult& result, const std::string& source, const std::string& last_good);
   // After the loop: the steps run under each length's plan (log line, metrics line, result).
   void report(const Logger& log, MetricsLog& metrics, TrainResult& result) const;
 

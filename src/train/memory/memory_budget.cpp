@@ -1,6 +1,7 @@
 // MemoryBudget: parsing sizes and fractions (see memory_budget.h).
 #include "lb/train/memory/memory_budget.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -13,11 +14,11 @@
 
 namespace lb::train {
 
-MemoryBudget MemoryBudget::parse(const std::string& text, const std::string& where) {
+MemoryBudget MemoryBudget::parse(const std::string& text, const std::string& where, BudgetScope scope) {
   const auto bad = [&](const std::string& why) {
     return Error(where + ": '" + text + "' is not a memory budget (" + why +
                  "); write a size such as 120MB, 1.5GiB, 800KiB or 123456 (bytes), or a fraction of the "
-                 "exact vanilla activation peak such as 0.1x");
+                 "exact vanilla " + (scope == BudgetScope::Step ? "step's" : "activation") + " peak such as 0.1x");
   };
   if (text.empty()) throw bad("it is empty");
   size_t i = 0;
@@ -31,6 +32,7 @@ MemoryBudget MemoryBudget::parse(const std::string& text, const std::string& whe
   while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
   MemoryBudget b;
   b.text = text;
+  b.scope = scope;
   if (unit == "x") {
     if (!(v > 0 && v <= 1)) throw bad("a fraction is above 0 and at most 1");
     b.fraction = v;
@@ -49,6 +51,16 @@ MemoryBudget MemoryBudget::parse(const std::string& text, const std::string& whe
     }
   throw bad("unknown unit '" + unit + "'");
 }
+
+MemoryBudget MemoryBudget::of_bytes(int64_t n, BudgetScope scope) {
+  return parse(std::to_string(std::max<int64_t>(1, n)), "internal budget", scope);
+}
+
+const char* MemoryBudget::key() const {
+  return whole_step() ? "memory.budget" : "memory.activation_budget";
+}
+
+const char* MemoryBudget::bounds() const { return whole_step() ? "whole step" : "activation peak"; }
 
 int64_t MemoryBudget::resolve(int64_t exact_vanilla_peak) const {
   // Saturating: a double at or past 2^63 has no int64 value (the cast would be undefined).

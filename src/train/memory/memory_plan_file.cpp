@@ -71,7 +71,12 @@ nlohmann::json plan_inputs(const Config& config, const std::string& strategy) {
                        {"strategy", strategy},
                        {"freeze", c.value("freeze", nlohmann::json())},
                        {"lora", c.value("lora", nlohmann::json())},
-                       {"precision", config.train.precision}};
+                       {"precision", config.train.precision},
+                       {"optimizer", {{"type", config.optimizer.type},
+                                      {"state_bits", config.optimizer.state_bits},
+                                      {"in_backward", config.optimizer.in_backward},
+                                      {"clipping", config.train.max_grad_norm > 0}}},
+                       {"grad_accum", config.train.grad_accum}};
   const nlohmann::json& d = c.at("data");
   for (const char* k : {"task", "batch_size", "max_seq_len", "padding", "vocab"})
     in["data"][k] = d.value(k, nlohmann::json());
@@ -80,12 +85,17 @@ nlohmann::json plan_inputs(const Config& config, const std::string& strategy) {
 
 MemoryPlan load_memory_plan(const std::string& file, const Config& config, const std::string& strategy) {
   MemoryPlan plan = MemoryPlan::from_json(io::read_json_file(file), file);
-  const std::string again = "; make one for this run: leanback plan " + config.source + " --memory-budget " +
+  const bool step = config.memory.budget ? config.memory.budget->whole_step() : plan.scope == BudgetScope::Step;
+  const std::string again = "; make one for this run: leanback plan " + config.source +
+                            (step ? " --memory-budget " : " --activation-budget ") +
                             (config.memory.budget ? config.memory.budget->text : plan.budget_text) + " --json > FILE";
   LB_CHECK(!plan.profiled_on.is_null(), file, ": records no inputs it was planned for (written by an older "
            "leanback, or a run's plan from before them)", again);
   const nlohmann::json here = plan_inputs(config, strategy);
   for (const auto& [key, value] : here.items()) {
+    // Plans from before the optimizer and accumulation were recorded bound activations only,
+    // which neither changes.
+    if ((key == "optimizer" || key == "grad_accum") && !plan.profiled_on.contains(key)) continue;
     const nlohmann::json there = plan.profiled_on.value(key, nlohmann::json());
     if (there == value) continue;
     std::string what = key, a = there.dump(), b = value.dump();
@@ -102,8 +112,12 @@ MemoryPlan load_memory_plan(const std::string& file, const Config& config, const
   }
   LB_CHECK(plan.micro_batches == 1 || config.memory.micro_batches, file, ": splits each batch into ",
            plan.micro_batches, " micro-batches, and this run sets memory.micro_batches to false", again);
-  LB_CHECK(!config.memory.budget || config.memory.budget->text == plan.budget_text, file, ": planned for memory.budget ",
-           plan.budget_text, ", this run asks for ", config.memory.budget ? config.memory.budget->text : "", again);
+  const char* plan_key = plan.scope == BudgetScope::Step ? "memory.budget" : "memory.activation_budget";
+  LB_CHECK(!config.memory.budget ||
+               (config.memory.budget->text == plan.budget_text && config.memory.budget->scope == plan.scope),
+           file, ": planned for ", plan_key, " ", plan.budget_text, ", this run asks for ",
+           config.memory.budget ? std::string(config.memory.budget->key()) + " " + config.memory.budget->text : "",
+           again);
   return plan;
 }
 
@@ -117,14 +131,25 @@ Config apply_memory_plan(Config config, const MemoryPlan& plan) {
   config.memory.codecs = plan.section.codecs;
   config.memory.recompute = plan.section.recompute;
   config.memory.recompute_bf16 = plan.section.recompute_bf16;
+  if (plan.scope == BudgetScope::Step) {
+    config.optimizer.state_bits = plan.levers.state_bits;
+    config.optimizer.in_backward = plan.levers.in_backward;
+  }
   return with_backward_rules(std::move(config), plan.backward_rules);
 }
 
 std::string MemoryPlan::table() const {
   std::ostringstream os;
-  os << "memory budget " << budget_text << ": " << mb(budget_bytes) << " MB of activation peak";
-  if (exact_vanilla_peak != exact_peak || budget_text.find('x') != std::string::npos)
+  const bool whole = scope == BudgetScope::Step;
+  os << (whole ? "memory budget " : "activation budget ") << budget_text << ": " << mb(budget_bytes)
+     << (whole ? " MB for the whole step" : " MB of activation peak");
+  if (budget_text.find('x') != std::string::npos || (!whole && exact_vanilla_peak != exact_peak))
     os << " (the exact vanilla step peaks at " << mb(exact_vanilla_peak) << " MB)";
+  if (whole)
+    os << "\noptimizer: " << levers.name() << "; besides activations the step holds " << mb(fixed.total())
+       << " MB (parameters " << mb(fixed.parameters) << ", buffers " << mb(fixed.buffers) << ", gradients "
+       << mb(fixed.gradients) << ", optimizer state " << mb(fixed.optimizer) << "), leaving "
+       << mb(activation_budget_bytes) << " MB of activation peak to the plan below";
   const char* step = micro_batches > 1 ? " ms per micro-batch" : " ms per step";
   if (micro_batches > 1)
     os << "\nmicro-batches: " << micro_batches << " per batch, gradients accumulated (no plan fits the batch: it "
@@ -134,8 +159,8 @@ std::string MemoryPlan::table() const {
   if (micro_batches > 1 && batch_norm)
     os << "\nBatchNorm normalises each micro-batch on its own, as under data-parallel training without "
           "SyncBatchNorm";
-  os << "\nexact (nothing planned): peak " << mb(exact_peak) << " MB, " << std::fixed << std::setprecision(0)
-     << exact_step_ms << step << "\nplanned: peak " << mb(predicted_peak) << " MB predicted, " << mb(measured_peak)
+  os << "\nexact (nothing planned): activation peak " << mb(exact_peak) << " MB, " << std::fixed << std::setprecision(0)
+     << exact_step_ms << step << "\nplanned: " << (whole ? "whole step's peak " : "activation peak ") << mb(predicted_peak) << " MB predicted, " << mb(measured_peak)
      << " MB measured; ~" << predicted_step_ms << step << " predicted; smallest reachable budget "
      << mb(smallest_reachable) << " MB; planned in " << std::setprecision(1) << profile_s << " s\n\n";
   size_t w = 6;
@@ -174,7 +199,13 @@ nlohmann::json MemoryPlan::to_json() const {
                   {"added_ms", p.added_ms},
                   {"fidelity", p.fidelity},
                   {"why", p.why}});
+  nlohmann::json step = nullptr;
+  if (scope == BudgetScope::Step)
+    step = {{"state_bits", levers.state_bits}, {"in_backward", levers.in_backward}, {"fixed_bytes", fixed.to_json()},
+            {"activation_budget_bytes", activation_budget_bytes}};
   return {{"budget", budget_text},
+          {"scope", scope == BudgetScope::Step ? "step" : "activation"},
+          {"step", step},
           {"budget_bytes", budget_bytes},
           {"micro_batches", micro_batches},
           {"batch_smallest_reachable_bytes", batch_smallest_reachable},
@@ -285,6 +316,20 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
   MemoryPlan p;
   p.budget_text = f.text(j, "", "budget");
   p.budget_bytes = f.integer(j, "", "budget_bytes", 1);
+  const std::string scope = f.text(j, "", "scope", "activation");  // plans before it bounded activations
+  LB_CHECK(scope == "step" || scope == "activation", source, ": scope: \"step\" or \"activation\", got \"", scope,
+           "\"");
+  p.scope = scope == "step" ? BudgetScope::Step : BudgetScope::Activation;
+  p.activation_budget_bytes = p.budget_bytes;
+  if (p.scope == BudgetScope::Step) {
+    const nlohmann::json& st = f.at(j, "", "step");
+    p.levers.state_bits = f.integer(st, "step.", "state_bits", 4);
+    LB_CHECK(p.levers.state_bits == 32 || p.levers.state_bits == 8 || p.levers.state_bits == 4, source,
+             ": step.state_bits: 32, 8 or 4, got ", p.levers.state_bits);
+    p.levers.in_backward = f.flag(st, "step.", "in_backward");
+    p.fixed = f.section([&] { return FixedBytes::from_json(f.at(st, "step.", "fixed_bytes"), "step"); });
+    p.activation_budget_bytes = f.integer(st, "step.", "activation_budget_bytes", 0);
+  }
   p.micro_batches = f.integer(j, "", "micro_batches", 1, 1);  // plans before them had none
   p.batch_smallest_reachable = f.integer(j, "", "batch_smallest_reachable_bytes", 0, 0);
   p.exact_vanilla_peak = f.integer(j, "", "exact_vanilla_peak_bytes", 0);

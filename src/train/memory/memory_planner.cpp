@@ -15,6 +15,7 @@
 #include "lb/train/memory/memory_report.h"
 #include "src/backend/kernel_info.h"
 #include "src/train/memory/memory_plan_parts.h"
+#include "src/train/memory/step_levers.h"
 
 namespace lb::train {
 
@@ -22,51 +23,114 @@ using namespace planning;  // NOLINT: the parts' shared helpers (memory_plan_par
 
 namespace {
 
+// A size below what the leanest optimizer setting holds besides activations: an error before
+// any profiling.
+void check_state_fits(const Config& config, const MemoryBudget& budget, const std::vector<LeverOption>& levers) {
+  const int64_t bytes = budget.resolve(0);
+  int64_t least = levers.front().fixed.total();
+  for (const auto& o : levers) least = std::min(least, o.fixed.total());
+  if (least >= bytes)
+    throw BudgetUnreachable(config.source + ": " + budget.key() + " " + budget.text + " (" + mb(bytes) +
+                                " MB of whole step) is below what the step holds besides activations with the " +
+                                "leanest optimizer settings: " + mb(least) + " MB of parameters, gradients and " +
+                                "optimizer state. Raise the budget",
+                            least, bytes, 0, least);
+}
+
+// The optimizer setting whose cost and that of the activation plan fitting what it leaves of
+// `budget` are least (none: no setting leaves enough).
+std::optional<size_t> cheapest_levers(const MemoryProfile& p, const std::vector<LeverOption>& levers, int64_t budget,
+                                      double weight) {
+  std::optional<size_t> lever;
+  double best = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < levers.size(); ++i) {
+    const MemoryChoice c = choose_memory(p, budget - levers[i].fixed.total(), weight);
+    const double cost = c.cost + lever_cost(levers[i], p.exact_ms, weight);
+    if (c.feasible && cost < best) best = cost, lever = i;
+  }
+  return lever;
+}
+
 // The plan for the config's largest batch (see plan_memory), or with `real_tokens` for its
 // batches with that many real tokens; HOT is a candidate only where `consider_hot`.
 MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                        bool consider_hot, int64_t real_tokens, const PlanWatch& watch) {
+                        bool consider_hot, int64_t real_tokens, const PlanWatch& watch, bool data_parallel) {
   const Config config = worst_case_batch(config_in, real_tokens);
+  const bool whole = budget.whole_step();
+  // The whole step: what each optimizer setting holds besides activations, measured first.
+  const std::vector<LeverOption> levers =
+      whole ? measure_levers(config, strategy, data_parallel, watch) : std::vector<LeverOption>{};
+  if (whole && !budget.is_fraction()) check_state_fits(config, budget, levers);
   MemoryProfile p = profile_memory(config, strategy, real_tokens, watch);
   const std::vector<std::string>& blocks = p.blocks;
   const size_t n = blocks.size();
   MemoryPlan plan;
   plan.budget_text = budget.text;
+  plan.scope = budget.scope;
   plan.exact_peak = p.exact_peak;
   plan.exact_step_ms = p.exact_ms;
   plan.exact_vanilla_peak = p.exact_peak;
-  // A fraction refers to the exact vanilla step: measured apart unless that is what ran.
+  // A fraction refers to the exact vanilla step: measured apart unless that is what ran (the
+  // whole step: a step once the optimizer holds its state).
   const bool vanilla = strategy == "vanilla" || (strategy.empty() && config.backward.source_json().empty());
-  if (budget.is_fraction() && !vanilla)
+  if (budget.is_fraction() && whole)
+    plan.exact_vanilla_peak =
+        memory_report(with_memory(config, {}, {}), vanilla ? strategy : "vanilla", 0, real_tokens, true)
+            .steady_peak_bytes;
+  else if (budget.is_fraction() && !vanilla)
     plan.exact_vanilla_peak = memory_report(with_memory(config, {}, {}), "vanilla", 0, real_tokens).activation_peak_bytes;
   plan.budget_bytes = budget.resolve(plan.exact_vanilla_peak);
   const double weight = config.memory.fidelity_weight;
+  // The most activation bytes any optimizer setting leaves, for the choices below.
+  int64_t act_budget = plan.budget_bytes;
+  int64_t least_fixed = 0;
+  if (whole) {
+    least_fixed = levers.front().fixed.total();
+    for (const auto& o : levers) least_fixed = std::min(least_fixed, o.fixed.total());
+    act_budget = plan.budget_bytes - least_fixed;
+  }
   // Recomputation in bf16 where the plan recomputes (or nothing fits) and the CPU gains by it.
   if (bf16_recompute_offered(config)) {
-    const MemoryChoice first = choose_memory(p, plan.budget_bytes, weight);
+    const MemoryChoice first = choose_memory(p, act_budget, weight);
     const bool recomputes = !first.feasible || std::any_of(first.block.begin(), first.block.end(), [&](int o) {
       return p.options[static_cast<size_t>(o)].recompute;
     });
     if (recomputes) profile_bf16_recompute(p, config, strategy, real_tokens, watch);
   }
   const bool hot = consider_hot && strategies_plannable(config, strategy);
-  if (hot && (!choose_memory(p, plan.budget_bytes, weight).feasible || could_pay(p, fidelity_prior({"f32", false, "hot"}), weight)))
+  if (hot && (!choose_memory(p, act_budget, weight).feasible || could_pay(p, fidelity_prior({"f32", false, "hot"}), weight)))
     profile_strategy(p, config, strategy, "hot", watch);
-  plan.smallest_reachable = smallest_reachable_budget(p);
+  const int64_t act_floor = smallest_reachable_budget(p);
+  plan.smallest_reachable = act_floor + least_fixed;
   const auto describe_budget = [&] {
-    return "memory.budget " + budget.text + " (" + mb(plan.budget_bytes) + " MB of activation peak" +
+    return std::string(budget.key()) + " " + budget.text + " (" + mb(plan.budget_bytes) + " MB of " + budget.bounds() +
            (budget.is_fraction() ? ", of the exact vanilla step's " + mb(plan.exact_vanilla_peak) + " MB" : "") + ")";
   };
-  int64_t target = plan.budget_bytes;
+  // The levers: the least total cost of theirs and the activation plan that fits what they leave.
+  if (whole) {
+    const std::optional<size_t> lever = cheapest_levers(p, levers, plan.budget_bytes, weight);
+    if (!lever)
+      throw BudgetUnreachable(
+          config.source + ": " + describe_budget() + " is below the smallest reachable whole step for this " +
+              "model, batch and backward strategies: " + mb(plan.smallest_reachable) + " MB (predicted: " +
+              mb(least_fixed) + " MB of parameters, gradients and optimizer state with the leanest optimizer " +
+              "settings, and " + mb(act_floor) + " MB of activations with every block recomputed and kept in int8 " +
+              "where that is least). Raise the budget or lower data.batch_size / data.max_seq_len",
+          plan.smallest_reachable, plan.budget_bytes, plan.exact_vanilla_peak, least_fixed);
+    plan.levers = levers[*lever].levers;
+    plan.fixed = levers[*lever].fixed;
+  }
+  const int64_t fixed = whole ? plan.fixed.total() : 0;
+  int64_t target = plan.budget_bytes - fixed;
   for (int attempt = 0;; ++attempt) {
     const MemoryChoice s = choose_memory(p, target, weight);
     if (!s.feasible && attempt > 0)
       throw BudgetUnreachable(
-          config.source + ": " + describe_budget() + ": the best plan's measured activation peak is " +
+          config.source + ": " + describe_budget() + ": the best plan's measured peak is " +
               mb(plan.measured_peak) + " MB (predicted " + mb(plan.predicted_peak) + " MB), and leaner plans " +
               "are predicted not to reach the budget either (smallest reachable: " + mb(plan.smallest_reachable) +
               " MB, predicted). Raise the budget to " + mb(plan.measured_peak) + " MB or more",
-          plan.measured_peak, plan.budget_bytes, plan.exact_vanilla_peak);
+          plan.measured_peak, plan.budget_bytes, plan.exact_vanilla_peak, least_fixed);
     if (!s.feasible)
       throw BudgetUnreachable(
           config.source + ": " + describe_budget() + " is below the smallest reachable for this model, " +
@@ -80,11 +144,12 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
     for (size_t b = 0; b < n; ++b)
       if (p.options[static_cast<size_t>(s.block[b])].strategy == "hot") hot_blocks.push_back(blocks[b]);
     plan.backward_rules = strategy_rules(hot_blocks, "hot");
-    plan.predicted_peak = s.predicted_peak;
-    const MemoryReport measured = memory_report(
-        with_backward_rules(with_memory(config, plan.section), plan.backward_rules), strategy,
-        0, real_tokens);
-    plan.measured_peak = measured.activation_peak_bytes;
+    plan.activation_budget_bytes = target;
+    plan.predicted_peak = s.predicted_peak + fixed;
+    Config planned = with_backward_rules(with_memory(config, plan.section), plan.backward_rules);
+    if (whole) planned = with_levers(planned, plan.levers);
+    const MemoryReport measured = memory_report(planned, strategy, 0, real_tokens, /*steady_step=*/whole);
+    plan.measured_peak = whole ? measured.steady_peak_bytes : measured.activation_peak_bytes;
     plan.parts.clear();
     double ms = p.exact_ms;
     for (size_t b = 0; b < n; ++b) {
@@ -116,17 +181,17 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
     // Solve again with the excess taken off, but never below the leanest plan the model
     // predicts: that one is the last to try (an excess larger than the room left would
     // otherwise end the search before it).
-    const int64_t next = std::max(target - over - (1 << 20), plan.smallest_reachable);
+    const int64_t next = std::max(target - over - (1 << 20), act_floor);
     if (attempt == 3 || next >= target)
       throw BudgetUnreachable(
-          config.source + ": " + describe_budget() + ": the plan's measured activation peak is " +
+          config.source + ": " + describe_budget() + ": the plan's measured peak is " +
               mb(plan.measured_peak) + " MB (predicted " + mb(plan.predicted_peak) + " MB)" +
               (measured.peak_site ? ", set in " + measured.peak_site->phase + " of " + measured.peak_site->op +
                                         " in " + measured.peak_site->module
                                   : std::string()) +
               "; the planner could not fit it, not even with its leanest plan. Raise the budget to " +
               mb(plan.measured_peak) + " MB or more",
-          plan.measured_peak, plan.budget_bytes, plan.exact_vanilla_peak);
+          plan.measured_peak, plan.budget_bytes, plan.exact_vanilla_peak, least_fixed);
     target = next;
   }
   return plan;
@@ -157,16 +222,18 @@ std::vector<int64_t> fewer_tokens(int64_t batch, int64_t max_len) {
 // The plan for the config's batch as it is (see plan_memory): its largest batch, then,
 // for BERT, shorter ones.
 MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                      bool shorter_batches, bool consider_hot, const PlanWatch& watch) {
-  MemoryPlan plan = plan_longest(config_in, strategy, budget, consider_hot, 0, watch);
+                      bool shorter_batches, bool consider_hot, const PlanWatch& watch, bool data_parallel) {
+  MemoryPlan plan = plan_longest(config_in, strategy, budget, consider_hot, 0, watch, data_parallel);
   // Shorter batches, BERT: a plan per shorter length for the same bytes, longest first, until
   // one runs exact (shorter ones then do too); where padding is skipped, the same per number
   // of real tokens. Where the longest batch needs HOT the plans would differ in backward
-  // strategies as well; those runs keep one plan.
+  // strategies as well; those runs keep one plan. Under memory.budget the optimizer settings
+  // are the run's, so shorter batches are planned with them for the activation bytes they leave.
   const bool compresses =
       !plan.section.codecs.empty() || !plan.section.recompute.empty() || !plan.section.recompute_bf16.empty();
   if (shorter_batches && config_in.model.type == "bert" && compresses && plan.backward_rules.empty()) {
-    const MemoryBudget bytes = MemoryBudget::parse(std::to_string(plan.budget_bytes), "memory.budget");
+    const MemoryBudget bytes = MemoryBudget::of_bytes(plan.activation_budget_bytes, BudgetScope::Activation);
+    const Config run = budget.whole_step() ? with_levers(config_in, plan.levers) : config_in;
     // The plan for batches of `shape`'s max_seq_len (and `tokens` real tokens, if > 0);
     // true where it runs exact.
     const auto plan_shape = [&](const Config& shape, int64_t tokens) {
@@ -176,7 +243,7 @@ MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, cons
       lp.max_tokens = tokens;
       const MemoryReport exact =
           memory_report(with_memory(worst_case_batch(shape, tokens), {}, {}), strategy, 2, tokens);
-      if (exact.activation_peak_bytes <= plan.budget_bytes) {
+      if (exact.activation_peak_bytes <= plan.activation_budget_bytes) {
         lp.predicted_peak = lp.measured_peak = exact.activation_peak_bytes;
         lp.predicted_step_ms = lp.exact_step_ms = exact.step_ms;
         lp.summary = "exact";
@@ -185,7 +252,7 @@ MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, cons
       }
       MemoryPlan sub;
       try {
-        sub = plan_longest(shape, strategy, bytes, /*consider_hot=*/false, tokens, watch);
+        sub = plan_longest(shape, strategy, bytes, /*consider_hot=*/false, tokens, watch, data_parallel);
       } catch (const PlanInterrupted&) {
         throw;
       } catch (const Error&) {
@@ -201,13 +268,13 @@ MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, cons
       return false;
     };
     for (const int64_t len : shorter_lengths(config_in.data.max_seq_len)) {
-      Config shorter = config_in;
+      Config shorter = run;
       shorter.data.max_seq_len = len;
       if (plan_shape(shorter, 0)) break;
     }
     if (config_in.model.skip_padding != "false")
       for (const int64_t tokens : fewer_tokens(config_in.data.batch_size, config_in.data.max_seq_len))
-        if (plan_shape(config_in, tokens)) break;
+        if (plan_shape(run, tokens)) break;
   }
   return plan;
 }
@@ -215,34 +282,52 @@ MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, cons
 // Micro-batches for a batch no plan fits (`whole`: why; see memory_planner.h): the first k
 // that fits, of B's divisors from whole.needed / whole.budget on, micro-batch 1 last.
 MemoryPlan plan_micro_batches(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                              bool shorter_batches, const BudgetUnreachable& whole, const PlanWatch& watch) {
+                              bool shorter_batches, const BudgetUnreachable& whole, const PlanWatch& watch,
+                              bool data_parallel) {
   const int64_t batch = config_in.data.batch_size;
-  const MemoryBudget bytes = MemoryBudget::parse(std::to_string(whole.budget), "memory.budget");
+  MemoryBudget bytes = MemoryBudget::of_bytes(whole.budget, budget.scope);
+  bytes.text = budget.text;  // errors name the budget as the user wrote it
+  // Under memory.budget what the step holds besides activations does not shrink with the
+  // micro-batch: only the rest scales.
+  if (whole.fixed >= whole.budget)
+    throw BudgetUnreachable(std::string(whole.what()) + "; micro-batches would not help: the parameters, gradients " +
+                                "and optimizer state alone take " + mb(whole.fixed) + " MB",
+                            whole.needed, whole.budget, whole.exact_vanilla_peak, whole.fixed);
+  const auto next = [&](int64_t k, int64_t needed, int64_t fixed) {
+    return next_micro_batches(batch, k, needed - fixed, whole.budget - fixed);
+  };
   std::optional<BudgetUnreachable> last;
   // Each failure's own reach re-estimates k, so few of a large batch's divisors are profiled.
-  for (int64_t k = next_micro_batches(batch, 1, whole.needed, whole.budget); k > 0;
-       k = next_micro_batches(batch, k, last->needed, whole.budget)) {
+  for (int64_t k = next(1, whole.needed, whole.fixed); k > 0;
+       k = next(k, last->needed, last->fixed)) {
     watch.check(config_in);
     Config micro = config_in;
     micro.data.batch_size = batch / k;
     micro.train.grad_accum *= k;
     try {
-      MemoryPlan plan = plan_batch(micro, strategy, bytes, shorter_batches, /*consider_hot=*/false, watch);
+      MemoryPlan plan = plan_batch(micro, strategy, bytes, shorter_batches, /*consider_hot=*/false, watch, data_parallel);
       plan.micro_batches = k;
       plan.batch_smallest_reachable = whole.needed;
       plan.budget_text = budget.text;
       plan.exact_vanilla_peak = whole.exact_vanilla_peak;
       return plan;
     } catch (const BudgetUnreachable& e) {
+      // Accumulated gradients stay whole between micro-batches: where the step's state alone
+      // is over the budget, smaller micro-batches cannot help either.
+      if (e.fixed >= whole.budget)
+        throw BudgetUnreachable(std::string(e.what()) + "; in micro-batches of " + std::to_string(batch / k) +
+                                    " the parameters, accumulated gradients and optimizer state alone take " +
+                                    mb(e.fixed) + " MB, so smaller ones do not help",
+                                e.needed, e.budget, e.exact_vanilla_peak, e.fixed);
       last.emplace(e);
     }
   }
-  const std::string what = budget.text + " (" + mb(whole.budget) + " MB of activation peak)";
-  throw BudgetUnreachable(config_in.source + ": memory.budget " + what + " is below the smallest reachable even in " +
+  const std::string what = budget.text + " (" + mb(whole.budget) + " MB of " + budget.bounds() + ")";
+  throw BudgetUnreachable(config_in.source + ": " + budget.key() + " " + what + " is below the smallest reachable even in " +
                               "micro-batches of one example: " + mb(last ? last->needed : whole.needed) +
                               " MB (the batch of " + std::to_string(batch) + ": " + mb(whole.needed) +
                               " MB). Raise the budget or lower data.max_seq_len",
-                          last ? last->needed : whole.needed, whole.budget, whole.exact_vanilla_peak);
+                          last ? last->needed : whole.needed, whole.budget, whole.exact_vanilla_peak, whole.fixed);
 }
 
 }  // namespace
@@ -263,34 +348,36 @@ PlanWatch::PlanWatch(StopCheck stop, bool quiet)
 
 void PlanWatch::check(const Config& config) const {
   if (stop_ && stop_())
-    throw PlanInterrupted(config.source + ": memory.budget: interrupted while planning; nothing was written");
+    throw PlanInterrupted(config.source + ": " + (config.memory.budget ? config.memory.budget->key() : "memory.budget") +
+                          ": interrupted while planning; nothing was written");
 }
 
 void PlanWatch::profiled(const std::string& setting, size_t k, size_t n, const std::string& batch, int64_t peak_bytes,
-                         double step_ms) const {
+                         double step_ms, const char* what) const {
   if (quiet_) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::ostringstream line;
   line << std::fixed << std::setprecision(1) << "planning: profiled " << setting << " (" << k << " of " << n
-       << ", batch " << batch << "): activation peak " << mb(peak_bytes) << " MB, " << step_ms << " ms per step; "
-       << s << " s so far\n";
+       << ", batch " << batch << "): " << what << " " << mb(peak_bytes) << " MB"
+       << (step_ms > 0 ? ", " + std::to_string(static_cast<int64_t>(std::lround(step_ms))) + " ms per step" : "")
+       << "; " << s << " s so far\n";
   std::cerr << line.str() << std::flush;
 }
 
 MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                       bool shorter_batches, const StopCheck& stop, bool quiet) {
+                       bool shorter_batches, const StopCheck& stop, bool quiet, bool data_parallel) {
   const PlanWatch watch(stop, quiet);
   const auto t0 = std::chrono::steady_clock::now();
   MemoryPlan plan;
   try {
-    plan = plan_batch(config_in, strategy, budget, shorter_batches, /*consider_hot=*/true, watch);
+    plan = plan_batch(config_in, strategy, budget, shorter_batches, /*consider_hot=*/true, watch, data_parallel);
   } catch (const BudgetUnreachable& e) {
     if (config_in.data.batch_size < 2) throw;
     if (!config_in.memory.micro_batches)
       throw BudgetUnreachable(std::string(e.what()) + "; memory.micro_batches is false: with it the planner " +
                                   "would split the batch into micro-batches whose gradients accumulate",
-                              e.needed, e.budget, e.exact_vanilla_peak);
-    plan = plan_micro_batches(config_in, strategy, budget, shorter_batches, e, watch);
+                              e.needed, e.budget, e.exact_vanilla_peak, e.fixed);
+    plan = plan_micro_batches(config_in, strategy, budget, shorter_batches, e, watch, data_parallel);
   }
   plan.profiled_on = plan_inputs(config_in, strategy);
   plan.profile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

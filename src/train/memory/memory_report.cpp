@@ -142,6 +142,7 @@ nlohmann::json MemoryReport::to_json() const {
           {"activation_peak_site", site},
           {"step_peak_bytes", step_peak_bytes},
           {"step_peak_by_tag", step_by_tag},
+          {"steady_peak_bytes", steady_peak_bytes},
           {"allocator_cached_bytes", allocator_cached_bytes},
           {"process_rss_bytes", process.rss_bytes},
           {"process_max_rss_bytes", process.max_rss_bytes},
@@ -174,7 +175,8 @@ void keep_tokens(data::Batch& batch, int64_t tokens, const std::string& source) 
 
 }  // namespace
 
-MemoryReport memory_report(const Config& requested, const std::string& strategy, int timed_steps, int64_t real_tokens) {
+MemoryReport memory_report(const Config& requested, const std::string& strategy, int timed_steps, int64_t real_tokens,
+                           bool steady_step) {
   dist::ProcessGroup& pg = dist::single_process();  // one process: the step as rank 0 of a run sees it
   const Config config = resolved_for_training(requested);
   TrainingSetup s = set_up_training(config, strategy, Device::cpu(), pg);
@@ -239,12 +241,20 @@ MemoryReport memory_report(const Config& requested, const std::string& strategy,
     r.allocator_cached_bytes = m.cached;
     r.process = process_memory();
   }
+  int64_t next_step = 1;
+  if (steady_step) {
+    cpu_allocator().reset_peak();
+    step.run(next_step++, attributed_micro, false);
+    const MemStats m = cpu_allocator().stats();
+    r.steady_peak_bytes = m.total_peak;
+    r.steady_peak_by_tag = m.peak;
+  }
   std::vector<double> ms;
   for (int i = 0; i < timed_steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    const StepResult t = step.run(1 + i, micro, false);
+    const StepResult t = step.run(next_step++, micro, false);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    r.timed.push_back({t.forward_ms, t.backward_ms, t.optimizer_ms, t.activation_peak_bytes});
+    r.timed.push_back({t.forward_ms, t.backward_ms, t.optimizer_ms, t.activation_peak_bytes, t.step_peak_bytes});
   }
   // The fastest: another process's burst or a paused run only ever adds time, so the
   // minimum is the step's own cost (the median of two was their larger one, and one outlier

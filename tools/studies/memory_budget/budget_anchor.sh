@@ -2,7 +2,7 @@
 # The memory budget's anchor on one full MiniLM batch (32 x 128, the batch the planner
 # profiles): PyTorch + transformers plain and with every encoder layer checkpointed
 # (tools/bench/minilm_step_torch.py [--checkpoint]) against leanback exact and planned at
-# each budget (`leanback bench configs/minilm_mrpc.json [--memory-budget B]`): ms per step
+# each budget (`leanback bench configs/minilm_mrpc.json [--activation-budget B]`): ms per step
 # (forward / backward), activation peak, the plan. One JSON line per run appended to OUT.
 #   PY=$VENV/bin/python BUDGETS="261MB 115.2MB" THREADS=1 CORE=0 tools/studies/memory_budget/budget_anchor.sh [OUT]
 # 261MB is PyTorch's checkpointed peak: leanback at the memory PyTorch's leanest standard
@@ -43,10 +43,10 @@ run() {  # name command...: one timed step set, its JSON recorded
   else echo "budget_anchor.sh: $name failed:" >&2; tail -5 "$tmp/$name.err" >&2; fi
 }
 run_torch() { local name="$1"; shift; run "$name" "$py" tools/bench/minilm_step_torch.py "$@"; }  # [--checkpoint]
-run_lb() { local name="$1"; shift; run "$name" "$lb" bench configs/minilm_mrpc.json "$@"; }  # [--memory-budget B]
+run_lb() { local name="$1"; shift; run "$name" "$lb" bench configs/minilm_mrpc.json "$@"; }  # [--activation-budget B]
 
 run_torch pytorch_checkpointed --checkpoint
 for f in ${COMPILED:-}; do run_torch "pytorch_compiled_$f" --activation-memory-budget "$f"; done
 run_lb leanback_exact
-for b in ${BUDGETS:-261MB 115.2MB}; do run_lb "leanback_$b" --memory-budget "$b"; done
+for b in ${BUDGETS:-261MB 115.2MB}; do run_lb "leanback_$b" --activation-budget "$b"; done
 run_torch pytorch

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The memory planner on the full-batch MiniLM step (the first MRPC batch padded to 32 x 128,
-# f32): for each budget, `leanback plan --memory-budget B --json` and one line of a Markdown
+# f32): for each budget, `leanback plan --activation-budget B --json` and one line of a Markdown
 # table — the plan (blocks per choice), predicted and measured activation peak, predicted step
 # time against exact, the planner's own time; or the error a budget below reach gives.
 # Needs the MiniLM (tools/fetch_pretrained.sh) and ../shared/data.
@@ -14,7 +14,7 @@ budgets=("$@")
 echo "| budget | plan (blocks per choice; rest) | predicted peak | measured peak | step ms, exact → planned (predicted) | planner |"
 echo "|---|---|---:|---:|---:|---:|"
 for b in "${budgets[@]}"; do
-  if ! out=$("$lb" plan "$config" --memory-budget "$b" --json 2>&1); then
+  if ! out=$("$lb" plan "$config" --activation-budget "$b" --json 2>&1); then
     echo "| $b | ${out##*error: } | | | | |"
     continue
   fi

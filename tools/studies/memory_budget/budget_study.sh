@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The memory-budget accuracy study: for each GLUE task, seed and budget,
-# `leanback train configs/minilm_TASK.json --seed S [--memory-budget B]` (a TASK with no such
+# `leanback train configs/minilm_TASK.json --seed S [--activation-budget B]` (a TASK with no such
 # config names one of its own: vit_tiny_cifar10, resnet18_cifar10) and one JSON line
 # appended to OUT: the final dev metric, the largest measured activation peak of any training
 # step, the median step time, the plan (blocks per choice), the CPU and thread count.

@@ -110,8 +110,33 @@ struct LengthPlan {
   std::string batches() const;
 };
 
+// Under memory.budget (the whole step), the optimizer settings the planner chose besides what
+// activations keep: the moments' bits (optimizer.state_bits) and the update in backward
+// (optimizer.in_backward; src/train/memory/step_levers.h).
+struct StepLevers {
+  int64_t state_bits = 32;
+  bool in_backward = false;
+  std::string name() const;  // "f32 optimizer state", "8-bit optimizer state, updated in backward"
+  bool operator==(const StepLevers&) const = default;
+};
+// What a step holds besides activations: each category's peak over a step once the optimizer
+// holds its state, measured.
+struct FixedBytes {
+  int64_t parameters = 0, buffers = 0, gradients = 0, optimizer = 0;
+  int64_t total() const { return parameters + buffers + gradients + optimizer; }
+  nlohmann::json to_json() const;
+  static FixedBytes from_json(const nlohmann::json& j, const std::string& source);
+};
+
 struct MemoryPlan {
   std::string budget_text;
+  // memory.budget (the whole step: budget, predicted and measured peaks are the allocator's
+  // over a step) or memory.activation_budget (activation peaks). Under the first, the levers
+  // chosen, what they hold, and the activation bytes left to the codecs and recomputation.
+  BudgetScope scope = BudgetScope::Activation;
+  StepLevers levers;
+  FixedBytes fixed;
+  int64_t activation_budget_bytes = 0;
   // Micro-batches per batch of the config (1: none; see above): the plan's other fields are
   // a micro-batch's (its data.batch_size / micro_batches examples), but for the budget and
   // exact_vanilla_peak, which refer to the config's batch, and batch_smallest_reachable.
@@ -191,8 +216,9 @@ class PlanWatch {
  public:
   explicit PlanWatch(StopCheck stop = {}, bool quiet = true);
   void check(const Config& config) const;
+  // `step_ms` 0: not timed; `what`: the peak measured.
   void profiled(const std::string& setting, size_t k, size_t n, const std::string& batch, int64_t peak_bytes,
-                double step_ms) const;
+                double step_ms, const char* what = "activation peak") const;
 
  private:
   StopCheck stop_;
@@ -202,10 +228,13 @@ class PlanWatch {
 // No plan fits the budget at the batch profiled; `needed` is the least that batch was found
 // to need (predicted, or measured where a plan's step overran), `budget` the bound in bytes
 // and `exact_vanilla_peak` what a fraction referred to.
+// `fixed`: under memory.budget, the least the step holds besides activations (parameters,
+// gradients, optimizer state), which micro-batches do not shrink.
 struct BudgetUnreachable : Error {
-  BudgetUnreachable(const std::string& msg, int64_t needed_, int64_t budget_, int64_t exact_vanilla_peak_)
-      : Error(msg), needed(needed_), budget(budget_), exact_vanilla_peak(exact_vanilla_peak_) {}
-  int64_t needed, budget, exact_vanilla_peak;
+  BudgetUnreachable(const std::string& msg, int64_t needed_, int64_t budget_, int64_t exact_vanilla_peak_,
+                    int64_t fixed_ = 0)
+      : Error(msg), needed(needed_), budget(budget_), exact_vanilla_peak(exact_vanilla_peak_), fixed(fixed_) {}
+  int64_t needed, budget, exact_vanilla_peak, fixed;
 };
 
 // The next number of micro-batches to plan a batch of `batch` in, after `k_failed` micro-batches
@@ -249,8 +278,10 @@ int64_t smallest_reachable_budget(const MemoryProfile& profile);
 // as a share of the exact step time, of a codec whose prior is 1 - cos = 1 on every block;
 // config memory.fidelity_weight). Errors name the config file and the smallest reachable budget.
 // `stop`, `quiet`: see PlanWatch.
+// `data_parallel`: the run has several ranks (the update in backward is not a lever there).
 MemoryPlan plan_memory(const Config& config, const std::string& strategy, const MemoryBudget& budget,
-                       bool shorter_batches = true, const StopCheck& stop = {}, bool quiet = true);
+                       bool shorter_batches = true, const StopCheck& stop = {}, bool quiet = true,
+                       bool data_parallel = false);
 
 // What a plan rests on: the model, its layers' strategies (and `strategy`, the --strategy
 // override), frozen parameters, LoRA, the batch's shape and padding, the precision. Another

@@ -42,8 +42,13 @@ struct MemoryReport {
   // Each timed step's phases (TrainStep's clocks) and activation peak, in order.
   struct TimedStep {
     double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
-    int64_t activation_peak_bytes = 0;
+    int64_t activation_peak_bytes = 0, step_peak_bytes = 0;
   };
+  // The whole step once the optimizer holds its state (the attributed step, the first, makes
+  // it): a second step on the same micro-batches, its allocator peak and each category's own
+  // peak in it (0: not asked for).
+  int64_t steady_peak_bytes = 0;
+  std::array<int64_t, kNumMemTags> steady_peak_by_tag{};
   std::vector<TimedStep> timed;
 
   // Bytes by op kind and by module, largest first; the total and the peak.
@@ -59,7 +64,8 @@ struct MemoryReport {
 // `real_tokens` > 0 (text): the batch's attention mask keeps that many tokens in all, whole
 // sequences first, the rest padding (the memory planner's profile of batches with at most so
 // many real tokens). Errors name the config file.
+// `steady_step`: one more step first, measured as steady_peak_bytes.
 MemoryReport memory_report(const Config& config, const std::string& strategy, int timed_steps = 0,
-                           int64_t real_tokens = 0);
+                           int64_t real_tokens = 0, bool steady_step = false);
 
 }  // namespace lb::train
