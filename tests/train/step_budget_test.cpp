@@ -122,6 +122,7 @@ TEST(StepBudget, AStepOverTheWholeStepBudgetStopsTheRun) {
   const Config c = Config::from_json(j, "tiny.json");
   nlohmann::json p = roomy_plan(c).to_json();
   p["budget_bytes"] = 1000;
+  p["step"]["fixed_bytes"]["gradients"] = 1;  // the category the message must name
   const std::string file = tmp.sub("plan.json");
   std::ofstream(file) << p.dump(2);
   TrainOptions o = quiet(tmp.sub("run"));
@@ -130,6 +131,8 @@ TEST(StepBudget, AStepOverTheWholeStepBudgetStopsTheRun) {
   EXPECT_NE(m.find("tiny.json: step 1 peaked at"), std::string::npos) << m;
   EXPECT_NE(m.find("(parameters, gradients, optimizer state and activations)"), std::string::npos) << m;
   EXPECT_NE(m.find("over memory.budget 1TiB"), std::string::npos) << m;
+  EXPECT_NE(m.find("; over their planned share: gradients "), std::string::npos) << m;
+  EXPECT_NE(m.find(" (planned 0.0 MB)"), std::string::npos) << m;
 }
 
 }  // namespace

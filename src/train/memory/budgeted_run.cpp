@@ -93,6 +93,7 @@ void BudgetedRun::put_in_force_for(const std::vector<data::Batch>& micro) {
 
 void BudgetedRun::begin_step(const std::vector<data::Batch>& micro, const Device& device) {
   length_plan_ = lengths_ ? lengths_->apply(micro) : -1;
+  allocator_ = &allocator_for(device);
   if (plan_) watch_.emplace(allocator_for(device), /*with_kept=*/false);
 }
 
@@ -109,6 +110,25 @@ void BudgetedRun::end_step(int64_t step, const StepResult& r, const std::string&
           // step holds besides them.
           return megabytes(l.measured_peak + (whole ? plan_->fixed.total() : 0)) + " for batches of " + l.batches();
         }();
+    // The whole step: each category's own peak (since the last log line: at least this step's)
+    // against its share of the plan; one at least is over, as the shares sum to the budget.
+    std::string over;
+    if (whole && allocator_ != nullptr) {
+      const MemStats m = allocator_->stats();
+      const auto tag = [&](MemTag t) { return m.peak[static_cast<int>(t)]; };
+      const FixedBytes& f = plan_->fixed;
+      const struct {
+        const char* name;
+        int64_t measured, planned;
+      } shares[] = {{"parameters and buffers", tag(MemTag::Parameter) + tag(MemTag::Buffer), f.parameters + f.buffers},
+                    {"gradients", tag(MemTag::Gradient), f.gradients},
+                    {"optimizer state", tag(MemTag::Optimizer), f.optimizer},
+                    {"activations", r.activation_peak_bytes, plan_->activation_budget_bytes}};
+      for (const auto& c : shares)
+        if (c.measured > c.planned)
+          over += (over.empty() ? "; over their planned share: " : ", ") + std::string(c.name) + " " +
+                  megabytes(c.measured) + " (planned " + megabytes(c.planned) + ")";
+    }
     throw Error(source + ": step " + std::to_string(step + 1) + " peaked at " + megabytes(peak) +
                 (whole ? " (parameters, gradients, optimizer state and activations), "
                        : " of activations, ") +
@@ -118,7 +138,8 @@ void BudgetedRun::end_step(int64_t step, const StepResult& r, const std::string&
                 (site ? ", set in " + site->phase + (site->op.empty() ? "" : " of " + site->op + " in " +
                                                      (site->module.empty() ? "(model)" : site->module))
                       : std::string()) +
-                ": the plan (memory_plan.json) underestimated that part; plan again with a lower budget" + last_good);
+                over + ": the plan (memory_plan.json) underestimated that part; plan again with a lower budget" +
+                last_good);
   }
   watch_.reset();
 }

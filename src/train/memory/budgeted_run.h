@@ -63,6 +63,7 @@ class BudgetedRun {
   std::optional<MemoryPlan> plan_;
   std::optional<BatchLengthPlans> lengths_;
   std::optional<autograd::PeakWatch> watch_;
+  const Allocator* allocator_ = nullptr;  // the step's device's, from begin_step
   int length_plan_ = -1;
 };
 
