@@ -317,7 +317,8 @@ MemoryPlan plan_micro_batches(const Config& config_in, const std::string& strate
       if (e.fixed >= whole.budget)
         throw BudgetUnreachable(std::string(e.what()) + "; in micro-batches of " + std::to_string(batch / k) +
                                     " the parameters, accumulated gradients and optimizer state alone take " +
-                                    mb(e.fixed) + " MB, so smaller ones do not help",
+                                    mb(e.fixed) + " MB, so smaller ones do not help (the whole batch of " +
+                                    std::to_string(batch) + " needs " + mb(whole.needed) + " MB at least)",
                                 e.needed, e.budget, e.exact_vanilla_peak, e.fixed);
       last.emplace(e);
     }
