@@ -25,10 +25,16 @@ namespace {
 
 // A size below what the leanest optimizer setting holds besides activations: an error before
 // any profiling.
-void check_state_fits(const Config& config, const MemoryBudget& budget, const std::vector<LeverOption>& levers) {
-  const int64_t bytes = budget.resolve(0);
+// What the leanest optimizer setting holds besides activations.
+int64_t least_fixed_bytes(const std::vector<LeverOption>& levers) {
   int64_t least = levers.front().fixed.total();
   for (const auto& o : levers) least = std::min(least, o.fixed.total());
+  return least;
+}
+
+void check_state_fits(const Config& config, const MemoryBudget& budget, const std::vector<LeverOption>& levers) {
+  const int64_t bytes = budget.resolve(0);
+  const int64_t least = least_fixed_bytes(levers);
   if (least >= bytes)
     throw BudgetUnreachable(config.source + ": " + budget.key() + " " + budget.text + " (" + mb(bytes) +
                                 " MB of whole step) is below what the step holds besides activations with the " +
@@ -82,13 +88,8 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
   plan.budget_bytes = budget.resolve(plan.exact_vanilla_peak);
   const double weight = config.memory.fidelity_weight;
   // The most activation bytes any optimizer setting leaves, for the choices below.
-  int64_t act_budget = plan.budget_bytes;
-  int64_t least_fixed = 0;
-  if (whole) {
-    least_fixed = levers.front().fixed.total();
-    for (const auto& o : levers) least_fixed = std::min(least_fixed, o.fixed.total());
-    act_budget = plan.budget_bytes - least_fixed;
-  }
+  const int64_t least_fixed = whole ? least_fixed_bytes(levers) : 0;
+  const int64_t act_budget = plan.budget_bytes - least_fixed;
   // Recomputation in bf16 where the plan recomputes (or nothing fits) and the CPU gains by it.
   if (bf16_recompute_offered(config)) {
     const MemoryChoice first = choose_memory(p, act_budget, weight);
