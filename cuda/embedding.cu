@@ -100,6 +100,7 @@ void scatter_add(const Tensor& dout, const Tensor& indices, int64_t padding_idx,
 
 }  // namespace
 
-const EmbeddingKernels kCudaEmbedding{first_bad_index, gather, scatter_add};
+// No row-sparse form yet: a CUDA embedding builds the dense gradient.
+const EmbeddingKernels kCudaEmbedding{first_bad_index, gather, scatter_add, nullptr, nullptr};
 
 }  // namespace lb::backend

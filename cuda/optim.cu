@@ -85,6 +85,8 @@ void scale_in_double(Tensor& g, double coef) {
 
 }  // namespace
 
-const OptimKernels kCudaOptim{adam<float>, adam<double>, sgd<float>, sgd<double>, sum_squares, scale_in_double};
+// No row-sparse update yet: a CUDA run gets dense gradients (the embedding builds them there).
+const OptimKernels kCudaOptim{adam<float>, adam<double>, nullptr, nullptr, sgd<float>, sgd<double>, sum_squares,
+                              scale_in_double};
 
 }  // namespace lb::backend

@@ -13,6 +13,12 @@ struct EmbeddingKernels {
   void (*gather)(const Tensor& indices, const Tensor& weight, Tensor& out);
   // dweight (zeros, (V, D)) [indices[k]] += dout[k] for every k whose index is not padding_idx
   void (*scatter_add)(const Tensor& dout, const Tensor& indices, int64_t padding_idx, Tensor& dweight);
+  // The row-sparse form of the same gradient (lb/autograd/row_sparse_grad.h); nullptr where
+  // the device has none. touched_rows: the distinct indices but padding_idx, ascending, as
+  // (K,) i64. scatter_add_rows: values (zeros, (K, D)) [k] += dout[j] for every j whose index is
+  // rows[k], in index order, so each row sums what scatter_add sums, bit for bit.
+  Tensor (*touched_rows)(const Tensor& indices, int64_t V, int64_t padding_idx);
+  void (*scatter_add_rows)(const Tensor& dout, const Tensor& indices, const Tensor& rows, int64_t V, Tensor& values);
 };
 
 // src/cpu/embedding.cpp, cuda/embedding.cu

@@ -51,6 +51,13 @@ LB_HD inline void sgd_update(T& w, T g, T* buf, const SgdCoefs<T>& c) {
 struct OptimKernels {
   void (*adam_f32)(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamCoefs<float>& c);
   void (*adam_f64)(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamCoefs<double>& c);
+  // The same update with a row-sparse gradient of a (V, D) parameter: rows (K,) i64 distinct,
+  // values (K, D); every other row's gradient is zero (and still moves its moments and weight,
+  // as a dense zero would). nullptr where the device has none.
+  void (*adam_rows_f32)(Tensor& w, const Tensor& rows, const Tensor& values, Tensor& m, Tensor& v,
+                        const AdamCoefs<float>& c);
+  void (*adam_rows_f64)(Tensor& w, const Tensor& rows, const Tensor& values, Tensor& m, Tensor& v,
+                        const AdamCoefs<double>& c);
   // buf: the momentum buffer, undefined without momentum
   void (*sgd_f32)(Tensor& w, const Tensor& g, Tensor& buf, const SgdCoefs<float>& c);
   void (*sgd_f64)(Tensor& w, const Tensor& g, Tensor& buf, const SgdCoefs<double>& c);

@@ -1,5 +1,6 @@
 // CPU embedding kernels (src/backend/embedding.h).
 #include <cstring>
+#include <vector>
 
 #include <omp.h>
 
@@ -75,8 +76,53 @@ void scatter_add(const Tensor& dout, const Tensor& indices, int64_t padding_idx,
   });
 }
 
+Tensor touched_rows(const Tensor& indices, int64_t V, int64_t padding_idx) {
+  std::vector<uint8_t> seen(static_cast<size_t>(V), 0);
+  int64_t K = 0;
+  for_indices(indices, [&](const auto* ix) {
+    for (int64_t k = 0; k < indices.numel(); ++k) {
+      const int64_t v = static_cast<int64_t>(ix[k]);
+      if (v != padding_idx && !seen[v]) seen[v] = 1, ++K;
+    }
+  });
+  Tensor rows = Tensor::empty({K}, DType::I64);
+  int64_t* r = rows.data<int64_t>();
+  for (int64_t v = 0; v < V; ++v)
+    if (seen[v]) *r++ = v;
+  return rows;
+}
+
+// As embedding_backward, into the touched rows' slots: the same per-row sums in index order.
+void scatter_add_rows(const Tensor& dout, const Tensor& indices, const Tensor& rows, int64_t V, Tensor& values) {
+  const int64_t D = values.size(1), K = rows.numel();
+  std::vector<int64_t> slot(static_cast<size_t>(V), -1);
+  const int64_t* r = rows.data<int64_t>();
+  for (int64_t k = 0; k < K; ++k) slot[r[k]] = k;
+  detail::dispatch_float(dout.dtype(), "embedding backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = dout.data<T>();
+    T* out = values.data<T>();
+    for_indices(indices, [&](const auto* ix) {
+      const int64_t n = indices.numel();
+#pragma omp parallel if (n * D > kParallelMin)
+      {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t lo = K * t / nt, hi = K * (t + 1) / nt;
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t s = slot[static_cast<int64_t>(ix[j])];
+          if (s < lo || s >= hi) continue;  // padding_idx has no slot (-1)
+          T* dst = out + s * D;
+          const T* src = g + j * D;
+#pragma omp simd
+          for (int64_t d = 0; d < D; ++d) dst[d] += src[d];
+        }
+      }
+    });
+  });
+}
+
 }  // namespace
 
-const EmbeddingKernels kCpuEmbedding{first_bad_index, gather, scatter_add};
+const EmbeddingKernels kCpuEmbedding{first_bad_index, gather, scatter_add, touched_rows, scatter_add_rows};
 
 }  // namespace lb::backend

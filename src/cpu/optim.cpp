@@ -2,6 +2,8 @@
 // loops over the flat parameter.
 #include "src/backend/optim.h"
 
+#include <vector>
+
 #include "lb/core/dispatch.h"
 
 namespace lb::backend {
@@ -19,6 +21,28 @@ void adam(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamCoefs<T>& 
   const int64_t n = w.numel();
 #pragma omp parallel for if (n > kParallelMin) schedule(static)
   for (int64_t i = 0; i < n; ++i) adam_update(pw[i], pg[i], pm[i], pv[i], c);
+}
+
+// Row r's gradient: its row of values where r is one of rows, else zeros; the per-element
+// formula is adam()'s, so each element gets what the dense gradient would give it, bit for bit.
+template <typename T>
+void adam_rows(Tensor& w, const Tensor& rows, const Tensor& values, Tensor& m, Tensor& v, const AdamCoefs<T>& coefs) {
+  const AdamCoefs<T> c = coefs;
+  const int64_t V = w.size(0), D = w.numel() / V, K = rows.numel();
+  std::vector<int64_t> slot(static_cast<size_t>(V), -1);
+  const int64_t* r = rows.data<int64_t>();
+  for (int64_t k = 0; k < K; ++k) slot[r[k]] = k;
+  const std::vector<T> zeros(static_cast<size_t>(D), T(0));
+  T* pw = w.data<T>();
+  const T* pg = values.data<T>();
+  T* pm = m.data<T>();
+  T* pv = v.data<T>();
+#pragma omp parallel for if (V * D > kParallelMin) schedule(static)
+  for (int64_t i = 0; i < V; ++i) {
+    const T* g = slot[i] >= 0 ? pg + slot[i] * D : zeros.data();
+    const int64_t at = i * D;
+    for (int64_t j = 0; j < D; ++j) adam_update(pw[at + j], g[j], pm[at + j], pv[at + j], c);
+  }
 }
 
 template <typename T>
@@ -57,6 +81,6 @@ void scale_in_double(Tensor& g, double coef) {
 
 }  // namespace
 
-const OptimKernels kCpuOptim{adam<float>, adam<double>, sgd<float>, sgd<double>, sum_squares, scale_in_double};
+const OptimKernels kCpuOptim{adam<float>, adam<double>, adam_rows<float>, adam_rows<double>, sgd<float>, sgd<double>, sum_squares, scale_in_double};
 
 }  // namespace lb::backend

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "lb/core/dispatch.h"
 #include "lb/optim/optimizer.h"
@@ -23,22 +24,41 @@ struct CodedMoment {
   float* absmax;
 };
 
+// A parameter's gradient as coded_adam reads it, block by block: a dense tensor, or rows
+// (rows (K,) i64 distinct, values (K, D)) with zeros on every other row.
+struct GradBlocks {
+  const float* dense = nullptr;
+  const float* values = nullptr;
+  const int64_t* slot = nullptr;  // row -> index in values, or -1
+  int64_t row_len = 0;
+  // The gradient of elements [at, at + len): a pointer into the dense gradient, or `scratch`
+  // filled from the rows.
+  const float* block(int64_t at, int64_t len, float* scratch) const {
+    if (dense) return dense + at;
+    for (int64_t i = 0; i < len; ++i) {
+      const int64_t e = at + i, s = slot[e / row_len];
+      scratch[i] = s >= 0 ? values[s * row_len + e % row_len] : 0.0f;
+    }
+    return scratch;
+  }
+};
+
 // Decode a block of m and v, update it as f32 Adam does (the same formula), code it again.
 // Blocks are independent, so they run in parallel and the result does not depend on threads.
 // `seed`: the parameter's and step's, keying the 4-bit codes' stochastic rounding per block.
-void coded_adam(Tensor& p, const Tensor& g, CodedMoment m, CodedMoment v, const backend::AdamCoefs<float>& c,
+void coded_adam(Tensor& p, const GradBlocks& g, CodedMoment m, CodedMoment v, const backend::AdamCoefs<float>& c,
                 uint64_t seed) {
   const int64_t n = p.numel(), block = m.codec.block;
   float* w = p.data<float>();
-  const float* gd = g.data<float>();
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t b = 0; b < num_blocks(m.codec, n); ++b) {
     const int64_t at = b * block, len = std::min(block, n - at);
-    float mb[256], vb[256];
+    float mb[256], vb[256], scratch[256];
     const int64_t byte = code_bytes(m.codec, at);
     decode_block(m.codec, m.codes + byte, m.absmax[b], len, mb);
     decode_block(v.codec, v.codes + byte, v.absmax[b], len, vb);
-    for (int64_t i = 0; i < len; ++i) backend::adam_update(w[at + i], gd[at + i], mb[i], vb[i], c);
+    const float* gd = g.block(at, len, scratch);
+    for (int64_t i = 0; i < len; ++i) backend::adam_update(w[at + i], gd[i], mb[i], vb[i], c);
     const uint64_t block_seed = seed ^ (static_cast<uint64_t>(b) * 0xD1B54A32D192ED03ull);
     m.absmax[b] = encode_block(m.codec, mb, len, m.codes + byte, block_seed);
     v.absmax[b] = encode_block(v.codec, vb, len, v.codes + byte, ~block_seed);
@@ -96,8 +116,30 @@ void Adam::check_saved_hyperparams(const nlohmann::json& saved) const {
            opts_.state_bits, " (optimizer.state_bits); resume with the setting the run trained with");
 }
 
+struct Adam::Grad {
+  Tensor dense;         // or
+  Tensor rows, values;  // row-sparse
+};
+
 void Adam::update(const std::string& name, Tensor& p, const Tensor& g, const ParamGroup& group,
                   std::map<std::string, Tensor>& state) {
+  LB_CHECK(p.is_contiguous() && g.is_contiguous() && g.shape() == p.shape() && g.dtype() == p.dtype(),
+           "Adam: the gradient must be a contiguous tensor of the parameter's shape and dtype");
+  apply(name, p, {g, {}, {}}, group, state);
+}
+
+bool Adam::rows_supported(const Tensor& p) const {
+  const auto& k = backend::optim_kernels(p.device());
+  return p.device().is_cpu() && k.adam_rows_f32 && k.adam_rows_f64;
+}
+
+void Adam::update_rows(const std::string& name, Tensor& p, const Tensor& rows, const Tensor& values,
+                       const ParamGroup& group, std::map<std::string, Tensor>& state) {
+  apply(name, p, {{}, rows, values}, group, state);
+}
+
+void Adam::apply(const std::string& name, Tensor& p, const Grad& g, const ParamGroup& group,
+                 std::map<std::string, Tensor>& state) {
   if (!state.count("exp_avg"))
     for (const auto& kind : state_kinds()) {
       const auto [shape, dtype] = state_spec(kind, p);
@@ -105,11 +147,10 @@ void Adam::update(const std::string& name, Tensor& p, const Tensor& g, const Par
     }
   const double t = static_cast<double>(step_count_);
   const double bc1 = 1 - std::pow(opts_.beta1, t), bc2 = 1 - std::pow(opts_.beta2, t);
-  LB_CHECK(p.is_contiguous() && g.is_contiguous() && g.shape() == p.shape() && g.dtype() == p.dtype(),
-           "Adam: the gradient must be a contiguous tensor of the parameter's shape and dtype");
   Tensor& m = state["exp_avg"];
   Tensor& v = state["exp_avg_sq"];
   const auto& k = backend::optim_kernels(p.device());
+  const bool dense = g.dense.defined();
   detail::dispatch_float(p.dtype(), "Adam", [&](auto tag) {
     using T = decltype(tag);
     backend::AdamCoefs<T> c;
@@ -121,14 +162,28 @@ void Adam::update(const std::string& name, Tensor& p, const Tensor& g, const Par
     c.decay = static_cast<T>(opts_.decoupled ? 1.0 - group.lr * group.weight_decay : 1.0);
     c.l2 = static_cast<T>(opts_.decoupled ? 0.0 : group.weight_decay);
     if constexpr (std::is_same_v<T, float>) {
-      if (opts_.state_bits == 32) k.adam_f32(p, g, m, v, c);
-      else
-        coded_adam(p, g, {moment_codec(opts_.state_bits), m.data<uint8_t>(), state["exp_avg.absmax"].data<float>()},
-                   {second_moment_codec(opts_.state_bits), v.data<uint8_t>(),
-                    state["exp_avg_sq.absmax"].data<float>()},
-                   c, name_hash(name) + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(step_count_));
+      if (opts_.state_bits == 32) {
+        if (dense) k.adam_f32(p, g.dense, m, v, c);
+        else k.adam_rows_f32(p, g.rows, g.values, m, v, c);
+        return;
+      }
+      GradBlocks blocks;
+      std::vector<int64_t> slot;
+      if (dense) {
+        blocks.dense = g.dense.data<float>();
+      } else {
+        slot.assign(static_cast<size_t>(p.size(0)), -1);
+        const int64_t* r = g.rows.data<int64_t>();
+        for (int64_t i = 0; i < g.rows.numel(); ++i) slot[r[i]] = i;
+        blocks = {nullptr, g.values.data<float>(), slot.data(), p.size(1)};
+      }
+      coded_adam(p, blocks, {moment_codec(opts_.state_bits), m.data<uint8_t>(), state["exp_avg.absmax"].data<float>()},
+                 {second_moment_codec(opts_.state_bits), v.data<uint8_t>(), state["exp_avg_sq.absmax"].data<float>()},
+                 c, name_hash(name) + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(step_count_));
+    } else if (dense) {
+      k.adam_f64(p, g.dense, m, v, c);  // coded state takes f32 parameters only (the constructor checks)
     } else {
-      k.adam_f64(p, g, m, v, c);  // coded state takes f32 parameters only (the constructor checks)
+      k.adam_rows_f64(p, g.rows, g.values, m, v, c);
     }
   });
 }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lb/autograd/grad_mode.h"
+#include "lb/autograd/row_sparse_grad.h"
 #include "lb/core/dispatch.h"
 #include "lb/core/glob.h"
 #include "src/backend/optim.h"
@@ -75,6 +76,40 @@ bool Optimizer::update_parameter(const TensorImpl* leaf) {
   update_checked(name, p, grad, g);
   p.zero_grad();
   return true;
+}
+
+bool Optimizer::takes_rows(const TensorImpl* leaf) const {
+  auto it = index_.find(leaf);
+  if (it == index_.end()) return false;
+  const Tensor& p = groups_[it->second.first].params[it->second.second].second;
+  return p.dim() == 2 && p.is_contiguous() && rows_supported(p);
+}
+
+void Optimizer::update_parameter_rows(const TensorImpl* leaf, const Tensor& rows, const Tensor& values) {
+  auto it = index_.find(leaf);
+  LB_CHECK(it != index_.end() && takes_rows(leaf), "internal: update_parameter_rows for a parameter that takes none");
+  ParamGroup& g = groups_[it->second.first];
+  auto& [name, p] = g.params[it->second.second];
+  NoGradGuard no_grad;
+  Tensor dense = p.grad();
+  if (dense.defined()) {  // a dense part too (a weight used outside an embedding as well)
+    autograd::add_row_sparse_into(dense, {rows, values});
+    update_checked(name, p, dense, g);
+  } else {
+    LB_CHECK(rows.dtype() == DType::I64 && rows.dim() == 1 && values.dim() == 2 && values.size(0) == rows.size(0) &&
+                 values.size(1) == p.size(1) && values.dtype() == p.dtype() && values.is_contiguous(),
+             "gradient rows of '", name, "': rows ", shape_str(rows.shape()), " and values ",
+             shape_str(values.shape()), " for a parameter ", shape_str(p.shape()));
+    update_rows(name, p, rows, values, g, state_[name]);
+  }
+  p.zero_grad();
+}
+
+bool Optimizer::rows_supported(const Tensor&) const { return false; }
+
+void Optimizer::update_rows(const std::string& name, Tensor&, const Tensor&, const Tensor&, const ParamGroup&,
+                            std::map<std::string, Tensor>&) {
+  LB_FAIL("internal: ", type_name(), " has no row-sparse update (parameter '", name, "')");
 }
 
 std::string Optimizer::parameter_name(const TensorImpl* leaf) const {

@@ -94,6 +94,20 @@ StepResult TrainStep::run(int64_t step, const std::vector<MicroBatch>& micro, bo
     r.lr = optimizer_.groups().front().lr;
     optimizer_.begin_step();
   }
+  // Fused: embedding weight gradients stay rows over every micro-batch of the step.
+  pending_rows_.clear();
+  struct RowsSink {
+    explicit RowsSink(TrainStep* s) {
+      if (s)
+        autograd::set_row_sparse_grad_sink([s](const TensorImpl* leaf, autograd::RowSparseGrad g) {
+          if (!s->optimizer_.takes_rows(leaf)) return false;
+          auto& pending = s->pending_rows_[leaf];
+          pending = autograd::add_row_sparse(pending, g);
+          return true;
+        });
+    }
+    ~RowsSink() { autograd::set_row_sparse_grad_sink({}); }
+  } rows_sink(fused ? this : nullptr);
   // Data-parallel: the last backward pass of the step starts the buckets' all-reduces as their
   // gradients complete (GradientSync::arm), overlapping the rest of the backward.
   size_t last_nonempty = micro.size();
@@ -185,17 +199,27 @@ void TrainStep::backward_with_fused_update(const Tensor& loss, const std::string
     const std::string name = optimizer_.parameter_name(leaf);
     if (name.empty()) return;  // not a parameter (an input's gradient)
     Tensor g = leaf->grad;
-    if (!g.defined()) return;
+    const auto rows_it = pending_rows_.find(leaf);
+    autograd::RowSparseGrad rows;
+    if (rows_it != pending_rows_.end()) {
+      rows = std::move(rows_it->second);
+      pending_rows_.erase(rows_it);
+    }
+    if (!g.defined() && !rows.defined()) return;
     LB_CHECK(updated.insert(leaf).second, "optimizer.in_backward: a second gradient for '", name,
              "' arrived after its update (a parameter used both inside a recomputed block and outside it); set "
              "optimizer.in_backward to false for this model");
-    const double sq = optim::grad_sum_squares(g);
+    // Rows alone: norm, clipping and update on the rows (the other rows' zeros add nothing).
+    Tensor& values = g.defined() ? g : rows.values;
+    if (g.defined() && rows.defined()) autograd::add_row_sparse_into(g, rows);
+    const double sq = optim::grad_sum_squares(values);
     if (!std::isfinite(sq))
       throw Diverged(at + ": non-finite gradient in " + name + " (optimizer.in_backward: the parameters updated "
                      "before it in this step are already changed)");
     sum_squares += sq;
-    if (coef < 1.0) optim::scale_grad(g, coef);
-    optimizer_.update_parameter(leaf);  // and frees the gradient (g's handle goes with this call)
+    if (coef < 1.0) optim::scale_grad(values, coef);
+    if (g.defined()) optimizer_.update_parameter(leaf);  // and frees the gradient (g's handle goes with this call)
+    else optimizer_.update_parameter_rows(leaf, rows.rows, rows.values);
   };
   autograd::set_leaf_grad_ready_hook(apply);
   struct Unhook {
@@ -204,7 +228,7 @@ void TrainStep::backward_with_fused_update(const Tensor& loss, const std::string
   loss.backward();
   // A parameter this pass did not reach that earlier micro-batches gave a gradient: complete now.
   for (const Tensor& p : trainable_)
-    if (p.grad().defined() && !updated.count(p.impl())) apply(p.impl());
+    if ((p.grad().defined() || pending_rows_.count(p.impl())) && !updated.count(p.impl())) apply(p.impl());
   r.grad_norm = std::sqrt(sum_squares);
   previous_grad_norm_ = r.grad_norm;
 }

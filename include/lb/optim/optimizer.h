@@ -46,6 +46,13 @@ class Optimizer {
   // or no gradient).
   void begin_step();
   bool update_parameter(const TensorImpl* leaf);
+  // A gradient given as rows (lb/autograd/row_sparse_grad.h: rows (K,) i64 distinct, values
+  // (K, D)), as a fused step's embedding backward hands it over: the update is the dense
+  // gradient's, zeros on every other row. takes_rows: `leaf` is one of this optimizer's (V, D)
+  // parameters and it can. update_parameter_rows: a dense .grad the parameter also has is
+  // summed with the rows first; the gradient is dropped after.
+  bool takes_rows(const TensorImpl* leaf) const;
+  void update_parameter_rows(const TensorImpl* leaf, const Tensor& rows, const Tensor& values);
   // The name of the parameter whose impl is `leaf` ("" when it is not one of this optimizer's).
   std::string parameter_name(const TensorImpl* leaf) const;
   void zero_grad();  // drops every .grad
@@ -66,6 +73,10 @@ class Optimizer {
   // Updates parameter `name`, p, with gradient g; `state` holds this parameter's buffers.
   virtual void update(const std::string& name, Tensor& p, const Tensor& g, const ParamGroup& group,
                       std::map<std::string, Tensor>& state) = 0;
+  // The row-sparse update (default: none; takes_rows is false).
+  virtual bool rows_supported(const Tensor& p) const;
+  virtual void update_rows(const std::string& name, Tensor& p, const Tensor& rows, const Tensor& values,
+                           const ParamGroup& group, std::map<std::string, Tensor>& state);
   virtual std::vector<std::string> state_kinds() const = 0;  // e.g. {"exp_avg", "exp_avg_sq"}
   // The shape and dtype of a parameter's buffer of one kind (default: the parameter's).
   virtual std::pair<Shape, DType> state_spec(const std::string& kind, const Tensor& p) const;
@@ -122,12 +133,18 @@ class Adam : public Optimizer {
  protected:
   void update(const std::string& name, Tensor& p, const Tensor& g, const ParamGroup& group,
               std::map<std::string, Tensor>& state) override;
+  bool rows_supported(const Tensor& p) const override;
+  void update_rows(const std::string& name, Tensor& p, const Tensor& rows, const Tensor& values,
+                   const ParamGroup& group, std::map<std::string, Tensor>& state) override;
   // Coded state: "exp_avg" / "exp_avg_sq" hold the codes (u8), "<kind>.absmax" each block's A.
   std::vector<std::string> state_kinds() const override;
   std::pair<Shape, DType> state_spec(const std::string& kind, const Tensor& p) const override;
   void check_saved_hyperparams(const nlohmann::json& saved) const override;
 
  private:
+  struct Grad;  // dense or row-sparse
+  void apply(const std::string& name, Tensor& p, const Grad& g, const ParamGroup& group,
+             std::map<std::string, Tensor>& state);
   AdamOptions opts_;
 };
 

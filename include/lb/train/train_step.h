@@ -9,8 +9,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "lb/autograd/row_sparse_grad.h"
 #include "lb/autograd/saved_codec.h"
 #include "lb/core/allocator.h"
 #include "lb/core/device.h"
@@ -69,7 +71,10 @@ struct TrainStepOptions {
   // before the last accumulate as usual. Global-norm clipping cannot wait for the whole norm
   // there: each gradient is scaled by max_grad_norm / (the previous step's norm + 1e-6) when
   // that is below 1 (the first step: unclipped); the norm reported is the step's own, before
-  // scaling. One rank only.
+  // scaling. One rank only. An embedding's weight gradient (the word embedding's: at most
+  // B x T of its rows) is handed to the optimizer as those rows only (lb/autograd/
+  // row_sparse_grad.h), never built dense, on every micro-batch of the step; the update is
+  // the dense one's, bit for bit.
   bool optimizer_in_backward = false;
   double previous_grad_norm = 0;  // what the first step's fused clipping scales by (a resumed run's last)
 };
@@ -134,6 +139,9 @@ class TrainStep {
   std::string first_bad_gradient();
   void check_codec_rules() const;
   void backward_with_fused_update(const Tensor& loss, const std::string& at, StepResult& r);
+  // Row-sparse gradients of this fused step not applied yet, by leaf (accumulated over its
+  // micro-batches).
+  std::unordered_map<const TensorImpl*, autograd::RowSparseGrad> pending_rows_;
 
   nn::Module& module_;
   optim::Optimizer& optimizer_;
