@@ -10,6 +10,7 @@
 
 #include "lb/io/printable.h"
 #include "lb/io/safetensors.h"
+#include "lb/nn/init.h"
 
 namespace lb::models {
 
@@ -130,6 +131,23 @@ nlohmann::json read_hf_config(const std::string& dir) {
   return j;
 }
 
+namespace {
+// load_into a model built under `deferred`, then the random initialisation of what the
+// checkpoint lacks (the classifier head): the values eager initialisation gives, for a
+// fraction of its draws.
+void load_deferred(nn::Module& model, nn::init::DeferredInit& deferred, const std::map<std::string, Tensor>& ckpt,
+                   const std::string& prefix, const std::string& dir, HfLoadReport* report) {
+  HfLoadReport local;
+  HfLoadReport& r = report ? *report : local;
+  load_into(model, ckpt, prefix, dir, &r);
+  const std::set<std::string> lacking(r.initialized.begin(), r.initialized.end());
+  std::set<const Storage*> loaded;  // load_state_dict copies into the model's own storages
+  for (const auto& [key, t] : model.state_dict())
+    if (!lacking.count(key)) loaded.insert(t.storage().get());
+  deferred.replay([&](const Storage* s) { return !loaded.count(s); });
+}
+}  // namespace
+
 std::map<std::string, Tensor> read_hf_weights(const std::string& dir) {
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
@@ -170,8 +188,9 @@ std::unique_ptr<BertForSequenceClassification> load_hf_bert(const std::string& d
   if (overrides.is_object()) j.update(overrides);
   BertConfig c = BertConfig::from_json(j, dir + "/config.json");
   if (num_labels > 0) c.num_labels = num_labels;
+  nn::init::DeferredInit deferred;
   auto model = std::make_unique<BertForSequenceClassification>(c);
-  load_into(*model, read_hf_weights(dir), "bert.", dir, report);
+  load_deferred(*model, deferred, read_hf_weights(dir), "bert.", dir, report);
   return model;
 }
 
@@ -182,8 +201,9 @@ std::unique_ptr<ViTForImageClassification> load_hf_vit(const std::string& dir, i
   if (overrides.is_object()) j.update(overrides);
   ViTConfig c = ViTConfig::from_json(j, dir + "/config.json");
   if (num_labels > 0) c.num_labels = num_labels;
+  nn::init::DeferredInit deferred;
   auto model = std::make_unique<ViTForImageClassification>(c);
-  load_into(*model, read_hf_weights(dir), "vit.", dir, report);
+  load_deferred(*model, deferred, read_hf_weights(dir), "vit.", dir, report);
   return model;
 }
 

@@ -45,6 +45,15 @@ float PhiloxStream::normal() {
   return s * std::sin(v);
 }
 
+void PhiloxStream::skip_normals(uint64_t n) {
+  if (n > 0 && has_cached_normal_) {
+    has_cached_normal_ = false;
+    --n;
+  }
+  offset_ += 2 * (n / 2);  // whole pairs: each leaves nothing pending
+  if (n % 2) normal();     // the last pair's first value drawn, its second pending
+}
+
 Tensor rand_uniform(const Shape& shape, PhiloxStream& rng, double lo, double hi, DType dtype) {
   Tensor t = Tensor::empty(shape, dtype);
   detail::dispatch_float(dtype, "rand_uniform", [&](auto tag_) { using T = decltype(tag_);

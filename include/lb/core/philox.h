@@ -60,6 +60,10 @@ class PhiloxStream {
   float uniform();  // (0, 1], as curand_uniform
   float normal();   // N(0,1), Box–Muller as curand_normal
   uint64_t seed() const { return seed_; }
+  // Moves past the draws n uniform() / normal() calls would make, leaving the stream where
+  // they would (normal: with the same pending second value, which costs one pair's draw).
+  void skip_uniforms(uint64_t n) { offset_ += n; }
+  void skip_normals(uint64_t n);
   // Position, for checkpoints: (subsequence, offset in 32-bit draws).
   uint64_t subsequence() const { return subsequence_; }
   uint64_t offset() const { return offset_; }
