@@ -259,12 +259,13 @@ void expect_plan_fits(const nlohmann::json& j, const std::string& what) {
   for (const auto& part : tight.parts) lean = lean || part.option.name() != "exact";
   EXPECT_TRUE(lean) << what;
   EXPECT_GE(tight.parts.size(), 3u) << what;  // two or more blocks and the rest
-  // Predicted and measured agree to within 20% on these tiny models, whose peaks (0.3-2 MB) the
-  // batch, loss and optimizer temporaries weigh on (the full-size figures:
-  // tools/studies/memory_budget/NOTES.md).
-  EXPECT_NEAR(static_cast<double>(tight.predicted_peak), static_cast<double>(tight.measured_peak),
-              0.2 * static_cast<double>(tight.measured_peak))
-      << what;
+  // Predicted and measured agree to within 20% below and 50% above on these tiny models, whose
+  // peaks (0.3-2 MB) the batch, loss and optimizer temporaries weigh on: the profiles of 2 and
+  // 4 examples scale a peak in proportion to the batch (scaled_report.h), which over-reads
+  // what does not grow with it (tests/train/scaled_profile_test.cpp: within 25% where the
+  // activations dominate, as on a full-size model).
+  EXPECT_GE(static_cast<double>(tight.predicted_peak), 0.8 * static_cast<double>(tight.measured_peak)) << what;
+  EXPECT_LE(static_cast<double>(tight.predicted_peak), 1.5 * static_cast<double>(tight.measured_peak)) << what;
   // Below the batch's reach, micro-batches forbidden: an error naming the smallest reachable.
   Config whole_batch = c;
   whole_batch.memory.micro_batches = false;

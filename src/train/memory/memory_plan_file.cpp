@@ -162,7 +162,8 @@ std::string MemoryPlan::table() const {
   os << "\nexact (nothing planned): activation peak " << mb(exact_peak) << " MB, " << std::fixed << std::setprecision(0)
      << exact_step_ms << step << "\nplanned: " << (whole ? "whole step's peak " : "activation peak ") << mb(predicted_peak) << " MB predicted, " << mb(measured_peak)
      << " MB measured; ~" << predicted_step_ms << step << " predicted; smallest reachable budget "
-     << mb(smallest_reachable) << " MB; planned in " << std::setprecision(1) << profile_s << " s\n\n";
+     << mb(smallest_reachable) << " MB; planned in " << std::setprecision(1) << profile_s << " s"
+     << (planner_peak > 0 ? ", holding at most " + mb(planner_peak) + " MB while it profiled" : std::string()) << "\n\n";
   size_t w = 6;
   for (const auto& p : parts) w = std::max(w, p.part.size() + 2);
   os << std::left << std::setw(static_cast<int>(w)) << "part" << std::setw(25) << "keeps" << std::right << std::setw(10)
@@ -217,6 +218,7 @@ nlohmann::json MemoryPlan::to_json() const {
           {"exact_step_ms", exact_step_ms},
           {"predicted_step_ms", predicted_step_ms},
           {"profile_s", profile_s},
+          {"planner_peak_bytes", planner_peak},
           {"parts", ps},
           {"memory", section.to_json()},
           {"backward_rules", backward_rules},
@@ -340,6 +342,7 @@ MemoryPlan MemoryPlan::from_json(const nlohmann::json& j, const std::string& sou
   p.exact_step_ms = f.number(j, "", "exact_step_ms");
   p.predicted_step_ms = f.number(j, "", "predicted_step_ms");
   p.profile_s = f.number(j, "", "profile_s");
+  if (j.contains("planner_peak_bytes")) p.planner_peak = f.integer(j, "", "planner_peak_bytes", 0);  // older plans: none
   for (const auto& x : f.list(j, "", "parts")) {
     const std::string at = "parts[" + std::to_string(p.parts.size()) + "].";
     PlannedPart part;

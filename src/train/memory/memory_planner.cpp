@@ -15,6 +15,7 @@
 #include "lb/train/memory/memory_report.h"
 #include "src/backend/kernel_info.h"
 #include "src/train/memory/memory_plan_parts.h"
+#include "src/train/memory/scaled_report.h"
 #include "src/train/memory/step_levers.h"
 
 namespace lb::train {
@@ -25,12 +26,12 @@ namespace {
 
 // A size below what the leanest optimizer setting holds besides activations: an error before
 // any profiling.
-// What the leanest optimizer setting holds besides activations.
-int64_t least_fixed_bytes(const std::vector<LeverOption>& levers) {
-  int64_t least = levers.front().fixed.total();
-  for (const auto& o : levers) least = std::min(least, o.fixed.total());
-  return least;
+// The optimizer setting that holds least besides activations, and what it holds.
+const LeverOption& leanest(const std::vector<LeverOption>& levers) {
+  return *std::min_element(levers.begin(), levers.end(),
+                           [](const LeverOption& a, const LeverOption& b) { return a.fixed.total() < b.fixed.total(); });
 }
+int64_t least_fixed_bytes(const std::vector<LeverOption>& levers) { return leanest(levers).fixed.total(); }
 
 void check_state_fits(const Config& config, const MemoryBudget& budget, const std::vector<LeverOption>& levers) {
   const int64_t bytes = budget.resolve(0);
@@ -57,17 +58,56 @@ std::optional<size_t> cheapest_levers(const MemoryProfile& p, const std::vector<
   return lever;
 }
 
+// The options profiled where the six do not settle it, for `act_budget` bytes of activations:
+// recomputation in bf16 where the plan recomputes (or nothing fits) and the CPU gains by it
+// (untimed where `timed_by` has it); HOT where `hot` and it could pay, or only to reach the
+// budget: its leanest settings first, the rest where they lower the floor.
+void profile_more_options(MemoryProfile& p, const Config& profiled, const std::string& strategy, int64_t real_tokens,
+                          int64_t act_budget, bool hot, const MemoryProfile* timed_by, const PlanWatch& watch) {
+  const double weight = profiled.memory.fidelity_weight;
+  if (bf16_recompute_offered(profiled)) {
+    const MemoryChoice first = choose_memory(p, act_budget, weight);
+    const bool recomputes = !first.feasible || std::any_of(first.block.begin(), first.block.end(), [&](int o) {
+      return p.options[static_cast<size_t>(o)].recompute;
+    });
+    if (recomputes) {
+      const bool has = timed_by && std::any_of(timed_by->options.begin(), timed_by->options.end(), [](const KeepOption& o) {
+                         return o.name() == bf16_recompute_option().name();
+                       });
+      profile_bf16_recompute(p, profiled, strategy, real_tokens, watch, has ? 0 : 2);
+      if (has) retime(p, *timed_by);
+    }
+  }
+  if (hot && could_pay(p, fidelity_prior({"f32", false, "hot"}), weight)) {
+    profile_strategy(p, profiled, strategy, "hot", watch);
+  } else if (hot && !choose_memory(p, act_budget, weight).feasible) {
+    const int64_t floor = smallest_reachable_budget(p);
+    profile_strategy(p, profiled, strategy, "hot", watch, StrategyColumns::Leanest);
+    if (smallest_reachable_budget(p) < floor)
+      profile_strategy(p, profiled, strategy, "hot", watch, StrategyColumns::Rest);
+  }
+}
+
 // The plan for the config's largest batch (see plan_memory), or with `real_tokens` for its
 // batches with that many real tokens; HOT is a candidate only where `consider_hot`.
+// `times`: where it holds a profile (the longest batch's), this plan's options are profiled
+// untimed and take their times from it (retime); where it is empty, it gets this plan's.
 MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
-                        bool consider_hot, int64_t real_tokens, const PlanWatch& watch, bool data_parallel) {
+                        bool consider_hot, int64_t real_tokens, const PlanWatch& watch, bool data_parallel,
+                        MemoryProfile* times = nullptr) {
   const Config config = worst_case_batch(config_in, real_tokens);
   const bool whole = budget.whole_step();
   // The whole step: what each optimizer setting holds besides activations, measured first.
+  const int64_t known_bytes = budget.is_fraction() ? 0 : budget.resolve(0);
   const std::vector<LeverOption> levers =
-      whole ? measure_levers(config, strategy, data_parallel, watch) : std::vector<LeverOption>{};
+      whole ? measure_levers(config, strategy, data_parallel, known_bytes, watch) : std::vector<LeverOption>{};
   if (whole && !budget.is_fraction()) check_state_fits(config, budget, levers);
-  MemoryProfile p = profile_memory(config, strategy, real_tokens, watch);
+  // Under memory.budget the options are profiled with the leanest optimizer setting, so that
+  // profiling holds no more than a plan may (what activations keep does not depend on it).
+  const Config profiled = whole ? with_levers(config, leanest(levers).levers) : config;
+  const MemoryProfile* timed_by = times && !times->options.empty() ? times : nullptr;
+  MemoryProfile p = profile_memory(profiled, strategy, real_tokens, watch, timed_by ? 0 : 2);
+  if (timed_by) retime(p, *timed_by);
   const std::vector<std::string>& blocks = p.blocks;
   const size_t n = blocks.size();
   MemoryPlan plan;
@@ -79,28 +119,22 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
   // A fraction refers to the exact vanilla step: measured apart unless that is what ran (the
   // whole step: a step once the optimizer holds its state).
   const bool vanilla = strategy == "vanilla" || (strategy.empty() && config.backward.source_json().empty());
-  if (budget.is_fraction() && whole)
-    plan.exact_vanilla_peak =
-        memory_report(with_memory(config, {}, {}), vanilla ? strategy : "vanilla", 0, real_tokens, true)
-            .steady_peak_bytes;
-  else if (budget.is_fraction() && !vanilla)
-    plan.exact_vanilla_peak = memory_report(with_memory(config, {}, {}), "vanilla", 0, real_tokens).activation_peak_bytes;
+  if (budget.is_fraction()) {  // the one full-batch step of the exact run the planner takes
+    const MemoryReport exact =
+        whole ? memory_report(with_memory(config, {}, {}), vanilla ? strategy : "vanilla", 0, real_tokens, true)
+              : memory_report(with_memory(config, {}, {}), "vanilla", 0, real_tokens);
+    watch.held(exact.run_peak_bytes);
+    if (whole) plan.exact_vanilla_peak = exact.steady_peak_bytes;
+    else if (!vanilla) plan.exact_vanilla_peak = exact.activation_peak_bytes;
+  }
   plan.budget_bytes = budget.resolve(plan.exact_vanilla_peak);
   const double weight = config.memory.fidelity_weight;
   // The most activation bytes any optimizer setting leaves, for the choices below.
   const int64_t least_fixed = whole ? least_fixed_bytes(levers) : 0;
   const int64_t act_budget = plan.budget_bytes - least_fixed;
-  // Recomputation in bf16 where the plan recomputes (or nothing fits) and the CPU gains by it.
-  if (bf16_recompute_offered(config)) {
-    const MemoryChoice first = choose_memory(p, act_budget, weight);
-    const bool recomputes = !first.feasible || std::any_of(first.block.begin(), first.block.end(), [&](int o) {
-      return p.options[static_cast<size_t>(o)].recompute;
-    });
-    if (recomputes) profile_bf16_recompute(p, config, strategy, real_tokens, watch);
-  }
   const bool hot = consider_hot && strategies_plannable(config, strategy);
-  if (hot && (!choose_memory(p, act_budget, weight).feasible || could_pay(p, fidelity_prior({"f32", false, "hot"}), weight)))
-    profile_strategy(p, config, strategy, "hot", watch);
+  profile_more_options(p, profiled, strategy, real_tokens, act_budget, hot, timed_by, watch);
+  if (times && !timed_by) *times = p;
   const int64_t act_floor = smallest_reachable_budget(p);
   plan.smallest_reachable = act_floor + least_fixed;
   const auto describe_budget = [&] {
@@ -150,6 +184,7 @@ MemoryPlan plan_longest(const Config& config_in, const std::string& strategy, co
     Config planned = with_backward_rules(with_memory(config, plan.section), plan.backward_rules);
     if (whole) planned = with_levers(planned, plan.levers);
     const MemoryReport measured = memory_report(planned, strategy, 0, real_tokens, /*steady_step=*/whole);
+    watch.held(measured.run_peak_bytes);
     plan.measured_peak = whole ? measured.steady_peak_bytes : measured.activation_peak_bytes;
     plan.parts.clear();
     double ms = p.exact_ms;
@@ -224,7 +259,8 @@ std::vector<int64_t> fewer_tokens(int64_t batch, int64_t max_len) {
 // for BERT, shorter ones.
 MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, const MemoryBudget& budget,
                       bool shorter_batches, bool consider_hot, const PlanWatch& watch, bool data_parallel) {
-  MemoryPlan plan = plan_longest(config_in, strategy, budget, consider_hot, 0, watch, data_parallel);
+  MemoryProfile times;  // the longest batch's, whose times the shorter batches' plans take
+  MemoryPlan plan = plan_longest(config_in, strategy, budget, consider_hot, 0, watch, data_parallel, &times);
   // Shorter batches, BERT: a plan per shorter length for the same bytes, longest first, until
   // one runs exact (shorter ones then do too); where padding is skipped, the same per number
   // of real tokens. Where the longest batch needs HOT the plans would differ in backward
@@ -243,17 +279,20 @@ MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, cons
       lp.max_len = shape.data.max_seq_len;
       lp.max_tokens = tokens;
       const MemoryReport exact =
-          memory_report(with_memory(worst_case_batch(shape, tokens), {}, {}), strategy, 2, tokens);
+          scaled_memory_report(with_memory(worst_case_batch(shape, tokens), {}, {}), strategy, 0, tokens);
+      watch.held(exact.run_peak_bytes);
       if (exact.activation_peak_bytes <= plan.activation_budget_bytes) {
+        const double shape_tokens =
+            static_cast<double>(tokens > 0 ? tokens : shape.data.batch_size * shape.data.max_seq_len);
         lp.predicted_peak = lp.measured_peak = exact.activation_peak_bytes;
-        lp.predicted_step_ms = lp.exact_step_ms = exact.step_ms;
+        lp.predicted_step_ms = lp.exact_step_ms = times.exact_ms * shape_tokens / std::max(1.0, times.tokens);
         lp.summary = "exact";
         plan.by_length.push_back(lp);
         return true;
       }
       MemoryPlan sub;
       try {
-        sub = plan_longest(shape, strategy, bytes, /*consider_hot=*/false, tokens, watch, data_parallel);
+        sub = plan_longest(shape, strategy, bytes, /*consider_hot=*/false, tokens, watch, data_parallel, &times);
       } catch (const PlanInterrupted&) {
         throw;
       } catch (const Error&) {
@@ -383,6 +422,7 @@ MemoryPlan plan_memory(const Config& config_in, const std::string& strategy, con
   }
   plan.profiled_on = plan_inputs(config_in, strategy);
   plan.profile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  plan.planner_peak = watch.most_held();
   return plan;
 }
 

@@ -14,6 +14,7 @@
 #include "lb/train/memory/memory_report.h"
 #include "src/backend/kernel_info.h"
 #include "src/train/memory/memory_plan_parts.h"
+#include "src/train/memory/scaled_report.h"
 
 namespace lb::train {
 
@@ -24,8 +25,8 @@ namespace {
 // by (codec, recompute, bf16 products)
 using Reports = std::map<std::tuple<std::string, bool, bool>, MemoryReport>;
 
-// The batch a profile runs, for the planner's progress lines: "32 x 128", "32 x 128, 900
-// real tokens", "64 images".
+// The batch a profile is for, for the planner's progress lines: "32 x 128", "32 x 128, 900
+// real tokens", "64 images"; "(from 2 and 4)" where it is extrapolated (scaled_report.h).
 std::string batch_shape(const Config& c, int64_t real_tokens) {
   std::string s = std::to_string(c.data.batch_size);
   if (c.data.max_seq_len > 0 && c.data.task != "cifar10" && c.data.task != "cifar100" && c.data.task != "image_folder")
@@ -33,12 +34,16 @@ std::string batch_shape(const Config& c, int64_t real_tokens) {
   else
     s += " images";
   if (real_tokens > 0) s += ", " + std::to_string(real_tokens) + " real tokens";
+  const ProfileBatches pb = profile_batches(c);
+  if (pb.scaled()) s += " (from " + std::to_string(pb.small) + " and " + std::to_string(pb.large) + ")";
   return s;
 }
 
-// One attributed and two timed steps per option of `options` on `config`.
+// One attributed and two timed steps per option of `options` on `config` (on two small
+// batches, extrapolated: scaled_report.h).
 Reports profile_options(const Config& config, const std::string& strategy, const std::vector<KeepOption>& options,
-                        std::vector<std::string>& blocks, int64_t real_tokens, const PlanWatch& watch) {
+                        std::vector<std::string>& blocks, int64_t real_tokens, const PlanWatch& watch,
+                        int timed_steps = 2) {
   Reports reports;
   for (size_t k = 0; k < options.size(); ++k) {
     const KeepOption& o = options[k];
@@ -49,9 +54,10 @@ Reports profile_options(const Config& config, const std::string& strategy, const
       throw Error(config.source + ": memory.budget: this model has no block that can be recomputed, so the "
                   "planner has nothing to choose from but codecs; give memory.codecs instead");
     const std::vector<std::string> recomputed = o.recompute ? blocks : std::vector<std::string>{};
-    MemoryReport r = memory_report(o.bf16_products ? with_memory(config, codecs, {}, recomputed)
-                                                   : with_memory(config, codecs, recomputed),
-                                   strategy, 2, real_tokens);
+    MemoryReport r = scaled_memory_report(o.bf16_products ? with_memory(config, codecs, {}, recomputed)
+                                                          : with_memory(config, codecs, recomputed),
+                                          strategy, timed_steps, real_tokens);
+    watch.held(r.run_peak_bytes);
     if (blocks.empty()) blocks = r.blocks;
     watch.profiled(o.name(), k + 1, options.size(), batch_shape(config, real_tokens), r.activation_peak_bytes,
                    r.step_ms);
@@ -111,11 +117,13 @@ void add_columns(MemoryProfile& p, const std::vector<KeepOption>& options, const
 }  // namespace
 
 MemoryProfile profile_memory(const Config& config_in, const std::string& strategy, int64_t real_tokens,
-                             const PlanWatch& watch) {
+                             const PlanWatch& watch, int timed_steps) {
   const Config config = worst_case_batch(config_in, real_tokens);
   MemoryProfile p;
   const std::vector<KeepOption> options = block_options();
-  const Reports reports = profile_options(config, strategy, options, p.blocks, real_tokens, watch);
+  const Reports reports = profile_options(config, strategy, options, p.blocks, real_tokens, watch, timed_steps);
+  p.tokens = static_cast<double>(real_tokens > 0 ? real_tokens
+                                                 : config.data.batch_size * std::max<int64_t>(1, config.data.max_seq_len));
   const MemoryReport& exact = reports.at({"f32", false, false});
   p.exact_ms = exact.step_ms;
   p.exact_peak = exact.activation_peak_bytes;
@@ -135,17 +143,28 @@ bool bf16_recompute_offered(const Config& config) {
 }
 
 void profile_bf16_recompute(MemoryProfile& p, const Config& config_in, const std::string& strategy, int64_t real_tokens,
-                            const PlanWatch& watch) {
+                            const PlanWatch& watch, int timed_steps) {
   const Config config = worst_case_batch(config_in, real_tokens);
   const std::vector<KeepOption> options = {bf16_recompute_option()};
   std::vector<std::string> blocks = p.blocks;
-  add_columns(p, options, profile_options(config, strategy, options, blocks, real_tokens, watch));
+  add_columns(p, options, profile_options(config, strategy, options, blocks, real_tokens, watch, timed_steps));
+}
+
+void retime(MemoryProfile& p, const MemoryProfile& from) {
+  const double share = p.tokens / std::max(1.0, from.tokens);
+  p.exact_ms = from.exact_ms * share;
+  for (size_t o = 0; o < p.options.size(); ++o)
+    for (size_t f = 0; f < from.options.size(); ++f)
+      if (from.options[f].name() == p.options[o].name()) p.added_ms[o] = from.added_ms[f] * share;
 }
 
 void profile_strategy(MemoryProfile& p, const Config& config_in, const std::string& strategy,
-                      const std::string& candidate, const PlanWatch& watch) {
+                      const std::string& candidate, const PlanWatch& watch, StrategyColumns which) {
   const Config config = with_backward_rules(worst_case_batch(config_in), strategy_rules(p.blocks, candidate));
-  const std::vector<KeepOption> options = block_options(candidate);
+  std::vector<KeepOption> options;
+  for (const KeepOption& o : block_options(candidate))
+    if (which == StrategyColumns::All || (o.codec == "int8") == (which == StrategyColumns::Leanest))
+      options.push_back(o);
   std::vector<std::string> blocks = p.blocks;
   add_columns(p, options, profile_options(config, strategy, options, blocks, 0, watch));
 }

@@ -178,6 +178,7 @@ void keep_tokens(data::Batch& batch, int64_t tokens, const std::string& source) 
 MemoryReport memory_report(const Config& requested, const std::string& strategy, int timed_steps, int64_t real_tokens,
                            bool steady_step) {
   dist::ProcessGroup& pg = dist::single_process();  // one process: the step as rank 0 of a run sees it
+  cpu_allocator().reset_peak();  // run_peak_bytes: from what the caller holds
   const Config config = resolved_for_training(requested);
   TrainingSetup s = set_up_training(config, strategy, Device::cpu(), pg);
   TrainStep step(s.model->module(), *s.optimizer, train_step_options(config, s, pg, Device::cpu()));
@@ -229,6 +230,7 @@ MemoryReport memory_report(const Config& requested, const std::string& strategy,
   std::vector<MicroBatch> attributed_micro = micro;
   for (const MicroBatch& m : micro_batches(*s.model, more)) attributed_micro.push_back(m);
   StepResult result;
+  r.run_peak_bytes = cpu_allocator().stats().total_peak;  // the set-up's
   {
     cpu_allocator().reset_peak();  // the step's own peak, from what the set-up left
     autograd::PeakWatch watch(cpu_allocator());
@@ -238,6 +240,7 @@ MemoryReport memory_report(const Config& requested, const std::string& strategy,
     const MemStats m = cpu_allocator().stats();
     r.step_peak_bytes = m.total_peak;
     r.step_peak_by_tag = m.peak;
+    r.run_peak_bytes = std::max(r.run_peak_bytes, r.step_peak_bytes);
     r.allocator_cached_bytes = m.cached;
     r.process = process_memory();
   }
@@ -248,6 +251,7 @@ MemoryReport memory_report(const Config& requested, const std::string& strategy,
     const MemStats m = cpu_allocator().stats();
     r.steady_peak_bytes = m.total_peak;
     r.steady_peak_by_tag = m.peak;
+    r.run_peak_bytes = std::max(r.run_peak_bytes, r.steady_peak_bytes);
   }
   std::vector<double> ms;
   for (int i = 0; i < timed_steps; ++i) {
@@ -255,6 +259,7 @@ MemoryReport memory_report(const Config& requested, const std::string& strategy,
     const StepResult t = step.run(next_step++, micro, false);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     r.timed.push_back({t.forward_ms, t.backward_ms, t.optimizer_ms, t.activation_peak_bytes, t.step_peak_bytes});
+    r.run_peak_bytes = std::max(r.run_peak_bytes, t.step_peak_bytes);
   }
   // The fastest: another process's burst or a paused run only ever adds time, so the
   // minimum is the step's own cost (the median of two was their larger one, and one outlier

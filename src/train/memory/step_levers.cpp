@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "lb/core/error.h"
+#include "lb/optim/state_codec.h"
 #include "lb/train/memory/memory_report.h"
 #include "src/train/memory/memory_plan_parts.h"
 
@@ -70,7 +71,7 @@ Config with_levers(Config c, const StepLevers& l) {
 double lever_cost(const LeverOption& o, double exact_ms, double weight) { return weight * o.fidelity * exact_ms; }
 
 std::vector<LeverOption> measure_levers(const Config& config, const std::string& strategy, bool data_parallel,
-                                        const PlanWatch& watch) {
+                                        int64_t budget_bytes, const PlanWatch& watch) {
   const bool adam = config.optimizer.type == "adam" || config.optimizer.type == "adamw";
   std::vector<int64_t> bits{config.optimizer.state_bits};
   if (adam)
@@ -78,12 +79,16 @@ std::vector<LeverOption> measure_levers(const Config& config, const std::string&
       if (b < config.optimizer.state_bits) bits.push_back(b);
   std::vector<bool> fused{config.optimizer.in_backward};
   if (!config.optimizer.in_backward && !data_parallel) fused.push_back(true);
-  // Parameters, buffers and each state size from one step per size; the gradients held with
-  // the update in backward from one more (what they hold does not depend on the state's size).
+  std::vector<StepLevers> settings;  // the config's own first
+  for (const bool f : fused)
+    for (const int64_t b : bits) settings.push_back({b, f});
   const Config tiny = tiny_batch(with_memory(config, {}, {}));
+  int64_t held = 0;  // the last measurement's most
   const auto measure = [&](const StepLevers& l, size_t k, size_t n) {
     watch.check(config);
     const MemoryReport r = memory_report(with_levers(tiny, l), strategy, 0, 0, /*steady_step=*/true);
+    watch.held(r.run_peak_bytes);
+    held = r.run_peak_bytes;
     watch.profiled("the step's state with " + l.name(), k, n, "2 short examples", r.steady_peak_bytes, 0, "whole step");
     FixedBytes f;
     f.parameters = r.steady_peak_by_tag[static_cast<int>(MemTag::Parameter)];
@@ -92,22 +97,46 @@ std::vector<LeverOption> measure_levers(const Config& config, const std::string&
     f.optimizer = r.steady_peak_by_tag[static_cast<int>(MemTag::Optimizer)];
     return f;
   };
-  const size_t n = bits.size() + fused.size() - 1;
-  std::vector<FixedBytes> by_bits;
-  for (size_t i = 0; i < bits.size(); ++i) by_bits.push_back(measure({bits[i], fused[0]}, i + 1, n));
-  std::vector<int64_t> gradients{by_bits[0].gradients};
-  if (fused.size() > 1) gradients.push_back(measure({bits[0], fused[1]}, n, n).gradients);
-  std::vector<LeverOption> out;
-  for (size_t g = 0; g < fused.size(); ++g)
-    for (size_t i = 0; i < bits.size(); ++i) {
-      LeverOption o;
-      o.levers = {bits[i], fused[g]};
-      o.fixed = by_bits[i];
-      o.fixed.gradients = gradients[g];
-      o.fidelity = lever_fidelity(config, o.levers);
-      out.push_back(o);
+  // The leanest setting first. Under a budget in bytes, another is measured only where its
+  // measurement is predicted (from the leanest's, with the state's and gradients' bytes
+  // changed) to hold no more than the budget: one that holds more leaves no room for a batch's
+  // activations anyway.
+  const StepLevers& lean = settings.back();
+  const FixedBytes least = measure(lean, 1, settings.size());
+  const int64_t least_held = held;
+  const double per_element = state_bytes_per_element(config, lean.state_bits);
+  const double elements = per_element > 0 ? static_cast<double>(least.optimizer) / per_element : -1;
+  std::vector<LeverOption> out(settings.size());
+  size_t n = 1;
+  for (size_t i = 0; i < settings.size(); ++i) {
+    LeverOption& o = out[i];
+    o.levers = settings[i];
+    o.fidelity = lever_fidelity(config, o.levers);
+    o.fixed = least;
+    if (i + 1 == settings.size() || budget_bytes <= 0 || elements < 0) {
+      n += i + 1 < settings.size();
+      continue;
     }
+    o.fixed.optimizer = static_cast<int64_t>(elements * state_bytes_per_element(config, o.levers.state_bits));
+    if (!o.levers.in_backward) o.fixed.gradients = std::max(least.gradients, static_cast<int64_t>(elements * 4));
+    o.unmeasured = least_held + o.fixed.total() - least.total() > budget_bytes;
+    n += !o.unmeasured;
+  }
+  size_t k = 1;
+  for (size_t i = 0; i + 1 < settings.size(); ++i)
+    if (!out[i].unmeasured) out[i].fixed = measure(out[i].levers, ++k, n);
+  out.erase(std::remove_if(out.begin(), out.end(), [](const LeverOption& o) { return o.unmeasured; }), out.end());
   return out;
+}
+
+double state_bytes_per_element(const Config& c, int64_t bits) {
+  if (c.optimizer.type == "adam" || c.optimizer.type == "adamw") {
+    if (bits == 32) return 8;
+    const optim::StateCodec m = optim::moment_codec(static_cast<int>(bits));
+    const optim::StateCodec v = optim::second_moment_codec(static_cast<int>(bits));
+    return 2.0 * static_cast<double>(bits) / 8 + 4.0 / static_cast<double>(m.block) + 4.0 / static_cast<double>(v.block);
+  }
+  return 0;  // SGD: its momentum buffer or nothing; not predicted
 }
 
 }  // namespace planning

@@ -8,7 +8,9 @@
 // HOT is a candidate only where it can matter: when the config's strategies cannot reach the
 // budget, or when memory.fidelity_weight is low enough that HOT's faster backward could pay
 // for its fidelity penalty; otherwise its six settings are not profiled (they would double the
-// planner's time for a choice the knapsack cannot take). INSTANT is not a candidate: its
+// planner's time for a choice the knapsack cannot take). Where it is profiled only to reach
+// the budget, its two int8 settings come first and the other four only where those lower the
+// smallest reachable budget. INSTANT is not a candidate: its
 // bases are calibrated on the run's data and its ranks adapt per layer, so one profiling step
 // does not tell what it will keep.
 //
@@ -21,7 +23,10 @@
 // Profile: one attributed step (memory_report.h) per uniform setting — exact, bf16, int8,
 // each with and without every block recomputed — on the config's first batch (text: padded
 // to max_seq_len, padding not skipped, so that no batch of the run is larger), plus two
-// timed steps each. From them, per block and setting: the bytes it keeps at the end of the
+// timed steps each; a batch of 8 or more on two small batches of its shape, extended to its
+// size (src/train/memory/scaled_report.h), and, under memory.budget, with the leanest
+// optimizer setting, so that profiling holds no more than the budget. Shorter batches' plans
+// are profiled untimed and take the longest's times (retime). From them, per block and setting: the bytes it keeps at the end of the
 // forward, and the bytes it holds while backward runs through it (a recomputed block: its
 // input plus its activations made again); the bytes in flight at the peak (gradients,
 // decoded copies, temporaries: the largest seen at any profile's peak); step times.
@@ -54,6 +59,7 @@
 // (HOT is not a candidate: splitting the batch costs no accuracy where HOT would).
 // memory.micro_batches: false forbids it. Errors name the smallest budget reachable.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -150,6 +156,10 @@ struct MemoryPlan {
   int64_t smallest_reachable = 0;   // predicted for the leanest choice everywhere
   double exact_step_ms = 0, predicted_step_ms = 0;
   double profile_s = 0;  // the planner's own time
+  // The most the allocator held while the planner profiled and measured (0: a plan from
+  // before it was recorded); a whole-step budget in bytes bounds it but for a fraction's one
+  // exact step (scaled_report.h).
+  int64_t planner_peak = 0;
   std::vector<PlannedPart> parts;
   MemorySection section;  // the memory.codecs and memory.recompute that carry the plan out
   // The backward rules that do ({"match": "BLOCK.*", "type": "hot"} per HOT block; empty: none).
@@ -189,6 +199,7 @@ struct MemoryProfile {
   std::vector<int64_t> rest;                        // [rest_codecs() index]: kept outside blocks
   double exact_ms = 0;
   int64_t exact_peak = 0;
+  double tokens = 0;  // in the batch profiled (real ones where given; images: examples)
 };
 
 // The candidates: per block, exact, bf16, int8, each with and without recomputation (under
@@ -219,10 +230,15 @@ class PlanWatch {
   // `step_ms` 0: not timed; `what`: the peak measured.
   void profiled(const std::string& setting, size_t k, size_t n, const std::string& batch, int64_t peak_bytes,
                 double step_ms, const char* what = "activation peak") const;
+  // The most the allocator held while a profile or measurement ran (MemoryReport's
+  // run_peak_bytes): the planner's own peak, which a whole-step budget also bounds.
+  void held(int64_t bytes) const { most_held_ = std::max(most_held_, bytes); }
+  int64_t most_held() const { return most_held_; }
 
  private:
   StopCheck stop_;
   bool quiet_;
+  mutable int64_t most_held_ = 0;
   std::chrono::steady_clock::time_point start_;
 };
 // No plan fits the budget at the batch profiled; `needed` is the least that batch was found
@@ -248,15 +264,24 @@ int64_t next_micro_batches(int64_t batch, int64_t k_failed, int64_t needed, int6
 Config worst_case_batch(Config c, int64_t real_tokens = 0);
 // One attributed and two timed steps per uniform setting (see above), on the worst-case batch
 // (with `real_tokens`: that many real tokens).
+// timed_steps 0: no time is measured (see retime).
 MemoryProfile profile_memory(const Config& config, const std::string& strategy, int64_t real_tokens = 0,
-                             const PlanWatch& watch = PlanWatch());
+                             const PlanWatch& watch = PlanWatch(), int timed_steps = 2);
+// Times from another profile of the same model (the longest batch's, for a shorter one's
+// plan): its exact step and each option's added time at the same option, times the share of
+// its tokens p's batch has, since what an option adds per block scales with the tokens it
+// runs on.
+void retime(MemoryProfile& p, const MemoryProfile& from);
 // Adds block_options(candidate) to `p`: six more settings, every block's layers on `candidate`
-// (backward rules "BLOCK.*"), the rest of the model as the config has it.
+// (backward rules "BLOCK.*"), the rest of the model as the config has it. `leanest`: its two
+// int8 settings only (with and without recomputation), which tell whether the candidate
+// lowers the smallest reachable budget; then `rest` adds the other four.
+enum class StrategyColumns { All, Leanest, Rest };
 void profile_strategy(MemoryProfile& p, const Config& config, const std::string& strategy, const std::string& candidate,
-                      const PlanWatch& watch = PlanWatch());
+                      const PlanWatch& watch = PlanWatch(), StrategyColumns which = StrategyColumns::All);
 // Adds bf16_recompute_option() to `p` (profiled on the worst-case batch, as profile_memory).
 void profile_bf16_recompute(MemoryProfile& p, const Config& config, const std::string& strategy,
-                            int64_t real_tokens = 0, const PlanWatch& watch = PlanWatch());
+                            int64_t real_tokens = 0, const PlanWatch& watch = PlanWatch(), int timed_steps = 2);
 
 // The knapsack on a profile: the least-cost choice per block (indices into profile.options)
 // and for the rest (into rest_codecs()) whose predicted peak fits `budget`; feasible = false

@@ -50,6 +50,8 @@ struct MemoryReport {
   int64_t steady_peak_bytes = 0;
   std::array<int64_t, kNumMemTags> steady_peak_by_tag{};
   std::vector<TimedStep> timed;
+  // The allocator's peak over the whole call: the set-up (model, calibration) and every step.
+  int64_t run_peak_bytes = 0;
 
   // Bytes by op kind and by module, largest first; the total and the peak.
   std::string table() const;
