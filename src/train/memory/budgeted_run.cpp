@@ -108,7 +108,8 @@ void BudgetedRun::end_step(int64_t step, const StepResult& r, const std::string&
           const LengthPlan& l = plan_->by_length[static_cast<size_t>(length_plan_)];
           // Under memory.budget a shorter batch's plan bounds its activations, beside what the
           // step holds besides them.
-          return megabytes(l.measured_peak + (whole ? plan_->fixed.total() : 0)) + " for batches of " + l.batches();
+          const int64_t peak = l.measured_peak > 0 ? l.measured_peak : l.predicted_peak;  // exact: predicted
+          return megabytes(peak + (whole ? plan_->fixed.total() : 0)) + " for batches of " + l.batches();
         }();
     // The whole step: each category's own peak (since the last log line: at least this step's)
     // against its share of the plan; one at least is over, as the shares sum to the budget.

@@ -178,7 +178,8 @@ std::string MemoryPlan::table() const {
     for (const auto& l : by_length)
       os << "  " << (l.max_tokens > 0 ? "T = " + std::to_string(l.max_tokens) : "N = " + std::to_string(l.max_len))
          << ": " << l.summary << "; peak " << mb(l.predicted_peak) << " MB predicted, "
-         << mb(l.measured_peak) << " MB measured; ~" << std::setprecision(0) << l.predicted_step_ms << " ms per step"
+         << (l.measured_peak > 0 ? mb(l.measured_peak) + " MB measured" : std::string("not measured (exact)")) << "; ~"
+         << std::setprecision(0) << l.predicted_step_ms << " ms per step"
          << (l.exact_step_ms > 0 && l.summary != "exact"
                  ? " (exact ~" + std::to_string(static_cast<int64_t>(std::lround(l.exact_step_ms))) + ")"
                  : std::string())

@@ -284,7 +284,9 @@ MemoryPlan plan_batch(const Config& config_in, const std::string& strategy, cons
       if (exact.activation_peak_bytes <= plan.activation_budget_bytes) {
         const double shape_tokens =
             static_cast<double>(tokens > 0 ? tokens : shape.data.batch_size * shape.data.max_seq_len);
-        lp.predicted_peak = lp.measured_peak = exact.activation_peak_bytes;
+        lp.predicted_peak = exact.activation_peak_bytes;
+        // Profiled on two small batches, an upper bound: no step of this shape was measured.
+        lp.measured_peak = profile_batches(shape).scaled() ? 0 : exact.activation_peak_bytes;
         lp.predicted_step_ms = lp.exact_step_ms = times.exact_ms * shape_tokens / std::max(1.0, times.tokens);
         lp.summary = "exact";
         plan.by_length.push_back(lp);
