@@ -229,6 +229,11 @@ void TrainStep::backward_with_fused_update(const Tensor& loss, const std::string
   // A parameter this pass did not reach that earlier micro-batches gave a gradient: complete now.
   for (const Tensor& p : trainable_)
     if ((p.grad().defined() || pending_rows_.count(p.impl())) && !updated.count(p.impl())) apply(p.impl());
+  // Rows left now came after their parameter's update: refused as a second dense gradient is.
+  if (!pending_rows_.empty())
+    LB_FAIL("optimizer.in_backward: a second gradient for '", optimizer_.parameter_name(pending_rows_.begin()->first),
+            "' arrived after its update (a parameter used both inside a recomputed block and outside it); set "
+            "optimizer.in_backward to false for this model");
   r.grad_norm = std::sqrt(sum_squares);
   previous_grad_norm_ = r.grad_norm;
 }
