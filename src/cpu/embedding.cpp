@@ -6,6 +6,7 @@
 
 #include "lb/core/dispatch.h"
 #include "src/backend/embedding.h"
+#include "src/backend/row_slots.h"
 
 namespace lb::backend {
 namespace {
@@ -95,9 +96,7 @@ Tensor touched_rows(const Tensor& indices, int64_t V, int64_t padding_idx) {
 // As embedding_backward, into the touched rows' slots: the same per-row sums in index order.
 void scatter_add_rows(const Tensor& dout, const Tensor& indices, const Tensor& rows, int64_t V, Tensor& values) {
   const int64_t D = values.size(1), K = rows.numel();
-  std::vector<int64_t> slot(static_cast<size_t>(V), -1);
-  const int64_t* r = rows.data<int64_t>();
-  for (int64_t k = 0; k < K; ++k) slot[r[k]] = k;
+  const std::vector<int64_t> slot = row_slots(rows, V);
   detail::dispatch_float(dout.dtype(), "embedding backward", [&](auto tag) {
     using T = decltype(tag);
     const T* g = dout.data<T>();

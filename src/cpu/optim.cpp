@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "lb/core/dispatch.h"
+#include "src/backend/row_slots.h"
 
 namespace lb::backend {
 namespace {
@@ -28,10 +29,8 @@ void adam(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamCoefs<T>& 
 template <typename T>
 void adam_rows(Tensor& w, const Tensor& rows, const Tensor& values, Tensor& m, Tensor& v, const AdamCoefs<T>& coefs) {
   const AdamCoefs<T> c = coefs;
-  const int64_t V = w.size(0), D = w.numel() / V, K = rows.numel();
-  std::vector<int64_t> slot(static_cast<size_t>(V), -1);
-  const int64_t* r = rows.data<int64_t>();
-  for (int64_t k = 0; k < K; ++k) slot[r[k]] = k;
+  const int64_t V = w.size(0), D = w.numel() / V;
+  const std::vector<int64_t> slot = row_slots(rows, V);
   const std::vector<T> zeros(static_cast<size_t>(D), T(0));
   T* pw = w.data<T>();
   const T* pg = values.data<T>();

@@ -12,6 +12,7 @@
 #include "lb/optim/optimizer.h"
 #include "lb/optim/state_codec.h"
 #include "src/backend/optim.h"
+#include "src/backend/row_slots.h"
 
 namespace lb::optim {
 
@@ -172,9 +173,7 @@ void Adam::apply(const std::string& name, Tensor& p, const Grad& g, const ParamG
       if (dense) {
         blocks.dense = g.dense.data<float>();
       } else {
-        slot.assign(static_cast<size_t>(p.size(0)), -1);
-        const int64_t* r = g.rows.data<int64_t>();
-        for (int64_t i = 0; i < g.rows.numel(); ++i) slot[r[i]] = i;
+        slot = backend::row_slots(g.rows, p.size(0));
         blocks = {nullptr, g.values.data<float>(), slot.data(), p.size(1)};
       }
       coded_adam(p, blocks, {moment_codec(opts_.state_bits), m.data<uint8_t>(), state["exp_avg.absmax"].data<float>()},
